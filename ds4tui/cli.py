@@ -1,0 +1,3 @@
+"""Command-line entry point (placeholder, filled in below)."""
+def main() -> None:
+    print("ds4tui")
