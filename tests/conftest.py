@@ -1,0 +1,40 @@
+"""Shared test helpers.
+
+`../shared` (next to the project root) holds the reference material: Pi-written sessions with the
+context Pi built, DS4 vectors and bad inputs. Tests that need it use the `shared_dir` fixture,
+which skips with a clear reason when the folder is absent. Small fixtures that must always run
+are copied into `tests/fixtures/`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def find_shared() -> Path | None:
+    """Return the shared reference folder (`$DS4TUI_SHARED` or `../shared`), or None."""
+    env = os.environ.get("DS4TUI_SHARED")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared")
+    for cand in candidates:
+        if (cand / "sessions-pi").is_dir():
+            return cand
+    return None
+
+
+SHARED = find_shared()
+SKIP_NO_SHARED = "../shared (Pi sample sessions, DS4 vectors, bad inputs) is absent; set DS4TUI_SHARED to run"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The shared reference folder; skips the test when it is absent."""
+    if SHARED is None:
+        pytest.skip(SKIP_NO_SHARED)
+    return SHARED
