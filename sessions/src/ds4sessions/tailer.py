@@ -1,0 +1,245 @@
+"""Incremental reader of an append-only JSONL session file (the first step of the hot path).
+
+Pi appends one JSON object per line with `appendFileSync`, so a crash can leave a partial last
+line; Pi never edits lines in place except the whole-file rewrite of v1/v2 files on open and the
+`\\n` it appends on open after a partial last line (Pi session format §2, §11). The tailer
+therefore reads only the bytes appended since the last poll, hands out complete lines and holds
+the torn tail until its newline arrives (design.md, "The path of one appended line").
+
+Design choices:
+
+* **Reopen by path, no fd kept open.** Every `poll()` starts with one `os.stat(path)`; only when
+  the file's identity, size or mtime changed is the file opened (read-only, binary), read from
+  the saved offset, and closed again. Reopening by path sees a rename-replace or a re-created
+  file at once (a kept fd would go on reading the old, unlinked inode), and holding no handle
+  lets the writer rename or delete the file on Windows.
+* **Raw lines.** A line is the bytes before its `\\n`, kept verbatim: a CRLF line keeps its
+  trailing `\\r` (JSON parsers ignore it as whitespace, so the reader need not strip it), a
+  UTF-8 BOM or invalid UTF-8 is passed through, and empty lines are delivered (the reader
+  counts them). Decoding and parsing belong to the reader.
+* **Reset, not repair.** When the file no longer extends what was read (truncated, rewritten,
+  replaced, re-created), the batch says so and carries every line of the current file from
+  line 1; the consumer rebuilds its state from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal, NamedTuple
+
+ResetReason = Literal["truncated", "rewritten", "replaced", "appeared", "deleted"]
+"""Why a `TailBatch` restarts the file (see `Tailer.poll` for the rule behind each)."""
+
+CHUNK_BYTES = 1 << 20
+"""Read size in bytes (1 MiB, the chunk size Pi itself reads with, Pi session format §11)."""
+
+HEAD_BYTES = 4096
+"""Bytes at the start of the file remembered to detect an in-place rewrite (covers the header)."""
+
+ANCHOR_BYTES = 64
+"""Bytes just before the read offset remembered to detect a rewrite that keeps the header."""
+
+
+class TailLine(NamedTuple):
+    """One complete line of the file.
+
+    `line_no` is 1-based over the whole file (every `\\n` ends a line, empty lines included);
+    `offset` is the byte offset of the line's first byte; `raw` is the line's bytes without the
+    terminating `\\n` (a CRLF line keeps its `\\r`).
+    """
+
+    line_no: int
+    offset: int
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TailBatch:
+    """What one `Tailer.poll()` found.
+
+    - `lines`: the complete lines not delivered before, in file order. After a reset other than
+      "deleted" they start at line 1 of the current file.
+    - `reset`: None, or why the consumer must drop what it built so far: "truncated",
+      "rewritten", "replaced", "appeared" (the file was absent and now exists), or "deleted" (the
+      file is gone; `lines` is empty and the consumer may keep showing its last state, marked as
+      deleted; the file's return is reported as "appeared").
+    - `pending_bytes`: length in bytes of the partial last line held back (no `\\n` yet).
+    - `size`: bytes of the file seen by this poll (0 when the file is absent).
+    - `offset`: byte offset just after the last complete line delivered, i.e. where the held
+      partial line starts (kept at its last value after "deleted").
+    """
+
+    lines: tuple[TailLine, ...]
+    reset: ResetReason | None
+    pending_bytes: int
+    size: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """The file as the tailer last saw it: identity (st_dev, st_ino), size (bytes), mtime (ns)."""
+
+    ident: tuple[int, int]
+    size: int
+    mtime_ns: int
+
+
+class Tailer:
+    """Delivers each complete line of one append-only file exactly once.
+
+    `Tailer(path)` does no I/O; the first `poll()` reads the file from the start (no reset: the
+    consumer starts empty). A file that does not exist yet is fine: polls return empty batches
+    until it appears, which is reported as "appeared".
+
+    Cost: `poll()` on an unchanged file (same device, inode, size and mtime) is one `os.stat`
+    and no open or read. Otherwise it opens the file read-only, reads at most `HEAD_BYTES` +
+    `ANCHOR_BYTES` to check that the file still extends what was read, then only the new bytes.
+    The held partial line stays in memory and is not read again.
+
+    Thread safety: not thread-safe. Call `poll()` from one thread at a time (e.g. one worker);
+    the `TailBatch` it returns is immutable and may be handed to any thread.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Tail `path` (a session file that may not exist yet). No I/O happens here."""
+        self.path = Path(path)
+        self._seen: _Seen | None = None  # None: absent (or never polled)
+        self._polled = False
+        self._line_no = 0  # complete lines delivered
+        self._offset = 0  # byte offset just after the last complete line
+        self._pending = b""  # partial last line, bytes from _offset
+        self._head = b""  # first min(HEAD_BYTES, bytes read) bytes of the file
+        self._anchor = b""  # the ANCHOR_BYTES (or fewer) bytes before _offset
+
+    def poll(self) -> TailBatch:
+        """Read what was appended since the last poll and return it as a `TailBatch`.
+
+        Detection rules, in order (same identity = same `(st_dev, st_ino)` as last seen):
+        1. path absent: "deleted" once if the file was seen before, then empty batches;
+        2. path present after being absent: "appeared" (never on the very first poll);
+        3. different identity: "replaced" (rename over the path, or delete and re-create);
+        4. same identity, size smaller than the bytes already read (complete lines plus held
+           partial line): "truncated";
+        5. same identity, size and mtime unchanged: nothing to do (one `os.stat`, no read);
+        6. same identity, but the first `HEAD_BYTES` or the `ANCHOR_BYTES` before the offset
+           differ from what was read: "rewritten" (e.g. Pi's v1/v2 -> v3 migration rewrite, or a
+           truncate-and-write of the same or a larger size);
+        7. otherwise the new bytes are appended lines.
+        On any reset but "deleted" the file is read again from byte 0.
+
+        Not detected: a rewrite that keeps the first `HEAD_BYTES`, the `ANCHOR_BYTES` before the
+        offset and the size (or grows it), and a same-size rewrite within the file system's mtime
+        granularity; both look like a plain append (or no change).
+
+        Raises OSError (other than FileNotFoundError, which means "absent") when the path cannot
+        be stat'ed or read, e.g. PermissionError or IsADirectoryError.
+        """
+        first_poll = not self._polled
+        self._polled = True
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._absent()
+        if self._seen is not None and _same(self._seen, st):
+            return self._batch((), None, st.st_size)
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return self._absent()
+        with f:
+            st = os.fstat(f.fileno())  # the file actually opened (the path may have changed)
+            reset = self._classify(f, st, first_poll)
+            if reset is not None:
+                self._restart()
+            lines, end = self._read_new(f)
+            self._seen = _Seen((st.st_dev, st.st_ino), end, st.st_mtime_ns)
+        return self._batch(lines, reset, end)
+
+    def _classify(self, f: BinaryIO, st: os.stat_result, first_poll: bool) -> ResetReason | None:
+        """Apply detection rules 2-4 and 6 to the opened file `f` (see `poll`)."""
+        if self._seen is None:
+            return None if first_poll else "appeared"
+        if (st.st_dev, st.st_ino) != self._seen.ident:
+            return "replaced"
+        if st.st_size < self._offset + len(self._pending):
+            return "truncated"
+        f.seek(0)
+        if f.read(len(self._head)) != self._head:
+            return "rewritten"
+        f.seek(self._offset - len(self._anchor))
+        if f.read(len(self._anchor)) != self._anchor:
+            return "rewritten"
+        return None
+
+    def _restart(self) -> None:
+        """Forget everything read so far; the next read starts at byte 0 and line 1."""
+        self._line_no = 0
+        self._offset = 0
+        self._pending = b""
+        self._head = b""
+        self._anchor = b""
+
+    def _read_new(self, f: BinaryIO) -> tuple[tuple[TailLine, ...], int]:
+        """Read `f` from the end of the held partial line to EOF; return new lines and the end.
+
+        Linear in the new bytes: a line spanning many chunks is joined once.
+        """
+        start = self._offset + len(self._pending)
+        f.seek(start)
+        lines: list[TailLine] = []
+        parts = [self._pending]
+        head = bytearray(self._head)
+        pos = start
+        while chunk := f.read(CHUNK_BYTES):
+            if pos < HEAD_BYTES:  # invariant: head == file[:min(pos, HEAD_BYTES)]
+                head += chunk[: HEAD_BYTES - pos]
+            pos += len(chunk)
+            cut = 0
+            while (nl := chunk.find(b"\n", cut)) != -1:
+                parts.append(chunk[cut:nl])
+                raw = b"".join(parts)
+                parts = []
+                self._line_no += 1
+                lines.append(TailLine(self._line_no, self._offset, raw))
+                self._offset += len(raw) + 1
+                cut = nl + 1
+            parts.append(chunk[cut:])
+        self._pending = b"".join(parts)
+        self._head = bytes(head)
+        self._anchor = _anchor_after(self._anchor, lines)
+        return tuple(lines), pos
+
+    def _absent(self) -> TailBatch:
+        """The path does not exist: report "deleted" once if the file was seen, keep the state."""
+        if self._seen is None:
+            return self._batch((), None, 0)
+        self._seen = None
+        return self._batch((), "deleted", 0)
+
+    def _batch(self, lines: tuple[TailLine, ...], reset: ResetReason | None, size: int) -> TailBatch:
+        """Wrap `lines` with the current offset and held partial line; `size` in bytes."""
+        return TailBatch(lines, reset, len(self._pending), size, self._offset)
+
+
+def _same(seen: _Seen, st: os.stat_result) -> bool:
+    """True when `st` shows the file exactly as last seen (identity, size in bytes, mtime in ns)."""
+    return (
+        (st.st_dev, st.st_ino) == seen.ident
+        and st.st_size == seen.size
+        and st.st_mtime_ns == seen.mtime_ns
+    )
+
+
+def _anchor_after(anchor: bytes, lines: list[TailLine]) -> bytes:
+    """The last `ANCHOR_BYTES` of the file before the offset, after `lines` were read.
+
+    `anchor` ends where the first of `lines` starts. Each line contributes at most its last
+    `ANCHOR_BYTES` (enough for the suffix), so a long line or a long batch is not copied whole.
+    """
+    pieces = [anchor]
+    for line in lines[-ANCHOR_BYTES:]:
+        pieces += (line.raw[-ANCHOR_BYTES:], b"\n")
+    return b"".join(pieces)[-ANCHOR_BYTES:]
