@@ -1,0 +1,324 @@
+"""Incremental reader of Pi session files (JSONL): header, entries, id index, labels, name, leaf.
+
+Rules from the Pi session format (§3, §4, §8, §11) and Pi's `SessionManager` (SM):
+
+- One JSON object per line. Blank lines are skipped; a line that does not parse is skipped and
+  counted (Pi skips every malformed line anywhere); CRLF works (the `\\r` is JSON whitespace).
+- Header first: blank and malformed lines before it are skipped; the first parsable line must be
+  `{"type":"session","id":<string>}`, otherwise the file is **not a session** (Pi refuses it).
+  ds4tui still reads the rest read-only (a salvage, reported via `status`) and assumes version 3.
+- A UTF-8 BOM makes Pi reject the file (it does not strip it). ds4tui reports the BOM as a
+  diagnostic that says so, strips it and reads on.
+- Invalid UTF-8 is decoded with U+FFFD, as Node's `readFileSync(…, "utf8")` does, and counted.
+- v1/v2 files are migrated in memory only (`ds4sessions.pi.migrate`); the file is never opened
+  for writing.
+- `by_id`: a later duplicate id wins; `labels`: resolved over the whole file in file order, the
+  last label entry per target wins, an absent/empty label clears it; `session_name`: the last
+  `session_info` in file order, trimmed, empty clears; `leaf_id`: the last entry in file order,
+  whatever its type.
+
+`PiSessionReader.feed()` does work proportional to the new lines only, so the tailer can call it
+on every append. `read_session()` reads a whole file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from ds4sessions.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
+from ds4sessions.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
+from ds4sessions.pi.migrate import CURRENT_VERSION, Migrator, header_version
+
+BOM = b"\xef\xbb\xbf"
+
+SessionStatus = Literal["empty", "session", "not_a_session"]
+"""`empty`: no parsable line yet (a 0-byte file is an empty session, not an error);
+`session`: a valid header was read; `not_a_session`: the first parsable line is no header."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_json(text: str) -> Any:
+    """`JSON.parse` semantics with the stdlib: NaN/Infinity are rejected like in JavaScript."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+class PiSession:
+    """The state read from one Pi session file (what `build_context` consumes).
+
+    Attributes (all grow in place as a `PiSessionReader` is fed; copy what must stay fixed):
+
+    - `path`: the file, when known;
+    - `header`: the header object as stored (not migrated), or None;
+    - `status`: `SessionStatus`;
+    - `version`: the format version the file declares (1 when the header has none; 3 assumed for
+      a file without a header);
+    - `entries`: every entry in file order, unknown types included;
+    - `by_id`: id → entry (a later duplicate id wins);
+    - `labels`: target id → label text, in Pi's insertion order;
+    - `session_name`: the current name, or None;
+    - `leaf_id`: id of the last entry in file order (None when there is none or it has no id);
+    - `diagnostics`: the problems found;
+    - `end_offset`: byte offset just past the last complete line read (where a torn tail starts);
+    - `last_line_no`: number of the last line read (0 before any).
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.header: dict[str, Any] | None = None
+        self.status: SessionStatus = "empty"
+        self.version: float = CURRENT_VERSION
+        self.entries: list[Entry] = []
+        self.by_id: dict[str, Entry] = {}
+        self.labels: dict[str, str] = {}
+        self.session_name: str | None = None
+        self.leaf_id: str | None = None
+        self.diagnostics = Diagnostics()
+        self.end_offset = 0
+        self.last_line_no = 0
+
+    @property
+    def session_id(self) -> str | None:
+        """The session id from the header (None without a valid header)."""
+        return self.header.get("id") if self.header is not None else None
+
+    @property
+    def cwd(self) -> str | None:
+        """The working directory from the header (None when absent)."""
+        cwd = self.header.get("cwd") if self.header is not None else None
+        return cwd if isinstance(cwd, str) else None
+
+    @property
+    def parent_session(self) -> str | None:
+        """Path of the session this one was forked from: `parentSession` (v1: `branchedFrom`)."""
+        if self.header is None:
+            return None
+        parent = self.header.get("parentSession", self.header.get("branchedFrom"))
+        return parent if isinstance(parent, str) else None
+
+    @property
+    def migrated(self) -> bool:
+        """True when the file is an older version migrated in memory (Pi would rewrite it)."""
+        return self.version < CURRENT_VERSION
+
+    @property
+    def leaf(self) -> Entry | None:
+        """The last entry in file order (Pi's leaf on load), or None."""
+        return self.entries[-1] if self.entries else None
+
+
+class PiSessionReader(PiSession):
+    """Builds a `PiSession` from complete lines, incrementally.
+
+    Feed it the complete lines of one file in order (`feed`), e.g. from the tailer. After the
+    tailer reports a reset (file truncated or rewritten), start a new reader. Never raises for bad
+    content; everything is recorded in `diagnostics`.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        super().__init__(path)
+        self._migrator = Migrator(CURRENT_VERSION)
+        self._first_content: tuple[int, int] | None = None  # (line, offset) of the first non-blank line
+
+    def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> list[Entry]:
+        """Read complete lines: (1-based line number, byte offset of the line start, the line's
+        bytes without its `\\n`; a trailing `\\r` is allowed). Returns the new entries, in order.
+
+        Work is proportional to the new lines. Feeding a line clears a pending tail (it is the
+        completed line, or the tailer will report a new one).
+        """
+        new: list[Entry] = []
+        for line_no, offset, raw in lines:
+            entry = self._read_line(line_no, offset, raw, len(raw) + 1)
+            if entry is not None:
+                new.append(entry)
+        self.diagnostics.pending = None
+        return new
+
+    def set_pending_tail(self, length: int) -> None:
+        """Record (length > 0) or clear (0) the partial last line the tailer holds back.
+
+        It starts at `end_offset` and will be line `last_line_no + 1`; it is not a problem while
+        the writer may still finish it (Pi session format §2).
+        """
+        self.diagnostics.pending = (
+            PendingTail(self.last_line_no + 1, self.end_offset, length) if length > 0 else None
+        )
+
+    def feed_final_tail(self, line_no: int, offset: int, raw: bytes) -> Entry | None:
+        """Read the unterminated last line at a final (idle) read, as Pi does on load.
+
+        A complete JSON object is accepted as an entry (Pi parses it too); anything else is skipped
+        and counted as `Problem.PARTIAL_LAST_LINE`. Returns the entry, if any.
+        """
+        self.diagnostics.pending = None
+        text = raw.decode("utf-8", "replace")
+        try:
+            obj = _parse_json(text) if text.strip() else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            if text.strip():
+                self.diagnostics.add(
+                    Problem.PARTIAL_LAST_LINE,
+                    f"unterminated last line of {len(raw)} bytes is not a complete JSON object "
+                    "(skipped, as Pi does; a writer was probably interrupted)",
+                    line_no,
+                    offset,
+                    text[:EXCERPT_CHARS],
+                )
+            self.last_line_no = line_no
+            return None
+        return self._read_line(line_no, offset, raw, len(raw))
+
+    def _read_line(self, line_no: int, offset: int, raw: bytes, length: int) -> Entry | None:
+        diagnostics = self.diagnostics
+        self.last_line_no = line_no
+        self.end_offset = offset + length
+        if offset == 0 and raw.startswith(BOM):
+            diagnostics.add(
+                Problem.BOM,
+                "file starts with a UTF-8 BOM: Pi itself rejects this file (it does not strip the "
+                "BOM, so the header does not parse); ds4tui strips it and reads on",
+                line_no,
+                offset,
+            )
+            raw = raw[len(BOM) :]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            text = raw.decode("utf-8", "replace")
+            diagnostics.add(
+                Problem.INVALID_UTF8,
+                f"invalid UTF-8 at byte {offset + err.start} (decoded as U+FFFD, as Pi does)",
+                line_no,
+                offset,
+            )
+        if not text.strip():
+            return None
+        if self._first_content is None:
+            self._first_content = (line_no, offset)
+        try:
+            obj = _parse_json(text)
+        except ValueError as err:
+            diagnostics.add(Problem.MALFORMED, f"not valid JSON ({err}); skipped", line_no, offset, text[:EXCERPT_CHARS])
+            return None
+        if self.status == "empty":
+            self._read_header(obj, line_no, offset, text)
+            if self.status == "session":
+                return None
+        if not isinstance(obj, dict):
+            diagnostics.add(
+                Problem.NON_OBJECT, f"JSON {type(obj).__name__}, not an object; skipped", line_no, offset, text[:EXCERPT_CHARS]
+            )
+            self._migrator.note_item()
+            return None
+        if obj.get("type") == "session":
+            diagnostics.add(Problem.EXTRA_HEADER, "second session header; ignored (as Pi does)", line_no, offset)
+            self._migrator.note_item()
+            return None
+        return self._add_entry(self._migrator.migrate(obj, line_no), line_no, offset, length)
+
+    def _read_header(self, obj: Any, line_no: int, offset: int, text: str) -> None:
+        if isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str):
+            self.header = obj
+            self.status = "session"
+            self.version = header_version(obj)
+            self._migrator = Migrator(self.version)
+            return
+        self.status = "not_a_session"
+        first_line, first_offset = self._first_content or (line_no, offset)
+        what = f'a "{obj.get("type")}" entry' if isinstance(obj, dict) and "type" in obj else "no session header"
+        skipped = f"line {first_line} does not parse; " if first_line != line_no else ""
+        self.diagnostics.add(
+            Problem.NOT_A_SESSION,
+            f"header invalid at line {first_line}: {skipped}the first parsable line (line {line_no}) is {what}, "
+            'not {"type":"session","id":<string>}. Pi refuses this file. Read-only salvage: version 3 '
+            "assumed, session id unknown (the file name may supply it); never append to this file",
+            first_line,
+            first_offset,
+            text[:EXCERPT_CHARS] if first_line == line_no else None,
+        )
+
+    def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
+        diagnostics = self.diagnostics
+        entry_type = obj.get("type")
+        entry_id = obj.get("id")
+        parent_id = obj.get("parentId")
+        timestamp = obj.get("timestamp")
+        entry = Entry(
+            type=entry_type if isinstance(entry_type, str) else "",
+            id=entry_id if isinstance(entry_id, str) else None,
+            parent_id=parent_id if isinstance(parent_id, str) and parent_id else None,
+            timestamp=timestamp if isinstance(timestamp, str) else "",
+            raw=obj,
+            line_no=line_no,
+            offset=offset,
+            length=length,
+        )
+        self.entries.append(entry)
+        self.leaf_id = entry.id
+        if entry.type not in KNOWN_TYPES:
+            diagnostics.unknown_types[entry.type] += 1
+
+        if entry.id is None:
+            diagnostics.add(Problem.MISSING_ID, f'"{entry.type}" entry without a string id', line_no, offset)
+        else:
+            earlier = self.by_id.get(entry.id)
+            if earlier is not None:
+                diagnostics.add(
+                    Problem.DUPLICATE_ID,
+                    f"id {entry.id} already used on line {earlier.line_no}; the later entry wins (as in Pi)",
+                    line_no,
+                    offset,
+                )
+            self.by_id[entry.id] = entry
+            diagnostics.missing_parents.pop(entry.id, None)
+        if entry.parent_id is not None and entry.parent_id not in self.by_id:
+            diagnostics.missing_parents.setdefault(entry.parent_id, []).append(MissingParent(entry.id, line_no))
+
+        if entry.type == LABEL:
+            target = obj.get("targetId")
+            if isinstance(target, str):
+                label = obj.get("label")
+                if isinstance(label, str) and label:
+                    self.labels[target] = label
+                else:
+                    self.labels.pop(target, None)
+        elif entry.type == SESSION_INFO:
+            name = obj.get("name")
+            self.session_name = (name.strip() or None) if isinstance(name, str) else None
+        return entry
+
+
+def read_session(path: str | Path) -> PiSession:
+    """Read a whole Pi session file (binary, streamed line by line; never opened for writing).
+
+    An unterminated last line is handled as at a final read (`PiSessionReader.feed_final_tail`):
+    a complete JSON object is an entry, a torn fragment is skipped and counted. A missing file
+    raises `FileNotFoundError` (an `OSError`); bad content never raises.
+    """
+    path = Path(path)
+    reader = PiSessionReader(path)
+    tail: tuple[int, int, bytes] | None = None
+
+    def complete_lines(f: Any) -> Iterable[tuple[int, int, bytes]]:
+        nonlocal tail
+        offset = 0
+        for line_no, line in enumerate(f, start=1):
+            if line.endswith(b"\n"):
+                yield line_no, offset, line[:-1]
+            else:
+                tail = (line_no, offset, line)
+            offset += len(line)
+
+    with path.open("rb") as f:
+        reader.feed(complete_lines(f))
+    if tail is not None:
+        reader.feed_final_tail(*tail)
+    return reader
