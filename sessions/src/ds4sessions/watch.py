@@ -85,23 +85,27 @@ class SessionWatcher:
         self._watched_dir: tuple[int, int] | None = None  # (st_dev, st_ino) of the watched dir
         self._wake_lock = threading.Lock()
         self._stopping = threading.Event()
-        self._poller = threading.Thread(target=self._poll_loop, name=f"SessionWatcher poll {self.path.name}", daemon=True)
-        self._started = False
+        self._poller: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the observer (watching the directory if it exists) and the poll thread."""
-        if self._started:
+        if self._poller is not None or self._stopping.is_set():
             raise RuntimeError("SessionWatcher can be started only once")
-        self._started = True
         if self._observer is not None:
             self._observer.start()
             self._ensure_watch(self._observer)
+        self._poller = threading.Thread(
+            target=self._poll_loop,
+            args=(_signature(self.path),),  # taken now: a change right after start() is seen
+            name=f"SessionWatcher poll {self.path.name}",
+            daemon=True,
+        )
         self._poller.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop and join both threads (waiting at most `timeout` seconds each). Idempotent."""
         self._stopping.set()
-        if not self._started:
+        if self._poller is None:
             return
         if self._poller.is_alive():  # first: it may schedule watches on the observer
             self._poller.join(timeout)
@@ -133,9 +137,11 @@ class SessionWatcher:
             except Exception:
                 log.exception("SessionWatcher on_change failed for %s", self.path)
 
-    def _poll_loop(self) -> None:
-        """Every `poll_interval` s: keep the directory watch current; wake on a changed stat."""
-        last = _signature(self.path)
+    def _poll_loop(self, last: tuple[int, int, int, int] | None) -> None:
+        """Every `poll_interval` s: keep the directory watch current; wake on a changed stat.
+
+        `last`: the file's `_signature` when `start()` ran.
+        """
         while not self._stopping.wait(self.poll_interval):
             if self._observer is not None:
                 self._ensure_watch(self._observer)
