@@ -4,8 +4,9 @@ Pure reimplementation of DS4 `cache-policy.ts` and of the cache-aware part of `r
 (`transformContext`) at release 0.3.7 (spec: ds4-planner-spec.md §4). Nothing here does I/O.
 
 Units: tokens are `chars-v1` estimator units; prices are USD per million tokens; costs are USD.
-DS4's rounding (`Math.round(x * 1e6) / 1e6`) and `Number.prototype.toFixed` are reproduced
-exactly, so results compare equal to DS4's JSON.
+DS4's rounding (`Math.round(x * 1e6) / 1e6`, `jsjson.round6`) and `Number.prototype.toFixed` are
+reproduced exactly, so results compare equal to DS4's JSON. The configuration is
+`ds4core.budgets.CacheAwareConfig` (DS4 `context.cacheAware`, spec §4.1), re-exported here.
 
 Layers of the API, bottom up:
 
@@ -25,15 +26,14 @@ request costs, the improvement margin and the hysteresis state. DS4's decisions 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from ds4core.budgets import CacheAwareConfig
+from ds4core.jsjson import number_to_string, round6, stable_stringify
 
 __all__ = [
     "CacheAwareBlock",
@@ -57,7 +57,6 @@ __all__ = [
     "decide_cache_aware_tail",
     "epoch_cost_usd",
     "estimate_request_cost",
-    "js_round",
     "js_to_fixed",
     "message_fingerprint",
     "planning_cache_aware_block",
@@ -83,85 +82,21 @@ def _is_finite(value: object) -> bool:
     return _is_number(value) and math.isfinite(value)  # type: ignore[arg-type]
 
 
-def _js_math_round(value: float) -> float:
-    """JS `Math.round`: nearest integer, ties toward +infinity; NaN and infinities pass through."""
-    if not math.isfinite(value):
-        return value
-    floor = math.floor(value)
-    return float(floor + 1 if value - floor >= 0.5 else floor)
-
-
-def js_round(value: float, digits: int = 6) -> float:
-    """`Math.round(value * 10**digits) / 10**digits` with JS tie-breaking (toward +infinity).
-
-    With 6 digits this is DS4's `rounded()` / `roundedCost`, used for USD costs and for the ratio
-    and share of an eligible decision (DS4 0.3.7 `cache-policy.ts`, `runtime.ts`).
-    """
-    scale = 10.0**digits
-    return _js_math_round(value * scale) / scale
-
-
 def js_to_fixed(value: float, digits: int) -> str:
     """JS `Number.prototype.toFixed(digits)`: exact decimal value of the double, ties away from zero.
 
     Python's `format` rounds exact ties to even (`0.125 -> "0.12"`); JS gives `"0.13"`.
-    Non-finite values give `"NaN"` / `"Infinity"` / `"-Infinity"` as in JS; |value| >= 1e21 is not
-    supported (JS switches to exponent notation there) and raises ValueError.
+    Like JS, non-finite values and |value| >= 1e21 give `String(value)` (`"NaN"`, `"1e+21"`).
     """
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if abs(value) >= 1e21:
-        raise ValueError(f"toFixed of {value!r} uses exponent notation in JS; not supported")
+    if not math.isfinite(value) or abs(value) >= 1e21:
+        return number_to_string(value)
     if value == 0:
         value = 0.0  # JS prints -0 as "0"
     quantum = Decimal(1).scaleb(-digits)
     return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP))
 
 
-def _js_str(value: Number) -> str:
-    """JS `String(number)` for the integral values DS4 puts in reason codes (`64000`, not `64000.0`)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return str(value)
-
-
 # --- Configuration and pricing ---------------------------------------------------------------
-
-
-class CacheAwareConfig(BaseModel):
-    """DS4 `context.cacheAware` (0.3.7), with DS4's JSON names as aliases (`minimumCacheSampleCount`).
-
-    Defaults are DS4's (spec §4.1). Build from DS4 JSON with `CacheAwareConfig.model_validate(d)`;
-    unknown keys are ignored (later DS4 versions add some). Raises `pydantic.ValidationError` for a
-    bad value (for example `mode: "on"`). Frozen.
-    """
-
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    mode: Literal["off", "auto"] = "off"
-    """`off` keeps the planner byte-identical to 0.3.6; `auto` enables the policy."""
-    minimum_cache_sample_count: int = 3
-    """Observed provider-usage samples needed before the cache-read share is trusted."""
-    minimum_cache_read_share: float = 0.5
-    """Minimum observed cache-read share (0..1) of input tokens."""
-    minimum_miss_hit_ratio: float = 20
-    """Minimum price ratio input / cacheRead (a cache miss must cost this many cache hits)."""
-    minimum_improvement_ratio: float = 0.1
-    """Relative epoch-cost saving (0..1) the extended tail must show to win."""
-    max_tail_budget_share: float = 0.5
-    """Share (0..1) of the active input budget the extended tail may request, in tokens."""
-    expected_requests_per_turn: int = 4
-    """Provider requests per user turn (tool loops) assumed by the epoch model (R)."""
-    expected_turns_per_epoch: int = 4
-    """User turns per epoch assumed by the epoch model (E)."""
-    stickiness_epochs: int = 2
-    """Consecutive lost comparisons (planning passes) before an adopted extended tail is dropped."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The config as DS4 JSON (camelCase keys)."""
-        return self.model_dump(by_alias=True)
 
 
 @dataclass(frozen=True)
@@ -248,13 +183,12 @@ def reusable_prefix_tokens(
 
 
 def message_fingerprint(message: Any) -> str:
-    """SHA-256 hex of a message's key-sorted compact JSON (DS4 `fingerprint` = sha256(stableStringify)).
+    """SHA-256 hex of DS4's `stableStringify(message)` (DS4 `fingerprint`, `context-observer.ts`).
 
-    Only equality of fingerprints matters to the policy (prefix matching); `message` must be
-    JSON-serialisable (raises TypeError otherwise).
+    Only equality of fingerprints matters to the policy (prefix matching). Raises TypeError for a
+    value that is not JSON-shaped (see `ds4core.jsjson.stable_stringify`).
     """
-    canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(stable_stringify(message).encode("utf-8")).hexdigest()
 
 
 # --- Request cost ----------------------------------------------------------------------------
@@ -318,7 +252,7 @@ def estimate_request_cost(
         + cache_read_tokens * (read_rate or 0)
         + output_tokens * (output_rate or 0)
     ) / 1_000_000
-    return RequestCost(input_tokens, cache_read_tokens, output_tokens, js_round(usd))
+    return RequestCost(input_tokens, cache_read_tokens, output_tokens, round6(usd))
 
 
 # --- The tail decision -----------------------------------------------------------------------
@@ -329,7 +263,8 @@ class GateCheck:
     """One eligibility gate of `decide_cache_aware_tail`, always evaluated.
 
     `name` is `mode`, `missHitRatio`, `cacheReadShare` or `sampleCount`; `value` is the observed
-    value (None when undefined), `threshold` the configured minimum (`"auto"` for the mode gate);
+    value (None when undefined), `threshold` the configured minimum (`"auto"` for the mode gate,
+    which fails only for `"off"`, as in DS4's `decideCacheAwareTail`);
     `reason` is DS4's reason code when the gate fails (None when it passes).
     """
 
@@ -419,9 +354,9 @@ def _evaluate_gates(
     else:
         share_reason = None
     samples_reason = (
-        f"insufficient-samples:{_js_str(sample_count)}" if sample_count < config.minimum_cache_sample_count else None
+        f"insufficient-samples:{number_to_string(sample_count)}" if sample_count < config.minimum_cache_sample_count else None
     )
-    mode_reason = "off-or-insufficient-evidence" if config.mode != "auto" else None
+    mode_reason = "off-or-insufficient-evidence" if config.mode == "off" else None
     return (
         GateCheck("mode", mode_reason is None, config.mode, "auto", mode_reason),
         GateCheck("missHitRatio", ratio_reason is None, ratio, config.minimum_miss_hit_ratio, ratio_reason),
@@ -482,12 +417,12 @@ def decide_cache_aware_tail(
     assert ratio is not None and share is not None  # every gate passed
     return CacheAwareDecision(
         eligible=True,
-        miss_hit_ratio=js_round(ratio),
-        cache_read_share=js_round(share),
+        miss_hit_ratio=round6(ratio),
+        cache_read_share=round6(share),
         sample_count=sample_count,
         recent_tail_tokens=candidate_tail,
         tail_extended=candidate_tail != nominal_recent_tail_tokens,
-        reasons=(f"cache-aware-tail:{_js_str(candidate_tail)}",),
+        reasons=(f"cache-aware-tail:{number_to_string(candidate_tail)}",),
         gates=gates,
         candidate_tail_tokens=candidate_tail,
     )
@@ -564,8 +499,8 @@ def epoch_cost_usd(cold: float, warm: float, *, sliding: bool, requests_per_turn
     Stable plan: one cold request, then all warm: `cold + max(0, R·E - 1)·warm`.
     """
     if sliding:
-        return js_round((cold + max(0, requests_per_turn - 1) * warm) * turns_per_epoch)
-    return js_round(cold + max(0, requests_per_turn * turns_per_epoch - 1) * warm)
+        return round6((cold + max(0, requests_per_turn - 1) * warm) * turns_per_epoch)
+    return round6(cold + max(0, requests_per_turn * turns_per_epoch - 1) * warm)
 
 
 def candidate_epoch(

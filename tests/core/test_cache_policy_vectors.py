@@ -1,0 +1,157 @@
+"""The DS4 0.3.7 cache-aware policy against every case of `ds4-vectors/cache-policy.json`.
+
+Every comparison is exact: DS4 rounds costs, and the ratio and share of an eligible decision, to 6
+decimals, and the raw values of an ineligible decision come from the same IEEE division in both
+languages. Hand-computed checks of the epoch model and the hysteresis follow the vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ds4core.cache_policy import (
+    CacheAwareConfig,
+    CachePricing,
+    CandidatePlan,
+    HysteresisState,
+    advance_hysteresis,
+    candidate_epoch,
+    compare_epoch_costs,
+    count_common_prefix,
+    decide_cache_aware_tail,
+    epoch_cost_usd,
+    estimate_request_cost,
+    js_to_fixed,
+    reusable_prefix_tokens,
+)
+from tests.conftest import SHARED
+
+PRICING = CachePricing(0.22, 0.007, 0.22, 0.66)
+
+
+def _cases() -> list[dict[str, Any]]:
+    if SHARED is None:
+        return []
+    return json.loads((SHARED / "ds4-vectors" / "cache-policy.json").read_text(encoding="utf-8"))["cases"]
+
+
+def _params(kinds: set[str]) -> list[Any]:
+    """The vector cases of the given kinds, with the case names as ids (a skip when ../shared is absent)."""
+    selected = [pytest.param(case, id=case["name"]) for case in _cases() if case["input"]["kind"] in kinds]
+    return selected or [pytest.param(None, id="cache-policy-vectors", marks=pytest.mark.skip(reason="../shared absent"))]
+
+
+@pytest.mark.parametrize("case", _params({"prefix"}))
+def test_prefix_vector(case: dict[str, Any]) -> None:
+    spec = case["input"]
+    previous, current = spec["previous"], spec["current"]
+    actual = {
+        "length": count_common_prefix(previous, current),
+        "tokens": reusable_prefix_tokens(previous, current, spec.get("tokens", [])),
+    }
+    assert actual == case["expected"]
+
+
+@pytest.mark.parametrize("case", _params({"request-cost"}))
+def test_request_cost_vector(case: dict[str, Any]) -> None:
+    spec = case["input"]
+    cost = estimate_request_cost(
+        spec["input"]["totalInputTokens"],
+        spec["input"]["reusablePrefixTokens"],
+        CachePricing.from_json(spec["pricing"]),
+        spec["input"].get("outputTokens", 0),
+    )
+    assert cost.to_json() == case["expected"]
+
+
+@pytest.mark.parametrize("case", _params({"cache-decision"}))
+def test_decision_vector(case: dict[str, Any]) -> None:
+    spec = case["input"]["input"]
+    decision = decide_cache_aware_tail(
+        config=CacheAwareConfig.from_json(spec["config"]),
+        pricing=CachePricing.from_json(spec["pricing"]),
+        observed_cache_read_share=spec.get("observedCacheReadShare"),
+        sample_count=spec["sampleCount"],
+        nominal_recent_tail_tokens=spec["nominalRecentTailTokens"],
+        active_input_budget=spec["activeInputBudget"],
+    )
+    assert decision.to_json() == case["expected"]
+    # The gates are recorded even when DS4 stops early; in mode auto their failures are the reasons.
+    failed = [gate.reason for gate in decision.gates if not gate.passed]
+    if spec["config"]["mode"] == "auto":
+        assert tuple(failed) == (() if decision.eligible else decision.reasons)
+
+
+# --- Hand-computed checks ----------------------------------------------------------------------
+
+
+def test_decision_gates_are_all_evaluated_in_mode_off() -> None:
+    decision = decide_cache_aware_tail(
+        config=CacheAwareConfig(mode="off"),
+        pricing=CachePricing(input_per_million=1, cache_read_per_million=0.5),
+        observed_cache_read_share=0.25,
+        sample_count=1,
+        nominal_recent_tail_tokens=64_000,
+        active_input_budget=400_000,
+    )
+    assert decision.reasons == ("off-or-insufficient-evidence",)
+    assert [(g.name, g.passed, g.value, g.reason) for g in decision.gates] == [
+        ("mode", False, "off", "off-or-insufficient-evidence"),
+        ("missHitRatio", False, 2.0, "miss-hit-ratio-below-threshold:2.00"),
+        ("cacheReadShare", False, 0.25, "cache-read-share-below-threshold:0.2500"),
+        ("sampleCount", False, 1, "insufficient-samples:1"),
+    ]
+    assert decision.candidate_tail_tokens == 200_000  # floor(400000 * 0.5), shown though not requested
+
+
+def test_to_fixed_rounds_ties_away_from_zero_like_js() -> None:
+    assert js_to_fixed(0.125, 2) == "0.13"  # Python's format gives "0.12"
+    assert js_to_fixed(1.005, 2) == "1.00"  # the double is 1.00499999999999989...
+    assert js_to_fixed(-0.0, 4) == "0.0000"
+
+
+def _plan(tokens: tuple[int, ...], hashes: tuple[str, ...], original: int, tail: int) -> CandidatePlan:
+    return CandidatePlan(True, hashes, tokens, 10, original, tail, sum(tokens))
+
+
+def test_epoch_cost_stable_and_sliding() -> None:
+    # total = 10 fixed + 1,000 message tokens; 600 reusable with the previous hashes.
+    plan = _plan((600, 400), ("a", "b"), original=1_000, tail=64_000)
+    epoch = candidate_epoch(plan, previous_hashes=("a", "x"), pricing=PRICING, requests_per_turn=4, turns_per_epoch=4)
+    assert epoch is not None
+    assert (epoch.total_tokens, epoch.reusable_prefix_tokens, epoch.sliding) == (1_010, 600, False)
+    # cold = 410·0.22e-6 + 600·0.007e-6 = 0.0000944 ; warm = 1010·0.007e-6 = 0.00000707
+    assert (epoch.cold.total, epoch.warm.total) == (0.000094, 0.000007)
+    assert epoch.epoch_cost == 0.000199  # stable: cold + (R·E − 1)·warm = 0.000094 + 15·0.000007
+    sliding = _plan((600, 400), ("a", "b"), original=70_000, tail=64_000)
+    epoch = candidate_epoch(sliding, previous_hashes=(), pricing=PRICING, requests_per_turn=4, turns_per_epoch=4)
+    assert epoch is not None and epoch.sliding and epoch.reusable_prefix_tokens == 0
+    # cold = 1010·0.22e-6 = 0.0002222 ; sliding: (cold + 3·warm)·4 = (0.000222 + 0.000021)·4
+    assert epoch.epoch_cost == epoch_cost_usd(0.000222, 0.000007, sliding=True, requests_per_turn=4, turns_per_epoch=4)
+    assert epoch.epoch_cost == 0.000972
+    assert candidate_epoch(plan, previous_hashes=(), pricing=None, requests_per_turn=4, turns_per_epoch=4) is None
+
+
+def test_candidate_comparison_is_strict() -> None:
+    assert compare_epoch_costs(1.0, 0.9, 0.1).extended_won is False  # 0.9 < 0.9 is false
+    won = compare_epoch_costs(0.057952, 0.039059, 0.05)
+    assert won.extended_won and won.winner == "cache-aware"
+    assert won.improvement_ratio == pytest.approx(0.326012, abs=1e-6)  # display only
+    assert compare_epoch_costs(None, 0.1, 0.1).extended_won is False
+
+
+def test_hysteresis_drops_the_extended_tail_after_two_losses() -> None:
+    state = HysteresisState()
+    assert advance_hysteresis(state, extended_won=False, stickiness_epochs=2) == state  # not sticking
+    state = advance_hysteresis(state, extended_won=True, stickiness_epochs=2)
+    assert state == HysteresisState(stick_extended=True, loss_streak=0)
+    state = advance_hysteresis(state, extended_won=False, stickiness_epochs=2)
+    assert state == HysteresisState(stick_extended=True, loss_streak=1)
+    state = advance_hysteresis(state, extended_won=True, stickiness_epochs=2)
+    assert state.loss_streak == 0
+    state = advance_hysteresis(state, extended_won=False, stickiness_epochs=2)
+    state = advance_hysteresis(state, extended_won=False, stickiness_epochs=2)
+    assert state == HysteresisState(stick_extended=False, loss_streak=0)
