@@ -1,0 +1,948 @@
+"""DS4's managed context planner (spec §3): release 0.3.7 selection with the 0.3.6
+immediate-predecessor rescue, as in `context-planner.ts` / `atomic-groups.ts` @0607238 (0.3.10,
+which selects exactly what 0.3.7 does with the default `chars-v1` estimator).
+
+The planner is pure and deterministic. It splices supplements (pins, memory, retrieval results,
+project snippets) in before the last native user message, cuts the planned array into atomic
+groups (a turn with all its tool calls and results), then selects: mandatory current and pinned
+groups, a contiguous recent tail (with the rescue), memory/retrieval/project supplements and
+finally Pi summaries. Anything inconsistent falls back, fail-open, to Pi's native messages.
+
+Where DS4's documentation and code differ, this follows the code (spec §10):
+- memory is fitted after the recent tail, together with retrieval and project (§10.1);
+- the 100/90/85/80/75 scores only order items within a category; selection is procedural
+  (§10.2);
+- `config.recent_tail_tokens` is re-capped by the automatic tail ceiling even when it came from a
+  model-awareness override; only `cache_aware_tail_tokens` bypasses that ceiling (§10.4).
+
+Cost: one pass to estimate tokens (skippable with `native_tokens`), linear grouping (union-find),
+and sorts of the candidate groups: O(n log n) in the number of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ds4core.budgets import (
+    DEFAULT_CONTEXT_CONFIG,
+    ContextBudget,
+    ContextConfig,
+    adaptive_recent_tail_limit,
+    message_budget,
+)
+from ds4core.estimate import CHARS_V1, Estimator
+from ds4core.jsjson import round6
+
+__all__ = [
+    "AtomicGroup",
+    "ManagedContextPlan",
+    "PlanItem",
+    "Planning",
+    "SupplementalMessage",
+    "ToolRelations",
+    "build_atomic_groups",
+    "plan_managed_context",
+    "tool_relations",
+    "validate_atomic_selection",
+]
+
+SupplementKind = Literal["pin", "memory", "retrieval", "project"]
+GroupKind = Literal["turn", "summary", "prefix"]
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+# Priorities (spec §3.3).
+PRIORITY_CURRENT = 1000
+PRIORITY_LABELLED_PIN = 900
+PRIORITY_RECENT = 100
+PRIORITY_SUMMARY = 75
+PRIORITY_HISTORY = 40
+
+_GROUP_REASONS = {
+    "turn": "Conversation turn boundary",
+    "summary": "Active Pi summary message",
+    "prefix": "Messages preceding the first user turn",
+}
+_TOOL_EXCHANGE_REASON = "Atomic conversation turn containing a complete tool call/result batch"
+_SUPPLEMENT_EXCLUSION_REASONS = {
+    "pin": "Excluded because mandatory pinned context exceeded its safety budget",
+    "memory": "Excluded by durable-memory or active input budget",
+    "retrieval": "Excluded by retrieved-history or active input budget",
+    "project": "Excluded by project-snippet or active input budget",
+}
+_CATEGORY_ORDER = {"memory": 0, "retrieval": 1, "project": 2}
+
+
+def _role(message: Any) -> str | None:
+    if isinstance(message, dict):
+        role = message.get("role")
+        return role if isinstance(role, str) else None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic groups (spec §3.2)
+
+
+@dataclass(frozen=True)
+class ToolRelations:
+    """Tool-call links of a message array (spec §3.2 step 2).
+
+    `calls` maps a toolCall block id to the index of the last assistant message (with array
+    content) carrying it; its iteration order is the id's first occurrence, as with a JS `Map`.
+    `results` maps a `toolResult`'s `toolCallId` to the indices of its results, in order.
+    """
+
+    calls: dict[str, int]
+    results: dict[str, list[int]]
+
+
+def tool_relations(messages: Sequence[Any]) -> ToolRelations:
+    """Collect `ToolRelations` (0.3.x semantics: the last call with an id wins, spec §3.2)."""
+    calls: dict[str, int] = {}
+    results: dict[str, list[int]] = {}
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        content = message.get("content")
+        if role == "assistant" and isinstance(content, list):
+            for block in content:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "toolCall"
+                    and isinstance(block.get("id"), str)
+                ):
+                    calls[block["id"]] = index
+        if role == "toolResult" and isinstance(message.get("toolCallId"), str):
+            results.setdefault(message["toolCallId"], []).append(index)
+    return ToolRelations(calls, results)
+
+
+@dataclass(frozen=True)
+class AtomicGroup:
+    """DS4's `AtomicMessageGroup`: messages that are selected or excluded together.
+
+    `message_indices` ascend and need not be contiguous (a tool exchange unions drafts);
+    `id` is `"group:<start>-<end>"`; `estimated_tokens` sums the message estimates.
+    """
+
+    id: str
+    kind: GroupKind
+    message_indices: tuple[int, ...]
+    start_index: int
+    end_index: int
+    estimated_tokens: int
+    contains_tool_exchange: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's JSON field names."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "messageIndices": list(self.message_indices),
+            "startIndex": self.start_index,
+            "endIndex": self.end_index,
+            "estimatedTokens": self.estimated_tokens,
+            "containsToolExchange": self.contains_tool_exchange,
+            "reason": self.reason,
+        }
+
+
+def _draft_groups(messages: Sequence[Any]) -> tuple[list[str], list[int]]:
+    """Draft kinds and, per message, its draft index (spec §3.2 step 1)."""
+    kinds: list[str] = []
+    draft_of: list[int] = []
+    turn: int | None = None
+    prefix: int | None = None
+    for message in messages:
+        role = _role(message)
+        if role in ("compactionSummary", "branchSummary"):
+            kinds.append("summary")
+            turn = prefix = None
+            draft_of.append(len(kinds) - 1)
+        elif role == "user":
+            kinds.append("turn")
+            turn, prefix = len(kinds) - 1, None
+            draft_of.append(turn)
+        elif turn is not None:
+            draft_of.append(turn)
+        else:
+            if prefix is None:
+                kinds.append("prefix")
+                prefix = len(kinds) - 1
+            draft_of.append(prefix)
+    return kinds, draft_of
+
+
+def _build_groups(
+    messages: Sequence[Any], tokens: Sequence[int]
+) -> tuple[list[AtomicGroup], ToolRelations]:
+    kinds, draft_of = _draft_groups(messages)
+    relations = tool_relations(messages)
+    parent = list(range(len(kinds)))
+
+    def find(i: int) -> int:
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:
+            parent[i], i = root, parent[i]
+        return root
+
+    exchange_calls: list[int] = []
+    for call_id, result_indices in relations.results.items():
+        call_index = relations.calls.get(call_id)
+        if call_index is None:
+            continue
+        exchange_calls.append(call_index)
+        for result_index in result_indices:
+            a, b = find(draft_of[call_index]), find(draft_of[result_index])
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+
+    # A call and all its results end up in one merged group, so a group "contains a tool
+    # exchange" exactly when it holds a call that has at least one result.
+    members: dict[int, list[int]] = {}
+    draft_roots: dict[int, list[str]] = {}
+    for index, draft in enumerate(draft_of):
+        members.setdefault(find(draft), []).append(index)
+    for draft, kind in enumerate(kinds):
+        draft_roots.setdefault(find(draft), []).append(kind)
+    exchange_roots = {find(draft_of[i]) for i in exchange_calls}
+
+    groups: list[AtomicGroup] = []
+    for root, indices in members.items():
+        draft_kinds = draft_roots[root]
+        kind: GroupKind = (
+            "turn"
+            if "turn" in draft_kinds
+            else "summary"
+            if all(k == "summary" for k in draft_kinds)
+            else "prefix"
+        )
+        exchange = root in exchange_roots
+        groups.append(
+            AtomicGroup(
+                id=f"group:{indices[0]}-{indices[-1]}",
+                kind=kind,
+                message_indices=tuple(indices),
+                start_index=indices[0],
+                end_index=indices[-1],
+                estimated_tokens=sum(tokens[i] for i in indices),
+                contains_tool_exchange=exchange,
+                reason=_TOOL_EXCHANGE_REASON if exchange else _GROUP_REASONS[kind],
+            )
+        )
+    groups.sort(key=lambda g: g.start_index)
+    return groups, relations
+
+
+def build_atomic_groups(
+    messages: Sequence[Any],
+    estimator: Estimator = CHARS_V1,
+    message_tokens: Sequence[int] | None = None,
+) -> list[AtomicGroup]:
+    """DS4's `buildAtomicGroups` (0.3.x semantics, spec §3.2), sorted by start index.
+
+    `message_tokens` may carry precomputed per-message estimates (same length as `messages`),
+    e.g. cached per session entry by a live re-planner, so that grouping costs O(n) without
+    re-estimating; otherwise `estimator` is applied. Raises ValueError on a length mismatch.
+    """
+    return _build_groups(messages, _tokens_for(messages, estimator, message_tokens))[0]
+
+
+def validate_atomic_selection(relations: ToolRelations, selected: set[int] | frozenset[int]) -> list[str]:
+    """DS4's `validateAtomicSelection` (spec §3.8): errors for a selected call without (all) its
+    results and for a selected result without its selected call; duplicates removed."""
+    errors: dict[str, None] = {}
+    for call_id, call_index in relations.calls.items():
+        if call_index not in selected:
+            continue
+        result_indices = relations.results.get(call_id, [])
+        if not result_indices:
+            errors[f"selected tool call {call_id} has no result"] = None
+        elif any(i not in selected for i in result_indices):
+            errors[f"selected tool call {call_id} is missing one or more results"] = None
+    for call_id, result_indices in relations.results.items():
+        if not any(i in selected for i in result_indices):
+            continue
+        call_index = relations.calls.get(call_id)
+        if call_index is None or call_index not in selected:
+            errors[f"selected tool result {call_id} has no selected call"] = None
+    return list(errors)
+
+
+def _tokens_for(
+    messages: Sequence[Any], estimator: Estimator, message_tokens: Sequence[int] | None
+) -> Sequence[int]:
+    if message_tokens is None:
+        return [estimator.message_tokens(m) for m in messages]
+    if len(message_tokens) != len(messages):
+        raise ValueError(
+            f"message_tokens has {len(message_tokens)} entries for {len(messages)} messages"
+        )
+    return message_tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs and results
+
+
+@dataclass(frozen=True)
+class SupplementalMessage:
+    """DS4's `SupplementalContextMessage`: a synthetic user message DS4 injects.
+
+    `id` is e.g. `"memory:<id>"`; `source_ids` are the session entries / pins / snippets it
+    derives from (a supplement without any is dropped); `score` orders it within its category
+    (pin 950, memory 90+, retrieval 85+, project 80+); `reason` becomes its manifest reason.
+    """
+
+    id: str
+    message: Any
+    kind: SupplementKind
+    source_ids: tuple[str, ...]
+    score: float
+    reason: str
+    project_snippet: Mapping[str, Any] | None = None
+    classification: str | None = None
+    privacy_reason: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SupplementalMessage:
+        """Build from DS4's JSON names (`sourceIds`, `projectSnippet`, `privacyReason`, ...);
+        `rankingFeatures` (metadata for the learned ranker) is ignored."""
+        return cls(
+            id=data["id"],
+            message=data["message"],
+            kind=data["kind"],
+            source_ids=tuple(data["sourceIds"]),
+            score=data["score"],
+            reason=data["reason"],
+            project_snippet=data.get("projectSnippet"),
+            classification=data.get("classification"),
+            privacy_reason=data.get("privacyReason"),
+        )
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """DS4's `PlannedMessageMetadata` (spec §3.10): one message of a selected or excluded group.
+
+    `original_index` indexes the planned array (the native array in fallback mode); `tokens` is
+    that message's own estimate; `reason` is `"<selection or exclusion reason>; <group reason>"`.
+    """
+
+    original_index: int
+    group_id: str
+    kind: str
+    tokens: int
+    score: float
+    reason: str
+    source_id: str | None = None
+    retrieved_event_ids: tuple[str, ...] | None = None
+    project_snippet: Mapping[str, Any] | None = None
+    classification: str | None = None
+    privacy_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's JSON; optional fields present only when set (and truthy, as DS4 spreads them)."""
+        out: dict[str, Any] = {
+            "originalIndex": self.original_index,
+            "groupId": self.group_id,
+            "kind": self.kind,
+            "tokens": self.tokens,
+            "score": self.score,
+            "reason": self.reason,
+        }
+        if self.source_id:
+            out["sourceId"] = self.source_id
+        if self.retrieved_event_ids is not None:
+            out["retrievedEventIds"] = list(self.retrieved_event_ids)
+        if self.project_snippet is not None:
+            out["projectSnippet"] = dict(self.project_snippet)
+        if self.classification:
+            out["classification"] = self.classification
+        if self.privacy_reason:
+            out["privacyReason"] = self.privacy_reason
+        return out
+
+
+@dataclass(frozen=True)
+class Planning:
+    """The planner's part of DS4's manifest `planning` block (spec §3.12; tokens are estimator
+    tokens). The runtime adds `durationMs` and `cacheAware`. Optional fields:
+    `rescued_immediate_predecessor` (only when True), `oversized_turn_exclusions` (only when > 0)
+    and `fallback_reason` (fallback mode only)."""
+
+    mode: Literal["managed", "fallback"]
+    original_message_tokens: int
+    original_message_count: int
+    fixed_tokens: int
+    message_target_tokens: int
+    message_hard_limit_tokens: int
+    recent_tail_token_limit: int
+    selected_group_count: int
+    excluded_group_count: int
+    rescued_immediate_predecessor: bool = False
+    oversized_turn_exclusions: int = 0
+    fallback_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's JSON field names and order."""
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "originalMessageTokens": self.original_message_tokens,
+            "originalMessageCount": self.original_message_count,
+            "fixedTokens": self.fixed_tokens,
+            "messageTargetTokens": self.message_target_tokens,
+            "messageHardLimitTokens": self.message_hard_limit_tokens,
+            "recentTailTokenLimit": self.recent_tail_token_limit,
+            "selectedGroupCount": self.selected_group_count,
+            "excludedGroupCount": self.excluded_group_count,
+        }
+        if self.rescued_immediate_predecessor:
+            out["rescuedImmediatePredecessor"] = True
+        if self.oversized_turn_exclusions > 0:
+            out["oversizedTurnExclusions"] = self.oversized_turn_exclusions
+        if self.fallback_reason is not None:
+            out["fallbackReason"] = self.fallback_reason
+        return out
+
+
+@dataclass(frozen=True)
+class ManagedContextPlan:
+    """DS4's `ManagedContextPlan` plus the groups it was built on.
+
+    `original_messages` is the array `PlanItem.original_index` refers to: the planned array
+    (native + spliced supplements) in managed mode, the native messages in fallback mode.
+    `planned_sources` is parallel to it: an int is a native message index, a str a supplement id.
+    `messages` is what is sent: the selected messages in planned order (all native messages in
+    fallback). `groups` are the atomic groups of `original_messages`.
+    """
+
+    mode: Literal["managed", "fallback"]
+    original_messages: tuple[Any, ...]
+    planned_sources: tuple[int | str, ...]
+    messages: tuple[Any, ...]
+    selected: tuple[PlanItem, ...]
+    excluded: tuple[PlanItem, ...]
+    planning: Planning
+    groups: tuple[AtomicGroup, ...] = field(default=())
+
+    @property
+    def sent_sources(self) -> tuple[int | str, ...]:
+        """`planned_sources` of the sent messages, in sent order."""
+        return tuple(self.planned_sources[item.original_index] for item in self.selected)
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's JSON field names (`originalMessages`, `messages`, `selected`, `excluded`,
+        `planning`) plus `groups`."""
+        return {
+            "mode": self.mode,
+            "originalMessages": list(self.original_messages),
+            "messages": list(self.messages),
+            "selected": [item.to_json() for item in self.selected],
+            "excluded": [item.to_json() for item in self.excluded],
+            "planning": self.planning.to_json(),
+            "groups": [group.to_json() for group in self.groups],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Planner
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """How one group is classified: kind, score, reason and provenance."""
+
+    group: AtomicGroup
+    kind: str
+    score: float
+    reason: str
+    source_id: str | None = None
+    retrieved_event_ids: tuple[str, ...] | None = None
+    project_snippet: Mapping[str, Any] | None = None
+
+
+def _score(group: AtomicGroup, priority: float, message_count: int) -> float:
+    """`round6(priority + (end + 1) / max(1, N + 1))` (spec §3.3)."""
+    return round6(priority + (group.end_index + 1) / max(1, message_count + 1))
+
+
+def _items(
+    choice: _Choice,
+    tokens: Sequence[int],
+    classifications: Sequence[str | None] | None,
+    privacy_reasons: Sequence[str | None] | None,
+) -> list[PlanItem]:
+    return [
+        PlanItem(
+            original_index=index,
+            group_id=choice.group.id,
+            kind=choice.kind,
+            tokens=tokens[index],
+            score=choice.score,
+            reason=f"{choice.reason}; {choice.group.reason}",
+            source_id=choice.source_id,
+            retrieved_event_ids=choice.retrieved_event_ids,
+            project_snippet=dict(choice.project_snippet)
+            if choice.project_snippet is not None
+            else None,
+            classification=_at(classifications, index),
+            privacy_reason=_at(privacy_reasons, index),
+        )
+        for index in choice.group.message_indices
+    ]
+
+
+def _at(values: Sequence[str | None] | None, index: int) -> str | None:
+    # `values?.[index]` in JavaScript: missing entries are undefined.
+    return values[index] if values is not None and index < len(values) else None
+
+
+def _valid_index(value: Any, length: int) -> int | None:
+    # Number.isInteger(value) && 0 <= value < length
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if 0 <= value < length else None
+
+
+def _last_user_index(messages: Sequence[Any]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if _role(messages[index]) == "user":
+            return index
+    return -1
+
+
+def _current_and_pinned(
+    groups: Sequence[AtomicGroup], last_user: int, pinned: set[int]
+) -> tuple[set[int], set[int]]:
+    """Positions (in `groups`) of the current groups and of the labelled-pin groups (spec §3.4)."""
+    if last_user >= 0:
+        current = {pos for pos, g in enumerate(groups) if g.end_index >= last_user}
+    else:
+        current = {len(groups) - 1} if groups else set()
+    pinned_groups = {
+        pos for pos, g in enumerate(groups) if any(i in pinned for i in g.message_indices)
+    }
+    return current, pinned_groups
+
+
+def _fallback_plan(
+    messages: Sequence[Any],
+    tokens: Sequence[int],
+    *,
+    fixed_tokens: int,
+    budget: ContextBudget,
+    recent_tail_token_limit: int,
+    pinned_message_indices: Sequence[Any],
+    classifications: Sequence[str | None] | None,
+    privacy_reasons: Sequence[str | None] | None,
+    reason: str,
+) -> ManagedContextPlan:
+    """Fail-open plan over the native messages, no supplements (spec §3.11)."""
+    groups, _ = _build_groups(messages, tokens)
+    pinned = {
+        i for i in (_valid_index(v, len(messages)) for v in pinned_message_indices) if i is not None
+    }
+    current, pinned_groups = _current_and_pinned(groups, _last_user_index(messages), pinned)
+    selected: list[PlanItem] = []
+    for pos, group in enumerate(groups):
+        if pos in current:
+            kind, priority = "current", PRIORITY_CURRENT
+        elif pos in pinned_groups:
+            kind, priority = "pin", PRIORITY_LABELLED_PIN
+        elif group.kind == "summary":
+            kind, priority = "summary", PRIORITY_SUMMARY
+        elif group.kind == "turn":
+            kind, priority = "recent", PRIORITY_RECENT
+        else:
+            kind, priority = "history", PRIORITY_HISTORY
+        choice = _Choice(
+            group, kind, _score(group, priority, len(messages)), f"Pi context retained by fail-open: {reason}"
+        )
+        selected.extend(_items(choice, tokens, classifications, privacy_reasons))
+    selected.sort(key=lambda item: item.original_index)
+    budget_for_messages = message_budget(budget, fixed_tokens)
+    return ManagedContextPlan(
+        mode="fallback",
+        original_messages=tuple(messages),
+        planned_sources=tuple(range(len(messages))),
+        messages=tuple(messages),
+        selected=tuple(selected),
+        excluded=(),
+        planning=Planning(
+            mode="fallback",
+            original_message_tokens=sum(tokens),
+            original_message_count=len(messages),
+            fixed_tokens=fixed_tokens,
+            message_target_tokens=budget_for_messages.target_tokens,
+            message_hard_limit_tokens=budget_for_messages.hard_limit_tokens,
+            recent_tail_token_limit=recent_tail_token_limit,
+            selected_group_count=len(groups),
+            excluded_group_count=0,
+            fallback_reason=reason,
+        ),
+        groups=tuple(groups),
+    )
+
+
+def plan_managed_context(
+    messages: Sequence[Any],
+    *,
+    fixed_tokens: int,
+    budget: ContextBudget,
+    config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+    pinned_message_indices: Sequence[Any] = (),
+    supplemental_messages: Sequence[SupplementalMessage] = (),
+    supplemental_selection_order: Sequence[str] = (),
+    message_classifications: Sequence[str | None] | None = None,
+    message_privacy_reasons: Sequence[str | None] | None = None,
+    cache_aware_tail_tokens: int | None = None,
+    estimator: Estimator = CHARS_V1,
+    native_tokens: Sequence[int] | None = None,
+) -> ManagedContextPlan:
+    """DS4's `planManagedContext` (spec §3): choose which messages to send.
+
+    Args:
+        messages: Pi's native agent messages (dicts).
+        fixed_tokens: system prompt + tool definition tokens (see `ds4core.estimate.fixed_tokens`).
+        budget: the context budget (estimator tokens); `context_window`, `active_input_budget` and
+            `hard_input_limit` are used.
+        config: DS4 `context` settings; with model awareness, pass
+            `ResolvedModelAwareness.context_config` (calibrated category ceilings).
+        pinned_message_indices: native indices of labelled `ds4:pin` messages; invalid ones are
+            ignored.
+        supplemental_messages: pins, memories, retrieval results and project snippets, in that
+            order (the runtime's order); spliced before the last native user message.
+        supplemental_selection_order: optional learned order of supplement ids.
+        message_classifications / message_privacy_reasons: per native message.
+        cache_aware_tail_tokens: a recent-tail limit chosen by the cache-aware policy (spec §4);
+            when > 0 it replaces `min(config.recent_tail_tokens, automatic ceiling)`, bypassing
+            the automatic ceiling (still bounded by the target and hard budgets).
+        estimator: message estimator (default `chars-v1`).
+        native_tokens: optional precomputed estimates of `messages` (same length), e.g. cached
+            per session entry by a live re-planner.
+
+    Returns a managed plan, or a fallback plan (all native messages, `planning.fallback_reason`
+    set) when the mandatory set does not fit or the selection fails validation. Raises
+    ValueError when `native_tokens` has the wrong length.
+    """
+    native = list(messages)
+    native_token_list = list(_tokens_for(native, estimator, native_tokens))
+    native_last_user = _last_user_index(native)
+    supplements = (
+        [s for s in supplemental_messages if len(s.source_ids) > 0] if native_last_user >= 0 else []
+    )
+    insertion = native_last_user if native_last_user >= 0 else len(native)
+    n_supp = len(supplements)
+    planned = native[:insertion] + [s.message for s in supplements] + native[insertion:]
+    tokens = (
+        native_token_list[:insertion]
+        + [estimator.message_tokens(s.message) for s in supplements]
+        + native_token_list[insertion:]
+    )
+    sources: list[int | str] = [
+        *range(insertion),
+        *(s.id for s in supplements),
+        *range(insertion, len(native)),
+    ]
+    supplement_at = {insertion + offset: s for offset, s in enumerate(supplements)}
+
+    def spliced(per_native: Sequence[str | None], per_supplement: list[str | None]) -> list[str | None]:
+        return [*per_native[:insertion], *per_supplement, *per_native[insertion:]]
+
+    classifications: list[str | None] | None = None
+    if message_classifications is not None or any(s.classification is not None for s in supplements):
+        native_classes = [_at(message_classifications, i) or "normal" for i in range(len(native))]
+        classifications = spliced(native_classes, [s.classification or "normal" for s in supplements])
+    privacy_reasons: list[str | None] | None = None
+    native_reasons = [_at(message_privacy_reasons, i) for i in range(len(native))]
+    planned_reasons = spliced(native_reasons, [s.privacy_reason for s in supplements])
+    if any(r is not None for r in planned_reasons):
+        privacy_reasons = planned_reasons
+
+    recent_tail_limit = (
+        cache_aware_tail_tokens
+        if cache_aware_tail_tokens is not None and cache_aware_tail_tokens > 0
+        else adaptive_recent_tail_limit(budget.context_window, config.recent_tail_tokens)
+    )
+    msg_budget = message_budget(budget, fixed_tokens)
+    target, hard = msg_budget.target_tokens, msg_budget.hard_limit_tokens
+
+    def fallback(reason: str) -> ManagedContextPlan:
+        native_classes = list(message_classifications) if message_classifications is not None else None
+        native_privacy = list(message_privacy_reasons) if message_privacy_reasons is not None else None
+        return _fallback_plan(
+            native,
+            native_token_list,
+            fixed_tokens=fixed_tokens,
+            budget=budget,
+            recent_tail_token_limit=recent_tail_limit,
+            pinned_message_indices=pinned_message_indices,
+            classifications=native_classes,
+            privacy_reasons=native_privacy,
+            reason=reason,
+        )
+
+    groups, relations = _build_groups(planned, tokens)
+    count = len(planned)
+    shifted = [
+        v + n_supp if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= insertion else v
+        for v in pinned_message_indices
+    ]
+    pinned = {i for i in (_valid_index(v, count) for v in shifted) if i is not None}
+    last_user = _last_user_index(planned)
+    current, pinned_groups = _current_and_pinned(groups, last_user, pinned)
+
+    def supplement_of(group: AtomicGroup) -> SupplementalMessage | None:
+        for index in group.message_indices:
+            if index in supplement_at:
+                return supplement_at[index]
+        return None
+
+    group_supplement = [supplement_of(g) for g in groups]
+
+    if fixed_tokens > budget.hard_input_limit:
+        return fallback("mandatory system prompt and tool definitions exceed the hard input limit")
+
+    # Mandatory: current and pinned groups (spec §3.4).
+    chosen: dict[int, _Choice] = {}
+    for pos, group in enumerate(groups):
+        is_current = pos in current
+        supplement = group_supplement[pos]
+        persistent_pin = supplement is not None and supplement.kind == "pin"
+        if not (is_current or pos in pinned_groups or persistent_pin):
+            continue
+        if persistent_pin:
+            assert supplement is not None
+            score = supplement.score
+        else:
+            score = _score(group, PRIORITY_CURRENT if is_current else PRIORITY_LABELLED_PIN, count)
+        chosen[pos] = _Choice(
+            group,
+            "current" if is_current else "pin",
+            score,
+            "Mandatory current request turn"
+            if is_current
+            else supplement.reason
+            if persistent_pin and supplement is not None
+            else "Mandatory explicit ds4:pin group",
+            source_id=supplement.source_ids[0] if persistent_pin and supplement is not None else None,
+        )
+
+    pin_tokens = sum(c.group.estimated_tokens for c in chosen.values() if c.kind == "pin")
+    if pin_tokens > config.max_pinned_tokens:
+        return fallback("mandatory pinned context exceeds context.maxPinnedTokens")
+    selected_tokens = sum(c.group.estimated_tokens for c in chosen.values())
+    if selected_tokens > hard:
+        return fallback("mandatory current and pinned groups exceed the hard message budget")
+
+    # Recent tail with the immediate-predecessor rescue (spec §3.5).
+    recent_tokens = sum(groups[pos].estimated_tokens for pos in current)
+    candidates = sorted(
+        (
+            pos
+            for pos, g in enumerate(groups)
+            if g.kind == "turn" and pos not in chosen and group_supplement[pos] is None
+        ),
+        key=lambda pos: -groups[pos].end_index,
+    )
+    rescued = False
+    for rank, pos in enumerate(candidates):
+        group = groups[pos]
+        t = group.estimated_tokens
+        fits_tail = recent_tokens + t <= recent_tail_limit
+        fits_target = selected_tokens + t <= target
+        fits_hard = selected_tokens + t <= hard
+        if fits_tail and fits_target and fits_hard:
+            reason = "Selected by deterministic recent-turn ranking"
+        elif (
+            rank == 0
+            and recent_tail_limit > 0
+            and config.rescue_immediate_predecessor
+            and not fits_tail
+            and fits_target
+            and fits_hard
+        ):
+            rescued = True
+            reason = (
+                "Immediate-predecessor turn rescued beyond the recent-tail cap because it fits "
+                "the active input budget"
+            )
+        else:
+            break
+        chosen[pos] = _Choice(group, "recent", _score(group, PRIORITY_RECENT, count), reason)
+        selected_tokens += t
+        recent_tokens += t
+        if rescued:
+            break  # the tail closes after a rescue
+
+    # Memory, retrieval and project in one merged pass after the tail (spec §3.6, §10.1).
+    learned: dict[str, int] = {}
+    for supplement_id in supplemental_selection_order:
+        learned.setdefault(supplement_id, len(learned))
+    caps = {
+        "memory": config.max_memory_tokens,
+        "retrieval": config.max_retrieved_history_tokens,
+        "project": config.max_project_tokens,
+    }
+    used = {"memory": 0, "retrieval": 0, "project": 0}
+
+    def supplement_rank(pos: int) -> tuple[float, ...]:
+        s = group_supplement[pos]
+        assert s is not None
+        # Ties on end index cannot happen (each message is in one group), so DS4's final
+        # `id.localeCompare` key never decides and is left out.
+        return (
+            learned.get(s.id, _MAX_SAFE_INTEGER) if learned else 0,
+            _CATEGORY_ORDER[s.kind],
+            -s.score,
+            -groups[pos].end_index,
+        )
+
+    supplement_candidates = sorted(
+        (
+            pos
+            for pos, s in enumerate(group_supplement)
+            if s is not None and s.kind != "pin" and pos not in chosen
+        ),
+        key=supplement_rank,
+    )
+    for pos in supplement_candidates:
+        s = group_supplement[pos]
+        assert s is not None
+        t = groups[pos].estimated_tokens
+        if (
+            used[s.kind] + t > caps[s.kind]
+            or selected_tokens + t > target
+            or selected_tokens + t > hard
+        ):
+            continue
+        chosen[pos] = _Choice(
+            groups[pos],
+            s.kind,
+            s.score,
+            s.reason,
+            source_id=s.source_ids[0],
+            retrieved_event_ids=tuple(s.source_ids) if s.kind == "retrieval" else None,
+            project_snippet=s.project_snippet if s.kind == "project" else None,
+        )
+        selected_tokens += t
+        used[s.kind] += t
+
+    # Pi summaries, newest first (spec §3.7).
+    summary_tokens = 0
+    summaries = sorted(
+        (pos for pos, g in enumerate(groups) if g.kind == "summary" and pos not in chosen),
+        key=lambda pos: -groups[pos].end_index,
+    )
+    for pos in summaries:
+        t = groups[pos].estimated_tokens
+        if (
+            summary_tokens + t > config.max_summary_tokens
+            or selected_tokens + t > target
+            or selected_tokens + t > hard
+        ):
+            continue
+        chosen[pos] = _Choice(
+            groups[pos],
+            "summary",
+            _score(groups[pos], PRIORITY_SUMMARY, count),
+            "Selected active Pi summary within the summary and input budgets",
+        )
+        selected_tokens += t
+        summary_tokens += t
+
+    # Output order and validation (spec §3.8).
+    selected = sorted(
+        (item for c in chosen.values() for item in _items(c, tokens, classifications, privacy_reasons)),
+        key=lambda item: item.original_index,
+    )
+    selected_indices = {item.original_index for item in selected}
+    errors = validate_atomic_selection(relations, selected_indices)
+    if errors:
+        return fallback("; ".join(errors))
+    if last_user >= 0 and last_user not in selected_indices:
+        return fallback("current user message was not selected")
+    if fixed_tokens + selected_tokens > budget.hard_input_limit:
+        return fallback("final estimated input exceeds the hard input limit")
+
+    # Excluded metadata (spec §3.9).
+    excluded: list[PlanItem] = []
+    for pos, group in enumerate(groups):
+        if pos in chosen:
+            continue
+        s = group_supplement[pos]
+        if s is not None:
+            choice = _Choice(
+                group,
+                s.kind,
+                s.score,
+                _SUPPLEMENT_EXCLUSION_REASONS[s.kind],
+                source_id=s.source_ids[0],
+                retrieved_event_ids=tuple(s.source_ids) if s.kind == "retrieval" else None,
+                project_snippet=s.project_snippet,
+            )
+        elif group.kind == "turn":
+            choice = _Choice(
+                group,
+                "recent",
+                _score(group, PRIORITY_RECENT, count),
+                "Excluded outside the contiguous recent-tail or input budget",
+            )
+        elif group.kind == "summary":
+            choice = _Choice(
+                group, "summary", _score(group, PRIORITY_SUMMARY, count), "Excluded by summary or input budget"
+            )
+        else:
+            choice = _Choice(
+                group,
+                "history",
+                _score(group, PRIORITY_HISTORY, count),
+                "Excluded because managed planner does not select older background without "
+                "retrieval evidence",
+            )
+        excluded.extend(_items(choice, tokens, classifications, privacy_reasons))
+    excluded.sort(key=lambda item: item.original_index)
+
+    oversized = (
+        sum(
+            1
+            for pos, g in enumerate(groups)
+            if g.kind == "turn"
+            and pos not in chosen
+            and group_supplement[pos] is None
+            and g.estimated_tokens >= recent_tail_limit
+        )
+        if recent_tail_limit > 0
+        else 0
+    )
+    return ManagedContextPlan(
+        mode="managed",
+        original_messages=tuple(planned),
+        planned_sources=tuple(sources),
+        messages=tuple(planned[item.original_index] for item in selected),
+        selected=tuple(selected),
+        excluded=tuple(excluded),
+        planning=Planning(
+            mode="managed",
+            original_message_tokens=sum(native_token_list),
+            original_message_count=len(native),
+            fixed_tokens=fixed_tokens,
+            message_target_tokens=target,
+            message_hard_limit_tokens=hard,
+            recent_tail_token_limit=recent_tail_limit,
+            selected_group_count=len(chosen),
+            excluded_group_count=len(groups) - len(chosen),
+            rescued_immediate_predecessor=rescued,
+            oversized_turn_exclusions=oversized,
+        ),
+        groups=tuple(groups),
+    )
