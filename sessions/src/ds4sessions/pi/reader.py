@@ -129,15 +129,18 @@ class PiSessionReader(PiSession):
         """Read complete lines: (1-based line number, byte offset of the line start, the line's
         bytes without its `\\n`; a trailing `\\r` is allowed). Returns the new entries, in order.
 
-        Work is proportional to the new lines. Feeding a line clears a pending tail (it is the
-        completed line, or the tailer will report a new one).
+        Work is proportional to the new lines. Feeding any line clears a pending tail (it is the
+        completed line, or a new tail follows): after each tailer poll call `feed(batch.lines)`,
+        then `set_pending_tail(batch.pending_bytes)`.
         """
         new: list[Entry] = []
+        before = self.last_line_no
         for line_no, offset, raw in lines:
             entry = self._read_line(line_no, offset, raw, len(raw) + 1)
             if entry is not None:
                 new.append(entry)
-        self.diagnostics.pending = None
+        if self.last_line_no != before:
+            self.diagnostics.pending = None
         return new
 
     def set_pending_tail(self, length: int) -> None:
