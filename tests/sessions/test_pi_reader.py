@@ -315,3 +315,10 @@ def test_null_content_becomes_empty(tmp_path: Path) -> None:
     messages = build_context(session).messages
     assert [m["content"] for m in messages] == ["", []]
     assert session.entries[0].message["content"] is None
+
+
+def test_unterminated_only_line_with_bom_is_the_header(tmp_path: Path) -> None:
+    session = read_session(_write(tmp_path, b"\xef\xbb\xbf" + json.dumps(HEADER).encode()))
+    assert session.status == "session"
+    assert session.diagnostics.count(Problem.BOM) == 1
+    assert session.diagnostics.count(Problem.PARTIAL_LAST_LINE) == 0

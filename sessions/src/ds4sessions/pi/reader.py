@@ -160,7 +160,7 @@ class PiSessionReader(PiSession):
         and counted as `Problem.PARTIAL_LAST_LINE`. Returns the entry, if any.
         """
         self.diagnostics.pending = None
-        text = raw.decode("utf-8", "replace")
+        text = (raw[len(BOM) :] if offset == 0 and raw.startswith(BOM) else raw).decode("utf-8", "replace")
         try:
             obj = _parse_json(text) if text.strip() else None
         except ValueError:
