@@ -457,3 +457,21 @@ def test_watcher_stops_cleanly_and_survives_a_failing_callback(tmp_path: Path) -
 def test_watcher_rejects_bad_interval(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         SessionWatcher(tmp_path / "s.jsonl", lambda: None, poll_interval=0)
+
+
+def test_watcher_can_be_stopped_from_its_callback(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    before = set(threading.enumerate())
+    stopped = threading.Event()
+    watcher: SessionWatcher
+
+    def on_change() -> None:
+        watcher.stop()
+        stopped.set()
+
+    watcher = SessionWatcher(path, on_change, poll_interval=0.05)
+    watcher.start()
+    path.write_bytes(b"A\n")
+    assert stopped.wait(WAKE_TIMEOUT)
+    watcher.stop()  # from the test thread: joins what is left
+    assert set(threading.enumerate()) <= before

@@ -46,7 +46,7 @@ class SessionWatcher:
 
     - `path`: the session file; it and its directory may not exist yet.
     - `on_change`: a wake-up with no arguments; the consumer then calls `Tailer.poll()`. It may
-      be called when nothing changed (e.g. a "modified" event for a touch) and one call may
+      be called when no line changed (e.g. a write that completed no line) and one call may
       stand for many changes.
     - `poll_interval`: seconds between fallback polls (> 0; default 1.0). It is also how soon a
       directory created after `start()` gets its event watch.
@@ -103,15 +103,17 @@ class SessionWatcher:
         self._poller.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop and join both threads (waiting at most `timeout` seconds each). Idempotent."""
+        """Stop and join both threads (waiting at most `timeout` seconds each). Idempotent.
+
+        May be called from `on_change` (the calling thread is then not joined).
+        """
         self._stopping.set()
         if self._poller is None:
             return
-        if self._poller.is_alive():  # first: it may schedule watches on the observer
-            self._poller.join(timeout)
-        if self._observer is not None and self._observer.is_alive():
+        _join(self._poller, timeout)  # first: it may schedule watches on the observer
+        if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout)
+            _join(self._observer, timeout)
 
     def __enter__(self) -> SessionWatcher:
         """Start the watcher; `with SessionWatcher(...) as w:` stops it on exit."""
@@ -188,6 +190,12 @@ class _FileEvents(FileSystemEventHandler):
         names = {os.fsdecode(event.src_path), os.fsdecode(event.dest_path)}
         if self._path in names:
             self._wake()
+
+
+def _join(thread: threading.Thread, timeout: float) -> None:
+    """Join `thread` (at most `timeout` seconds) unless it is the calling thread."""
+    if thread is not threading.current_thread() and thread.is_alive():
+        thread.join(timeout)
 
 
 def _signature(path: Path) -> tuple[int, int, int, int] | None:
