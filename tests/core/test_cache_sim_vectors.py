@@ -60,7 +60,9 @@ def _json(usages: list[SimUsage]) -> list[dict[str, Any]]:
 
 
 def _tail_run(cap: int, tokens_per_turn: int, turns: int, seed: str, pricing: CachePricing) -> list[SimUsage]:
-    requests = [keep_recent_tail(conversation(turn, tokens_per_turn, seed), cap) for turn in range(1, turns + 1)]
+    requests = [
+        keep_recent_tail(conversation(turn, tokens_per_turn, seed), cap) for turn in range(1, turns + 1)
+    ]
     return simulate_sequence(requests, pricing)
 
 
@@ -69,14 +71,19 @@ def _check(case: dict[str, Any]) -> None:
     pricing = CachePricing.from_json(spec["pricing"])
     scenario = spec.get("scenario")
     if scenario == "append":
-        requests = [conversation(turn, spec["tokensPerTurn"], spec["seed"]) for turn in range(1, spec["turns"] + 1)]
+        requests = [
+            conversation(turn, spec["tokensPerTurn"], spec["seed"]) for turn in range(1, spec["turns"] + 1)
+        ]
         assert all(request.fixed_tokens == spec["fixedTokens"] for request in requests)
         usages = simulate_sequence(requests, pricing)
         assert _json(usages) == expected["perRequest"]
         later = usages[1:]
         total_cache = sum(u.cache_read_tokens for u in later)
         total_input = sum(u.input_tokens for u in later)
-        assert (total_cache, total_input) == (expected["totalCacheAfterFirst"], expected["totalInputAfterFirst"])
+        assert (total_cache, total_input) == (
+            expected["totalCacheAfterFirst"],
+            expected["totalInputAfterFirst"],
+        )
         assert usages[-1].cache_read_tokens > 0 and total_cache > 10 * total_input
     elif scenario == "slide":
         usages = _tail_run(spec["tailCap"], spec["tokensPerTurn"], spec["turns"], spec["seed"], pricing)
@@ -85,13 +92,16 @@ def _check(case: dict[str, Any]) -> None:
         assert _round9(late_share) == expected["lateCacheShare"]
         assert late_share < 0.35
     elif scenario == "wide":
-        requests = [conversation(turn, spec["tokensPerTurn"], spec["seed"]) for turn in range(1, spec["turns"] + 1)]
+        requests = [
+            conversation(turn, spec["tokensPerTurn"], spec["seed"]) for turn in range(1, spec["turns"] + 1)
+        ]
         usages = simulate_sequence(requests, pricing)
         assert sum(u.total_tokens for u in usages) == expected["totalTokens"]
         assert sum(u.cache_read_tokens for u in usages) == expected["cacheTokens"]
         assert _round9(_share(usages)) == expected["cacheShare"]
         assert _share(usages) > 0.9
     elif scenario == "compare":
+
         def run(cap: int, tokens_per_turn: int, turns: int) -> float:
             seed = spec["seeds"].replace("${cap}", str(cap)).replace("${tokensPerTurn}", str(tokens_per_turn))
             return sum(u.cost for u in _tail_run(cap, tokens_per_turn, turns, seed, pricing))
@@ -151,7 +161,7 @@ def test_java_string_hash_matches_java() -> None:
     assert java_string_hash("a") == "h97"
     assert java_string_hash("hello") == "h99162322"
     assert java_string_hash("polygenelubricants") == "h-2147483648"
-    assert java_string_hash("\U0001F600") == f"h{0xD83D * 31 + 0xDE00}"
+    assert java_string_hash("\U0001f600") == f"h{0xD83D * 31 + 0xDE00}"
 
 
 def test_keep_recent_tail_keeps_the_next_parts_text() -> None:

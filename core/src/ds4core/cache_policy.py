@@ -28,12 +28,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ds4core.budgets import CacheAwareConfig
+from ds4core.estimate import CHARS_V1, Estimator
 from ds4core.jsjson import number_to_string, round6, stable_stringify
+
+if TYPE_CHECKING:
+    from ds4core.planner import ManagedContextPlan
 
 __all__ = [
     "CacheAwareBlock",
@@ -113,7 +117,8 @@ class CachePricing:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CachePricing:
-        """From DS4 JSON (`inputPerMillion`, `cacheReadPerMillion`, `cacheWritePerMillion`, `outputPerMillion`)."""
+        """From DS4 JSON: `inputPerMillion`, `cacheReadPerMillion`, `cacheWritePerMillion`,
+        `outputPerMillion` (missing keys are unknown prices)."""
         return cls(
             input_per_million=data.get("inputPerMillion"),
             cache_read_per_million=data.get("cacheReadPerMillion"),
@@ -354,14 +359,24 @@ def _evaluate_gates(
     else:
         share_reason = None
     samples_reason = (
-        f"insufficient-samples:{number_to_string(sample_count)}" if sample_count < config.minimum_cache_sample_count else None
+        f"insufficient-samples:{number_to_string(sample_count)}"
+        if sample_count < config.minimum_cache_sample_count
+        else None
     )
     mode_reason = "off-or-insufficient-evidence" if config.mode == "off" else None
     return (
         GateCheck("mode", mode_reason is None, config.mode, "auto", mode_reason),
         GateCheck("missHitRatio", ratio_reason is None, ratio, config.minimum_miss_hit_ratio, ratio_reason),
-        GateCheck("cacheReadShare", share_reason is None, share, config.minimum_cache_read_share, share_reason),
-        GateCheck("sampleCount", samples_reason is None, sample_count, config.minimum_cache_sample_count, samples_reason),
+        GateCheck(
+            "cacheReadShare", share_reason is None, share, config.minimum_cache_read_share, share_reason
+        ),
+        GateCheck(
+            "sampleCount",
+            samples_reason is None,
+            sample_count,
+            config.minimum_cache_sample_count,
+            samples_reason,
+        ),
     )
 
 
@@ -388,7 +403,9 @@ def decide_cache_aware_tail(
     ratio = _miss_hit_ratio(pricing)
     share = observed_cache_read_share
     gates = _evaluate_gates(config, ratio, share, sample_count)
-    candidate_tail = max(nominal_recent_tail_tokens, max(0, math.floor(active_input_budget * config.max_tail_budget_share)))
+    candidate_tail = max(
+        nominal_recent_tail_tokens, max(0, math.floor(active_input_budget * config.max_tail_budget_share))
+    )
     if config.mode == "off":
         return CacheAwareDecision(
             eligible=False,
@@ -450,6 +467,20 @@ class CandidatePlan:
     recent_tail_token_limit: Number
     selected_tokens: Number
 
+    @classmethod
+    def from_plan(cls, plan: ManagedContextPlan, estimator: Estimator = CHARS_V1) -> CandidatePlan:
+        """The numbers of a `ds4core.planner.ManagedContextPlan`, each sent message fingerprinted
+        and estimated with `estimator` (DS4 runtime: `estimateMessagesTokens([message])`)."""
+        return cls(
+            managed=plan.mode == "managed",
+            message_hashes=tuple(message_fingerprint(message) for message in plan.messages),
+            message_tokens=tuple(estimator.message_tokens(message) for message in plan.messages),
+            fixed_tokens=plan.planning.fixed_tokens,
+            original_message_tokens=plan.planning.original_message_tokens,
+            recent_tail_token_limit=plan.planning.recent_tail_token_limit,
+            selected_tokens=sum(item.tokens for item in plan.selected),
+        )
+
     @property
     def total_input_tokens(self) -> Number:
         """Fixed tokens plus every sent message's estimate (the epoch model's request size)."""
@@ -492,7 +523,9 @@ class CandidateEpoch:
         }
 
 
-def epoch_cost_usd(cold: float, warm: float, *, sliding: bool, requests_per_turn: Number, turns_per_epoch: Number) -> float:
+def epoch_cost_usd(
+    cold: float, warm: float, *, sliding: bool, requests_per_turn: Number, turns_per_epoch: Number
+) -> float:
     """USD cost of an epoch of E turns of R requests each, rounded to 6 decimals (DS4 runtime).
 
     Sliding plan: every turn pays one cold request and R-1 warm ones: `(cold + max(0, R-1)·warm)·E`.
@@ -520,13 +553,21 @@ def candidate_epoch(
     if pricing is None or not plan.managed:
         return None
     total = plan.total_input_tokens
-    reusable = reusable_prefix_tokens(previous_hashes, plan.message_hashes, plan.message_tokens) if previous_hashes else 0
+    reusable = (
+        reusable_prefix_tokens(previous_hashes, plan.message_hashes, plan.message_tokens)
+        if previous_hashes
+        else 0
+    )
     cold = estimate_request_cost(total, reusable, pricing)
     warm = estimate_request_cost(total, total, pricing)
     cost = None
     if cold.total is not None and warm.total is not None:
         cost = epoch_cost_usd(
-            cold.total, warm.total, sliding=plan.sliding, requests_per_turn=requests_per_turn, turns_per_epoch=turns_per_epoch
+            cold.total,
+            warm.total,
+            sliding=plan.sliding,
+            requests_per_turn=requests_per_turn,
+            turns_per_epoch=turns_per_epoch,
         )
     return CandidateEpoch(plan.recent_tail_token_limit, total, reusable, plan.sliding, cold, warm, cost)
 
@@ -535,8 +576,8 @@ def candidate_epoch(
 class CandidateComparison:
     """Nominal versus extended epoch cost (DS4 runtime `extendedWon`).
 
-    `threshold` = nominal·(1 − minimumImprovementRatio) USD; the extended tail wins when its epoch
-    cost is strictly below it. `improvement_ratio` = (nominal − extended) / nominal is the saving
+    `threshold` = nominal·(1 - minimumImprovementRatio) USD; the extended tail wins when its epoch
+    cost is strictly below it. `improvement_ratio` = (nominal - extended) / nominal is the saving
     actually offered (display only; None when undefined or nominal is 0).
     """
 
@@ -568,7 +609,7 @@ class CandidateComparison:
 def compare_epoch_costs(
     nominal_epoch_cost: float | None, extended_epoch_cost: float | None, minimum_improvement_ratio: float
 ) -> CandidateComparison:
-    """Does the extended tail win? Both costs defined and `extended < nominal·(1 − ratio)` (strict)."""
+    """Does the extended tail win? Both costs defined and `extended < nominal·(1 - ratio)` (strict)."""
     threshold = None if nominal_epoch_cost is None else nominal_epoch_cost * (1 - minimum_improvement_ratio)
     won = threshold is not None and extended_epoch_cost is not None and extended_epoch_cost < threshold
     improvement = None
@@ -598,7 +639,9 @@ class HysteresisState:
         return {"lossStreak": self.loss_streak, "stickExtended": self.stick_extended}
 
 
-def advance_hysteresis(state: HysteresisState, *, extended_won: bool, stickiness_epochs: int) -> HysteresisState:
+def advance_hysteresis(
+    state: HysteresisState, *, extended_won: bool, stickiness_epochs: int
+) -> HysteresisState:
     """One comparison's effect on the hysteresis (spec §4.4 step 3).
 
     Won: streak 0, stick. Lost while sticking: streak + 1, and after `stickiness_epochs`
@@ -631,8 +674,8 @@ class PrefixHistory:
 class CacheAwareRuntimeState:
     """Everything the DS4 runtime carries between context events for the cache-aware policy."""
 
-    hysteresis: HysteresisState = HysteresisState()
-    history: PrefixHistory = PrefixHistory()
+    hysteresis: HysteresisState = field(default_factory=HysteresisState)
+    history: PrefixHistory = field(default_factory=PrefixHistory)
 
 
 # --- Runtime candidate selection (steps 2-3) -------------------------------------------------
@@ -656,6 +699,27 @@ class CandidateSelection:
     hysteresis_before: HysteresisState
     hysteresis_after: HysteresisState
     cache_aware_tail_tokens: Number | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Full detail for display: the DS4 decision plus `gates` and `candidateTailTokens`, both
+        candidates' epochs, the comparison, the hysteresis before and after, and the override
+        (null where DS4 computed nothing)."""
+        decision = None
+        if self.decision is not None:
+            decision = {
+                **self.decision.to_json(),
+                "gates": [gate.to_json() for gate in self.decision.gates],
+                "candidateTailTokens": self.decision.candidate_tail_tokens,
+            }
+        return {
+            "decision": decision,
+            "nominal": self.nominal_epoch.to_json() if self.nominal_epoch else None,
+            "extended": self.extended_epoch.to_json() if self.extended_epoch else None,
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "hysteresisBefore": self.hysteresis_before.to_json(),
+            "hysteresisAfter": self.hysteresis_after.to_json(),
+            "cacheAwareTailTokens": self.cache_aware_tail_tokens,
+        }
 
 
 def select_cache_aware_tail(
@@ -692,14 +756,17 @@ def select_cache_aware_tail(
     if not (decision.eligible and decision.tail_extended):
         return CandidateSelection(decision, None, None, None, None, hysteresis, hysteresis, None)
     extended_plan = plan_extended(decision.recent_tail_tokens)
-    epoch_args = {
-        "previous_hashes": previous_hashes,
-        "pricing": pricing,
-        "requests_per_turn": config.expected_requests_per_turn,
-        "turns_per_epoch": config.expected_turns_per_epoch,
-    }
-    nominal_epoch = candidate_epoch(nominal_plan, **epoch_args)
-    extended_epoch = candidate_epoch(extended_plan, **epoch_args)
+
+    def epoch(plan: CandidatePlan) -> CandidateEpoch | None:
+        return candidate_epoch(
+            plan,
+            previous_hashes=previous_hashes,
+            pricing=pricing,
+            requests_per_turn=config.expected_requests_per_turn,
+            turns_per_epoch=config.expected_turns_per_epoch,
+        )
+
+    nominal_epoch, extended_epoch = epoch(nominal_plan), epoch(extended_plan)
     comparison = compare_epoch_costs(
         nominal_epoch.epoch_cost if nominal_epoch else None,
         extended_epoch.epoch_cost if extended_epoch else None,
@@ -868,4 +935,6 @@ def run_cache_aware_turn(
             model_key=model_key,
             pricing=pricing,
         )
-    return CacheAwareTurn(selection, final_plan, block), CacheAwareRuntimeState(selection.hysteresis_after, history)
+    return CacheAwareTurn(selection, final_plan, block), CacheAwareRuntimeState(
+        selection.hysteresis_after, history
+    )
