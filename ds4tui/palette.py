@@ -1,0 +1,23 @@
+"""Category colours and glyphs, shared by the TUI and the Rich `map` output."""
+
+from __future__ import annotations
+
+#: Colour per category id (see `ds4core.categories.CATEGORIES`); works on dark and light themes.
+COLOURS: dict[str, str] = {
+    "system_prompt": "#8a8f98",
+    "tools": "#b48ead",
+    "user": "#5fafff",
+    "assistant_text": "#87d787",
+    "thinking": "#d7af5f",
+    "tool_calls": "#ff8700",
+    "tool_results": "#d75f5f",
+    "bash": "#d787af",
+    "compaction": "#00afaf",
+    "branch_summary": "#5fd7d7",
+    "custom": "#af87ff",
+    "other": "#808080",
+    "unattributed": "#bcbcbc",
+    "free": "#3a3a3a",
+}
+FILLED = "■"
+FREE = "·"

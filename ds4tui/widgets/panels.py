@@ -1,0 +1,202 @@
+"""The dashboard's text panels: header line, category list, turn list, inspector, diagnostics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from ds4core.categories import message_parts
+from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
+from ds4sessions.live import Snapshot
+from ds4tui.render import category_lines, summary_line
+from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
+
+PREVIEW_CHARS = 2000
+"""Characters of an entry's content shown in the inspector."""
+
+
+class SessionHeader(Static):
+    """One line: session name (cwd) · model · provider tokens / window (fill) · badges."""
+
+    def show(self, snap: Snapshot | None, *, demo: bool, following: bool) -> None:
+        """Redraw for `snap` (None: nothing loaded yet)."""
+        text = Text()
+        text.append(" ds4tui", style="bold")
+        if demo:
+            text.append(" [demo]", style="bold reverse")
+        if snap is None:
+            text.append(" · waiting for the session file…")
+            self.update(text)
+            return
+        reader = snap.reader
+        name = reader.session_name or snap.path.stem
+        cwd = (reader.cwd or "").rstrip("/").rsplit("/", 1)[-1]
+        text.append(" · ")
+        text.append(literal(name, keep_newlines=False)[:40])
+        if cwd:
+            text.append(f" ({literal(cwd, keep_newlines=False)[:30]})", style="dim")
+        text.append(" · ")
+        text.append(snap.model_key or "model unknown", style="" if snap.model else "yellow")
+        used = snap.provider.context_tokens if snap.provider else snap.best.estimate
+        window = snap.context_window
+        text.append(" · ")
+        text.append(fmt_tokens(used), style="bold")
+        if window:
+            text.append(f" / {fmt_tokens(window)} ({100 * used / window:.0f}%)")
+        if not snap.provider:
+            text.append(" est.", style="dim")
+        if snap.deleted:
+            text.append(" · file deleted", style="bold red")
+        if not following:
+            text.append(" · paused", style="bold yellow")
+        diag = reader.diagnostics
+        if diag.total:
+            text.append(f" · ⚠ {diag.total} diagnostics", style="yellow")
+        self.update(text)
+
+
+class CategoryList(Static):
+    """Categories with dotted leaders and token counts, then the estimate/provider line."""
+
+    def show(self, snap: Snapshot) -> None:
+        """Redraw for `snap` using its best breakdown."""
+        bd = snap.best
+        width = max(self.size.width or 46, 24)
+        lines = category_lines(bd, width=width)
+        if snap.model is None:
+            lines.append(Text(f"window unknown for {snap.model_key or 'this session'}", style="yellow"))
+        lines.append(summary_line(bd.estimate, snap.provider, bd.counter))
+        if snap.provider and snap.provider.later_messages:
+            lines.append(Text(f"+{snap.provider.later_messages} messages since the last reply are estimated", style="dim"))
+        self.update(Group(*lines))
+
+
+class TurnList(DataTable):
+    """One row per turn: index, time, first words of the prompt, tool calls, tokens."""
+
+    def show(self, snap: Snapshot) -> None:
+        """Replace the rows (keeps the cursor row when it still exists)."""
+        with self.prevent(self.RowHighlighted):
+            self._fill(snap)
+
+    def _fill(self, snap: Snapshot) -> None:
+        cursor = self.cursor_row
+        self.clear()
+        if not self.columns:
+            self.add_column("#", key="index", width=4)
+            self.add_column("time", key="time", width=5)
+            self.add_column("prompt", key="prompt")
+            self.add_column("tools", key="tools", width=5)
+            self.add_column("tokens", key="tokens", width=7)
+        for turn in snap.turns:
+            self.add_row(
+                Text(str(turn.index) if turn.index else "·", justify="right"),
+                turn.time.strftime("%H:%M") if turn.time else "",
+                literal_text(turn.prompt, keep_newlines=False),
+                Text(str(turn.tool_calls), justify="right"),
+                Text(fmt_tokens(turn.tokens), justify="right"),
+                key=str(turn.first_message),
+            )
+        if self.row_count:
+            self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
+
+
+def _content_preview(message: Mapping[str, Any]) -> str:
+    """Readable text of a message's content: text, thinking, tool calls, images noted."""
+    role = message.get("role")
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary", ""))
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}\n{message.get('output', '')}"
+    content = message.get("content")
+    out: list[str] = []
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}] if content else []
+    for block in content or ():
+        if not isinstance(block, Mapping):
+            out.append(json.dumps(block))
+        elif block.get("type") == "text":
+            out.append(str(block.get("text", "")))
+        elif block.get("type") == "thinking":
+            out.append("[thinking] " + str(block.get("thinking", "")))
+        elif block.get("type") == "toolCall":
+            out.append(f"→ {block.get('name')}({json.dumps(block.get('arguments'), ensure_ascii=False)})")
+        elif block.get("type") == "image":
+            out.append(f"[image {block.get('mimeType', '?')}, {len(str(block.get('data', '')))} base64 chars]")
+        else:
+            out.append(json.dumps(block, ensure_ascii=False))
+    if role == "system" and isinstance(message.get("sections"), Mapping):
+        out += [f"[{k}] {v}" for k, v in message["sections"].items() if isinstance(v, str)]
+    if role == "system":
+        out += [f"[tool] {t.get('name')}: {t.get('description', '')}" for t in message.get("toolsAdded") or () if isinstance(t, Mapping)]
+    return "\n".join(out)
+
+
+class EntryInspector(Static):
+    """The selected entry: id, type/role, tool, tokens by estimator, content preview."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._chars = TokenLedger(CharsV1Counter(), message_parts)
+        self._cl100k = TokenLedger(Cl100kCounter(), message_parts)
+
+    def show(self, snap: Snapshot, message_index: int | None) -> None:
+        """Show context message `message_index` of `snap` (None: a hint)."""
+        if message_index is None or not (0 <= message_index < len(snap.context.messages)):
+            self.update(Text("Select a cell on the map or a turn to inspect its entry.", style="dim"))
+            return
+        message = snap.context.messages[message_index]
+        entry_id = snap.context.message_entry_ids[message_index]
+        entry = snap.reader.by_id.get(entry_id) if entry_id else None
+        head = Text()
+        head.append(f"entry {entry_id or '—'}", style="bold")
+        head.append(f" · {message.get('role', '?')}")
+        tool = message.get("toolName") or message.get("customType")
+        if tool:
+            head.append(f" · {literal(tool, keep_newlines=False)}")
+        label = snap.context.labels.get(entry_id or "")
+        if label:
+            head.append(f" · label {literal(label, keep_newlines=False)}", style="magenta")
+        if entry is not None:
+            head.append(f" · line {entry.line_no}", style="dim")
+        tokens = Text(
+            f"tokens: chars-v1 {fmt_tokens(self._chars.count(message).total)}"
+            f" · cl100k {fmt_tokens(self._cl100k.count(message).total)}",
+            style="dim",
+        )
+        usage = message.get("usage") if message.get("role") == "assistant" else None
+        lines = [head, tokens]
+        if isinstance(usage, Mapping):
+            lines.append(Text(
+                f"usage: input {usage.get('input', 0)} · cache read {usage.get('cacheRead', 0)}"
+                f" · cache write {usage.get('cacheWrite', 0)} · output {usage.get('output', 0)}"
+                + (f" · {message.get('stopReason')}" if message.get("stopReason") else ""),
+                style="dim",
+            ))
+        preview = _content_preview(message)
+        more = len(preview) - PREVIEW_CHARS
+        lines.append(literal_text(preview[:PREVIEW_CHARS]))
+        if more > 0:
+            lines.append(Text(f"… {more} more characters", style="dim"))
+        self.update(Group(*lines))
+
+
+class DiagnosticsView(Static):
+    """Counted problems found while reading the file, with line numbers."""
+
+    def show(self, snap: Snapshot) -> None:
+        """List the reader's diagnostics and context warnings for `snap`."""
+        diag = snap.reader.diagnostics
+        lines = [Text(f"{snap.path} · {fmt_bytes(snap.file_size)} · {len(snap.reader.entries)} entries", style="bold")]
+        lines.append(Text(literal(diag.summary())))
+        for item in diag.items[:500]:
+            lines.append(literal_text(str(item), keep_newlines=False))
+        for warning in snap.context.warnings:
+            lines.append(literal_text(f"context: {warning.kind}: {warning.message}", keep_newlines=False))
+        if snap.pending_bytes:
+            lines.append(Text(f"a partial last line of {snap.pending_bytes} bytes is waiting for its newline", style="yellow"))
+        self.update(Group(*lines))
