@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from ds4core.budgets import ContextConfig, ModelDescriptor, calculate_context_budget, create_model_profile
+from ds4core.budgets import (
+    ContextConfig,
+    ModelCost,
+    ModelDescriptor,
+    calculate_context_budget,
+    create_model_profile,
+)
 from ds4core.cache_policy import (
     CacheAwareConfig,
     CacheAwareRuntimeState,
@@ -272,3 +278,10 @@ def test_hysteresis_drops_the_extended_tail_after_two_losses() -> None:
     state = advance_hysteresis(state, extended_won=False, stickiness_epochs=2)
     state = advance_hysteresis(state, extended_won=False, stickiness_epochs=2)
     assert state == HysteresisState(stick_extended=False, loss_streak=0)
+
+
+def test_pricing_from_model_cost() -> None:
+    pi_cost = {"input": 0.22, "output": 0.66, "cacheRead": 0.007, "cacheWrite": 0.22}
+    assert CachePricing.from_model_cost(pi_cost) == PRICING
+    assert CachePricing.from_model_cost(ModelCost(0.22, 0.66, 0.007, 0.22)) == PRICING
+    assert CachePricing.from_model_cost(None) is None

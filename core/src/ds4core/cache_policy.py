@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from ds4core.budgets import CacheAwareConfig
+from ds4core.budgets import CacheAwareConfig, ModelCost
 from ds4core.estimate import CHARS_V1, Estimator
 from ds4core.jsjson import number_to_string, round6, stable_stringify
 
@@ -127,13 +127,15 @@ class CachePricing:
         )
 
     @classmethod
-    def from_model_cost(cls, cost: Mapping[str, Any] | None) -> CachePricing | None:
-        """From a Pi model `cost` (`input`, `output`, `cacheRead`, `cacheWrite`, USD per million).
-
-        None when the model has no cost (DS4 runtime `cachePricing`).
+    def from_model_cost(cls, cost: ModelCost | Mapping[str, Any] | None) -> CachePricing | None:
+        """From a model's `cost`: a `budgets.ModelCost` or Pi's JSON (`input`, `output`,
+        `cacheRead`, `cacheWrite`), USD per million. None when the model has no cost (DS4
+        runtime `cachePricing`).
         """
         if cost is None:
             return None
+        if isinstance(cost, ModelCost):
+            return cls(cost.input, cost.cache_read, cost.cache_write, cost.output)
         return cls(
             input_per_million=cost.get("input"),
             cache_read_per_million=cost.get("cacheRead"),
@@ -190,10 +192,11 @@ def reusable_prefix_tokens(
 def message_fingerprint(message: Any) -> str:
     """SHA-256 hex of DS4's `stableStringify(message)` (DS4 `fingerprint`, `context-observer.ts`).
 
-    Only equality of fingerprints matters to the policy (prefix matching). Raises TypeError for a
-    value that is not JSON-shaped (see `ds4core.jsjson.stable_stringify`).
+    Only equality of fingerprints matters to the policy (prefix matching); a lone surrogate is
+    hashed as its own code unit rather than Node's U+FFFD. Raises TypeError for a value that is
+    not JSON-shaped (see `ds4core.jsjson.stable_stringify`).
     """
-    return hashlib.sha256(stable_stringify(message).encode("utf-8")).hexdigest()
+    return hashlib.sha256(stable_stringify(message).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # --- Request cost ----------------------------------------------------------------------------
