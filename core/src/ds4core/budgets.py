@@ -145,12 +145,13 @@ DEFAULT_CONTEXT_CONFIG = ContextConfig()
 
 @dataclass(frozen=True)
 class ModelCost:
-    """Pi `Model.cost`: USD per million tokens for input, output, cache read and cache write."""
+    """Pi `Model.cost`: USD per million tokens for input, output, cache read and cache write
+    (None when the model record lacks that rate)."""
 
-    input: float
-    output: float
-    cache_read: float
-    cache_write: float
+    input: float | None
+    output: float | None
+    cache_read: float | None
+    cache_write: float | None
 
 
 @dataclass(frozen=True)
@@ -313,7 +314,7 @@ class ContextBudget:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContextBudget:
         """Build from DS4's JSON names; optional fields may be missing. Raises ValueError on an
-        unknown key and KeyError (TypeError) on a missing required one."""
+        unknown key and TypeError on a missing required one."""
         return cls(**_fields_from_json(cls, data, "budget"))
 
     def to_json(self) -> dict[str, Any]:
