@@ -38,3 +38,22 @@ def shared_dir() -> Path:
     if SHARED is None:
         pytest.skip(SKIP_NO_SHARED)
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Deterministic local time (UTC) and an empty Pi agent dir, so no test reads the real
+    `~/.pi` (sessions, models.json) of the machine it runs on."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    agent = tmp_path_factory.mktemp("pi-agent")
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+
+
+@pytest.fixture
+def sample01() -> Path:
+    """A real Pi-written session that always ships with the tests (01-tools-and-image)."""
+    return FIXTURES / "pi" / "01-tools-and-image.jsonl"
