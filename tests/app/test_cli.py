@@ -1,0 +1,78 @@
+"""The command line, run in-process with Typer's runner on real files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ds4tui.cli import app
+from tests.conftest import SHARED
+
+runner = CliRunner()
+SAMPLES = sorted(p.name[: -len(".context.json")] for p in (SHARED / "sessions-pi").glob("*.context.json")) if SHARED else []
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_context_json_equals_pis_own(name: str, shared_dir: Path) -> None:
+    src = shared_dir / "sessions-pi" / f"{name}.jsonl"
+    expected = json.loads((shared_dir / "sessions-pi" / f"{name}.context.json").read_text(encoding="utf-8"))
+    result = runner.invoke(app, ["context", "--json", str(src)])
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    keys = ["model", "thinkingLevel", "messages", "sessionName"]
+    header = json.loads(src.read_bytes().split(b"\n", 1)[0])
+    if header.get("version") == 3:  # older files get random ids from Pi's migration
+        keys += ["leafId", "branchEntryIds", "contextEntryIds"]
+        assert got["labels"] == expected["labels"]
+    for key in keys:
+        assert got[key] == expected[key], key
+
+
+def test_context_json_on_the_bundled_fixture(sample01: Path) -> None:
+    result = runner.invoke(app, ["context", "--json", str(sample01)])
+    expected = json.loads(sample01.with_name("01-tools-and-image.context.json").read_text(encoding="utf-8"))
+    assert json.loads(result.stdout)["messages"] == expected["messages"]
+
+
+def test_map_json_numbers(sample01: Path) -> None:
+    result = runner.invoke(app, ["map", "--json", str(sample01)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["model"] == "anthropic/claude-sonnet-4-5" and data["contextWindow"] == 200_000
+    assert data["estimator"] == "cl100k"
+    used = sum(c["tokens"] for c in data["categories"] if c["id"] != "free")
+    assert used == data["estimate"] + data["unattributed"]
+    assert data["free"] == 200_000 - max(used, 0)
+    assert data["provider"]["promptTokens"] > 0 and data["diagnostics"] == 0
+    assert [t["index"] for t in data["turns"]] == [0, 1, 2, 3]
+
+
+def test_map_panel_prints_categories(sample01: Path) -> None:
+    result = runner.invoke(app, ["map", str(sample01)])
+    assert result.exit_code == 0
+    assert "Tool results" in result.stdout and "Free space" in result.stdout and "/ 200k" in result.stdout
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["map", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2
+    assert "no such file" in result.stderr
+
+
+def test_sessions_lists_the_agent_dir(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--home-dev-projects-widget-service--"
+    folder.mkdir(parents=True)
+    shutil.copy(sample01, folder / "2026-03-02T08-41-13-726Z_x.jsonl")
+    (folder / "notes.jsonl").write_text('{"type":"note"}\n')
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    result = runner.invoke(app, ["sessions", "--json"])
+    data = json.loads(result.stdout)
+    assert len(data) == 1
+    assert data[0]["cwd"] == "/home/dev/projects/widget-service"
+    assert data[0]["model"] == "anthropic/claude-sonnet-4-5"
+    assert data[0]["entries"] == 22 and data[0]["size"] == sample01.stat().st_size
