@@ -27,7 +27,7 @@ from ds4sessions.watch import SessionWatcher
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
 
-MIN_MAP_HEIGHT = 30
+MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
 """Terminal columns below which the two panes stack."""
@@ -123,8 +123,7 @@ class Ds4App(App[None]):
 
     def _apply_size_classes(self) -> None:
         self.screen.set_class(self.size.width < NARROW_WIDTH, "-narrow")
-        self.screen.set_class(self.size.height < MIN_MAP_HEIGHT and self.size.width < NARROW_WIDTH, "-no-map")
-        self.screen.set_class(self.size.height < 16, "-no-map")
+        self.screen.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
 
     # --- ingest -----------------------------------------------------------------------------
 

@@ -33,14 +33,6 @@ class SessionHeader(Static):
             self.update(text)
             return
         reader = snap.reader
-        name = reader.session_name or snap.path.stem
-        cwd = (reader.cwd or "").rstrip("/").rsplit("/", 1)[-1]
-        text.append(" · ")
-        text.append(literal(name, keep_newlines=False)[:40])
-        if cwd:
-            text.append(f" ({literal(cwd, keep_newlines=False)[:30]})", style="dim")
-        text.append(" · ")
-        text.append(snap.model_key or "model unknown", style="" if snap.model else "yellow")
         used = snap.provider.context_tokens if snap.provider else snap.best.estimate
         window = snap.context_window
         text.append(" · ")
@@ -49,6 +41,14 @@ class SessionHeader(Static):
             text.append(f" / {fmt_tokens(window)} ({100 * used / window:.0f}%)")
         if not snap.provider:
             text.append(" est.", style="dim")
+        text.append(" · ")
+        text.append(snap.model_key or "model unknown", style="" if snap.model else "yellow")
+        name = reader.session_name or snap.path.stem
+        cwd = (reader.cwd or "").rstrip("/").rsplit("/", 1)[-1]
+        text.append(" · ")
+        text.append(literal(name, keep_newlines=False)[:40])
+        if cwd:
+            text.append(f" ({literal(cwd, keep_newlines=False)[:30]})", style="dim")
         if snap.deleted:
             text.append(" · file deleted", style="bold red")
         if not following:
@@ -80,18 +80,26 @@ class TurnList(DataTable):
 
     def show(self, snap: Snapshot) -> None:
         """Replace the rows (keeps the cursor row when it still exists)."""
+        self._snap = snap
         with self.prevent(self.RowHighlighted):
             self._fill(snap)
 
+    def on_resize(self) -> None:
+        """Fit the prompt column to the new width."""
+        snap = getattr(self, "_snap", None)
+        if snap is not None:
+            self.show(snap)
+
     def _fill(self, snap: Snapshot) -> None:
         cursor = self.cursor_row
-        self.clear()
-        if not self.columns:
-            self.add_column("#", key="index", width=4)
-            self.add_column("time", key="time", width=5)
-            self.add_column("prompt", key="prompt")
-            self.add_column("tools", key="tools", width=5)
-            self.add_column("tokens", key="tokens", width=7)
+        self.clear(columns=True)
+        # index 4, time 5, tools 5, tokens 7, plus one cell of padding each side per column.
+        prompt_width = max((self.size.width or 80) - 4 - 5 - 5 - 7 - 2 * 5 - 1, 10)
+        self.add_column("#", key="index", width=4)
+        self.add_column("time", key="time", width=5)
+        self.add_column("prompt", key="prompt", width=prompt_width)
+        self.add_column("tools", key="tools", width=5)
+        self.add_column("tokens", key="tokens", width=7)
         for turn in snap.turns:
             self.add_row(
                 Text(str(turn.index) if turn.index else "·", justify="right"),

@@ -114,6 +114,8 @@ def test_map_never_overflows() -> None:
 
 def test_tokens_per_cell_is_round_and_fits() -> None:
     assert tokens_per_cell(200_000, 1000) == 200
-    assert tokens_per_cell(200_000, 900) == 500
+    assert tokens_per_cell(200_000, 900) == 250
+    assert tokens_per_cell(200_000, 624) == 400
     assert tokens_per_cell(1_000_000, 1000) == 1000
-    assert tokens_per_cell(128_000, 2000) == 100
+    assert tokens_per_cell(128_000, 2000) == 80
+    assert tokens_per_cell(100, 1000) == 1

@@ -292,14 +292,15 @@ def map_cells(segments: Sequence[Segment], total_cells: int, tokens_per_cell: in
 
 
 def tokens_per_cell(context_window: int, total_cells: int) -> int:
-    """The smallest round number of tokens per cell (1, 2, 5 × 10ⁿ) that fits the window in
-    `total_cells` cells."""
+    """The smallest "round" number of tokens per cell (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10ⁿ,
+    integers only) that fits the window in `total_cells` cells."""
     if total_cells <= 0:
         return max(context_window, 1)
-    need = -(-context_window // total_cells)
+    need = max(-(-context_window // total_cells), 1)
     step = 1
     while True:
-        for m in (1, 2, 5):
-            if step * m >= need:
-                return step * m
+        for m in (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8):
+            value = step * m
+            if value >= need and value == int(value):
+                return int(value)
         step *= 10

@@ -1,0 +1,141 @@
+"""The dashboard, driven as a user would (real Textual app via `run_test`, real files)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ds4tui.app import Ds4App
+from ds4tui.widgets.panels import TurnList
+from ds4tui.widgets.pixel_map import PixelMap
+
+
+async def settle(pilot, app: Ds4App, *, exact: bool = True, tries: int = 200) -> None:
+    """Wait until the ingest worker has posted a snapshot (with exact counts when asked)."""
+    for _ in range(tries):
+        await pilot.pause(0.02)
+        snap = app.snapshot
+        if snap is not None and (snap.exact is not None or not exact):
+            await pilot.pause()
+            return
+    raise AssertionError("no snapshot arrived")
+
+
+def _line(obj: dict) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+async def test_opens_a_session_and_shows_its_map_turns_and_inspector(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        assert snap.model_key == "anthropic/claude-sonnet-4-5"
+        table = app.query_one(TurnList)
+        assert table.row_count == len(snap.turns) == 4
+        pixel_map = app.query_one(PixelMap)
+        assert pixel_map.cells and pixel_map.cells[-1].category == "free"
+        owners = [c.entry_id for c in pixel_map.cells if c.entry_id]
+        assert set(owners) <= set(snap.context.message_entry_ids)
+        # Selecting a cell shows its entry in the inspector.
+        pixel_map.focus()
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        cell = pixel_map.cells[pixel_map.cursor]
+        assert app._selected == cell.message_index
+        # The turn list follows the map selection.
+        turn = snap.turns[table.cursor_row]
+        assert turn.first_message <= cell.message_index <= turn.last_message
+
+
+async def test_follows_appends_live(tmp_path: Path, sample01: Path) -> None:
+    lines = sample01.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "live.jsonl"
+    target.write_bytes(b"".join(lines[:8]))
+    app = Ds4App(target)  # with the real watcher
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app, exact=False)
+        before = len(app.snapshot.context.messages)
+        with target.open("ab") as f:
+            f.write(b"".join(lines[8:]))
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if app.snapshot and len(app.snapshot.context.messages) > before:
+                break
+        assert len(app.snapshot.context.messages) == 19
+        # Pause: new data is held, then applied on resume.
+        await pilot.press("f")
+        assert not app.following
+        await pilot.press("f")
+        assert app.following
+    assert target.read_bytes() == b"".join(lines)
+
+
+async def test_session_content_is_shown_literally(tmp_path: Path) -> None:
+    """Terminal injection: markup and escape sequences in a tool result are shown as text."""
+    hostile = "\x1b[2J\x1b]0;pwned\x07[bold red]not markup[/bold red] \x9b31m done"
+    entries = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp/x"},
+        {"type": "message", "id": "a0000001", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": "[link=file:///etc]click[/link] \x1b[5mblink", "timestamp": 1767225601000}},
+        {"type": "message", "id": "a0000002", "parentId": "a0000001", "timestamp": "2026-01-01T00:00:02.000Z",
+         "message": {"role": "toolResult", "toolCallId": "t", "toolName": "bash\x1b[31m",
+                     "content": [{"type": "text", "text": hostile}], "isError": False, "timestamp": 1767225602000}},
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"".join(_line(e) for e in entries))
+    app = Ds4App(path, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        app._select_message(1, sync_turns=True)
+        await pilot.pause()
+        svg = app.export_screenshot()
+        turns_text = str(app.query_one(TurnList).get_row_at(0)[2])
+    assert "\x1b" not in svg and "\x07" not in svg and "\x9b" not in svg
+    assert "[bold red]not markup[/bold red]" in svg.replace("&#160;", " ")
+    assert "\\x1b]0;pwned\\x07" in svg
+    assert turns_text.startswith("[link=file:///etc]click[/link] \\x1b[5mblink")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["B01-torn-tail", "B02-corrupt-header", "B03-metadata-leaf", "B04-compaction-inside-tool-pair",
+     "B06-fork-child", "B08-unknown-entry-types", "B09-cacheread-in-context", "B10-usage-missing-or-zero",
+     "B13-huge-session-sample"],
+)
+async def test_bad_inputs_open_without_a_crash(name: str, shared_dir: Path, tmp_path: Path) -> None:
+    src = shared_dir / "bad-inputs" / f"{name}.jsonl"
+    copy = tmp_path / src.name
+    shutil.copy(src, copy)
+    app = Ds4App(copy, watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("d")  # the diagnostics tab
+        await pilot.pause()
+        assert app.snapshot is not None
+    assert copy.read_bytes() == src.read_bytes()
+
+
+async def test_diagnostics_list_malformed_lines_with_line_numbers(shared_dir: Path) -> None:
+    app = Ds4App(shared_dir / "sessions-pi" / "09-partial-last-line.jsonl", watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        diag = app.snapshot.reader.diagnostics
+        assert app.snapshot.pending_bytes > 0 or diag.total > 0
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "diagnostics"
+
+
+async def test_inspector_shows_tokens_by_both_estimators(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        app._select_message(2, sync_turns=True)
+        await pilot.pause()
+        text = app.export_screenshot().replace("&#160;", " ")
+        assert "chars-v1" in text and "cl100k" in text
+        assert f"entry {app.snapshot.context.message_entry_ids[2]}" in text
