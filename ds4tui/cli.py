@@ -219,6 +219,11 @@ def demo_cmd(
             writer.join(timeout=5)
 
 
+from ds4tui.commands import register_all  # noqa: E402  (after the core commands, for --help order)
+
+COMMANDS |= register_all(app)
+
+
 def main() -> None:
     """Console entry point: `ds4tui [PATH]` is short for `ds4tui open [PATH]`."""
     args = sys.argv[1:]
