@@ -1,0 +1,103 @@
+"""Benchmark the hot path of issue 2: cold open of a large session, one append, peak memory.
+
+    uv run python bench/bench_open.py [SESSION.jsonl] [--runs 5] [--appends 30]
+
+Default session: ../shared/sessions-pi/99-large.jsonl (30 MB, 2,501 lines). Prints medians.
+
+- cold open: a fresh process reads the whole file through `LiveSession.refresh()` (tailer →
+  reader → context → chars-v1 counts → categories → turns: the computed map); then the exact
+  cl100k refinement is timed separately (it runs in the background in the app).
+- append: a copy of the file holding all but the last `appends` lines is opened; each remaining
+  line is appended and `refresh()` timed until the updated snapshot exists.
+- peak RSS: `ru_maxrss` of the cold-open process, as a ratio to the file size.
+Targets (issue 2): cold open ≤ 1.5 s, append-to-update ≤ 100 ms median, peak RSS ≤ 4× file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"
+
+
+def cold_open_child(path: str) -> None:
+    """Run in a fresh process: time one cold open and the exact refinement; print JSON."""
+    from ds4sessions.live import LiveSession
+
+    t0 = time.perf_counter()
+    live = LiveSession(Path(path))
+    snap = live.refresh()
+    t1 = time.perf_counter()
+    live.refine(snap)
+    t2 = time.perf_counter()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    print(json.dumps({"open_s": t1 - t0, "exact_s": t2 - t1, "rss_bytes": rss, "messages": len(snap.context.messages)}))
+
+
+def bench_append(path: Path, appends: int) -> list[float]:
+    """Seconds per append-to-updated-snapshot for the last `appends` lines of `path`."""
+    from ds4sessions.live import LiveSession
+
+    lines = path.read_bytes().splitlines(keepends=True)
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / path.name
+        target.write_bytes(b"".join(lines[:-appends]))
+        live = LiveSession(target)
+        live.refresh()
+        for raw in lines[-appends:]:
+            with target.open("ab") as f:
+                f.write(raw)
+            t0 = time.perf_counter()
+            snap = live.refresh()
+            times.append(time.perf_counter() - t0)
+            assert snap is not None
+    return times
+
+
+def main() -> None:
+    """Parse arguments, run the benchmarks, print medians and ratios to the targets."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("session", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--appends", type=int, default=30)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        cold_open_child(args.child)
+        return
+    path: Path = args.session
+    if not path.exists():
+        sys.exit(f"no session file at {path} (pass one, or put ../shared next to the project)")
+    size = path.stat().st_size
+    runs = []
+    for _ in range(args.runs):
+        out = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout))
+    open_med = statistics.median(r["open_s"] for r in runs)
+    exact_med = statistics.median(r["exact_s"] for r in runs)
+    rss_max = max(r["rss_bytes"] for r in runs)
+    appends = bench_append(path, args.appends)
+    app_med = statistics.median(appends)
+    print(f"machine: {platform.machine()} · {os.cpu_count()} cores · Python {platform.python_version()} · {platform.platform()}")
+    print(f"session: {path.name} · {size / 2**20:.1f} MiB · {runs[0]['messages']} context messages")
+    print(f"cold open to computed map  median {open_med * 1000:7.1f} ms  (target 1500 ms, ratio {open_med / 1.5:.2f})")
+    print(f"exact cl100k refinement    median {exact_med * 1000:7.1f} ms  (background)")
+    print(f"append to updated map      median {app_med * 1000:7.1f} ms  (target 100 ms, ratio {app_med / 0.1:.2f}; "
+          f"min {min(appends) * 1000:.1f}, max {max(appends) * 1000:.1f}, n={len(appends)})")
+    print(f"peak RSS                   {rss_max / 2**20:7.1f} MiB  ({rss_max / size:.2f}× file size; target ≤ 4×)")
+
+
+if __name__ == "__main__":
+    main()
