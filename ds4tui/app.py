@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane
 
 from ds4core.models import ModelTable
@@ -61,14 +64,14 @@ class Ds4App(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ds4tui"
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help"),
-        Binding("o", "open_session", "Open", id="open"),
-        Binding("f", "toggle_follow", "Follow", id="follow"),
-        Binding("r", "refresh_session", "Refresh", id="refresh"),
-        Binding("m", "focus_map", "Map", id="focus-map"),
-        Binding("t", "show_tab('turns')", "Turns", id="tab-turns"),
-        Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
+        Binding("o", "open_session", "Open", id="open", tooltip="Pick another Pi session"),
+        Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
+        Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now"),
+        Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
+        Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list"),
+        Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics", tooltip="Show problems found in the file"),
     ]
 
     following: var[bool] = var(True)
@@ -86,6 +89,15 @@ class Ds4App(App[None]):
         self.snapshot: Snapshot | None = None
         self._latest: Snapshot | None = None
         self._selected: int | None = None
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette offers every dashboard action (by its binding's description), plus
+        Textual's own commands (theme, keys, screenshot, quit)."""
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.action != "quit":
+                help_text = binding.tooltip or f"key: {binding.key_display or binding.key}"
+                yield SystemCommand(binding.description, help_text, partial(self.run_action, binding.action))
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")

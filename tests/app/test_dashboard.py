@@ -139,3 +139,15 @@ async def test_inspector_shows_tokens_by_both_estimators(sample01: Path) -> None
         text = app.export_screenshot().replace("&#160;", " ")
         assert "chars-v1" in text and "cl100k" in text
         assert f"entry {app.snapshot.context.message_entry_ids[2]}" in text
+
+
+async def test_every_action_is_in_the_command_palette(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app, exact=False)
+        titles = {cmd.title for cmd in app.get_system_commands(app.screen)}
+        for binding in Ds4App.BINDINGS:
+            assert binding.description in titles
+        follow = next(c for c in app.get_system_commands(app.screen) if c.title == "Follow")
+        await follow.callback()
+        assert app.following is False
