@@ -1,0 +1,629 @@
+"""The prompt-cache monitor of a live session: state, history, miss causes and DS4's decision.
+
+Glue between a `ds4sessions.live.Snapshot` and the pure engines:
+
+- `ds4core.cache_state` (countdown, history, miss explainer, cached prefix), fed with the branch's
+  `CacheEvent`s (assistant replies and `usage` entries of kind `cache_warm`, Pi session format
+  §5-§6) and with the prefix comparison of consecutive requests (`prefix_change`);
+- `ds4core.cache_policy` (DS4 0.3.7 cache-aware policy, ds4-planner-spec.md §4) around
+  `ds4core.planner.plan_managed_context`, for the decision view and the mode-`auto` what-if.
+
+`CacheMonitor.view(snapshot, now)` returns a `CacheView`; it caches per-request results (prefix
+comparisons, the previous plan) so it can run on every update of a 30 MB session. It also carries
+DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is the one-shot form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ds4core.budgets import (
+    DEFAULT_CONTEXT_CONFIG,
+    ContextBudget,
+    ContextConfig,
+    ModelCost,
+    ModelDescriptor,
+    calculate_context_budget,
+    resolve_model_awareness,
+)
+from ds4core.cache_policy import (
+    CacheAwareDecision,
+    CachePricing,
+    CandidateComparison,
+    CandidateEpoch,
+    CandidatePlan,
+    CandidateSelection,
+    HysteresisState,
+    candidate_epoch,
+    compare_epoch_costs,
+    decide_cache_aware_tail,
+    message_fingerprint,
+    select_cache_aware_tail,
+)
+from ds4core.cache_state import (
+    DEFAULT_EXPIRING_SECONDS,
+    CacheClock,
+    CacheEvent,
+    CacheHistory,
+    CacheState,
+    PrefixChange,
+    cache_clock,
+    cache_history,
+    cached_prefix_end,
+)
+from ds4core.estimate import CHARS_V1, system_prompt_tokens, tool_tokens
+from ds4core.models import ModelInfo, ModelTable, Pricing
+from ds4core.planner import plan_managed_context
+from ds4core.usage import usage_of
+
+from ds4sessions.live import Snapshot
+from ds4sessions.pi.context import SessionContext, build_context, iso_to_ms
+from ds4sessions.pi.entries import BRANCH_SUMMARY, COMPACTION, CONTEXT_EDIT, MODEL_CHANGE, USAGE, Entry
+from ds4sessions.pi.reader import PiSession
+
+__all__ = [
+    "CacheMonitor",
+    "CacheView",
+    "DecisionView",
+    "cache_events",
+    "cache_view",
+    "prefix_change",
+]
+
+
+# --- Events from the branch ------------------------------------------------------------------
+
+
+def _entry_seconds(entry: Entry) -> float | None:
+    ms = iso_to_ms(entry.timestamp)
+    return ms / 1000 if ms is not None else None
+
+
+def cache_events(session: PiSession, branch_entry_ids: Sequence[str | None]) -> list[CacheEvent]:
+    """The cache events on a branch (root → leaf order), Pi session format §5-§6.
+
+    Assistant replies with a usage object that is not all zero (an error reply with zero usage
+    touched no cache), timed by the message's `timestamp` (request start, ms); and `usage`
+    entries (kind `cache_warm` and any other kind alike), timed by the entry timestamp. Entries
+    without a usable time are skipped.
+    """
+    events: list[CacheEvent] = []
+    for entry_id in branch_entry_ids:
+        entry = session.by_id.get(entry_id) if entry_id is not None else None
+        if entry is None:
+            continue
+        if entry.role == "assistant":
+            message = entry.message or {}
+            usage = usage_of(message)
+            if usage.missing or usage.is_zero:
+                continue
+            stamp = message.get("timestamp")
+            seconds = stamp / 1000 if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else _entry_seconds(entry)
+            provider, model = message.get("provider"), message.get("model")
+            key = f"{provider}/{model}" if provider and model else None
+            if seconds is not None:
+                events.append(CacheEvent(seconds, usage, "reply", entry.id, key))
+        elif entry.type == USAGE and isinstance(entry.raw.get("usage"), Mapping):
+            usage = usage_of({"usage": entry.raw["usage"]})
+            seconds = _entry_seconds(entry)
+            provider, model = entry.raw.get("provider"), entry.raw.get("model")
+            key = f"{provider}/{model}" if provider and model else None
+            if seconds is not None and not usage.is_zero:
+                events.append(CacheEvent(seconds, usage, "cache_warm", entry.id, key))
+    return events
+
+
+# --- Prefix comparison of consecutive requests -----------------------------------------------
+
+
+def _same(left: Any, right: Any) -> bool:
+    return left is right or message_fingerprint(left) == message_fingerprint(right)
+
+
+def _first_difference(previous: SessionContext, current: SessionContext) -> int | None:
+    """Index of the first context message of `current` that differs from `previous` (by DS4's
+    message fingerprint), the length of `current` when it is a strict prefix, else None."""
+    for index, (left, right) in enumerate(zip(previous.messages, current.messages)):
+        if not _same(left, right):
+            return index
+    if len(current.messages) < len(previous.messages):
+        return len(current.messages)
+    return None
+
+
+def _model_key(entry: Entry) -> str | None:
+    message = entry.message or {}
+    provider, model = message.get("provider"), message.get("model")
+    return f"{provider}/{model}" if provider and model else None
+
+
+def _describe(session: PiSession, entry_id: str | None, prefix: str) -> str:
+    entry = session.by_id.get(entry_id) if entry_id else None
+    when = f" at {entry.timestamp[11:19]}" if entry is not None and len(entry.timestamp) >= 19 else ""
+    return f"{prefix} {entry_id}{when}"
+
+
+def prefix_change(session: PiSession, previous_id: str, request_id: str) -> PrefixChange | None:
+    """What changed between the prompt of the request `previous_id` and that of `request_id`
+    (both assistant entry ids on one branch), or None when the earlier prompt is still a prefix.
+
+    Model change first (the last `model_change` between them, or the replies' models differ);
+    then the first differing context message of the two prompts (each rebuilt with
+    `build_context(session, leaf_id=<the entry before the reply>)`), named by its entry: a
+    `compaction`, a `branch summary`, a `context edit` (content replaced or message omitted), a
+    `system prompt` patch, an `edited context` (same entry, other content) or a `branch switch`
+    (another entry at that place); finally a `system` message added after the previous prompt.
+    """
+    previous_entry, request_entry = session.by_id.get(previous_id), session.by_id.get(request_id)
+    if previous_entry is None or request_entry is None:
+        return None
+    before = build_context(session, leaf_id=previous_entry.parent_id)
+    now = build_context(session, leaf_id=request_entry.parent_id)
+    branch = now.branch_entry_ids
+    start = branch.index(previous_id) if previous_id in branch else 0
+    between = [session.by_id[e] for e in branch[start:] if e is not None and e in session.by_id]
+    old_model, new_model = _model_key(previous_entry), _model_key(request_entry)
+    if old_model != new_model:
+        switches = [e for e in between if e.type == MODEL_CHANGE]
+        target = switches[-1].id if switches else None
+        text = f"{old_model} → {new_model}"
+        described = f"{_describe(session, target, 'model change')}: {text}" if target else f"model change: {text}"
+        return PrefixChange("model change", target, None, described)
+    index = _first_difference(before, now)
+    if index is not None:
+        entry_id = now.message_entry_ids[index] if index < len(now.messages) else None
+        old_id = before.message_entry_ids[index] if index < len(before.messages) else None
+        edits = {
+            e.raw.get("targetId"): e for e in between if e.type == CONTEXT_EDIT
+        }
+        entry = session.by_id.get(entry_id) if entry_id else None
+        role = now.messages[index].get("role") if index < len(now.messages) else None
+        if entry is not None and entry.type == COMPACTION:
+            kind, responsible = "compaction", entry_id
+        elif entry is not None and entry.type == BRANCH_SUMMARY:
+            kind, responsible = "branch summary", entry_id
+        elif old_id in edits:
+            kind, responsible = "context edit", edits[old_id].id
+        elif role == "system":
+            kind, responsible = "system prompt", entry_id
+        elif entry_id == old_id:
+            kind, responsible = "edited context", entry_id
+        else:
+            kind, responsible = "branch switch", entry_id
+        return PrefixChange(kind, responsible, index, _describe(session, responsible, kind) + f" changed context message {index}")
+    for index in range(len(before.messages), len(now.messages)):
+        if now.messages[index].get("role") == "system":
+            entry_id = now.message_entry_ids[index]
+            return PrefixChange("system prompt", entry_id, index, _describe(session, entry_id, "system prompt") + " patched the prompt")
+    return None
+
+
+# --- Decision view ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    """DS4's cache-aware decision for the next request, nominal and extended side by side.
+
+    - `mode`: the mode evaluated (`"auto"` in the what-if), `configured_mode` the user's;
+    - `decision`: the tail decision with every gate and its value (always evaluated, also in
+      mode off, for display);
+    - `selection`: what DS4 itself computes (None when DS4 would not compare: mode off, no price
+      or budget); `compared_by_ds4` tells whether DS4 compares the candidates now;
+    - `nominal` / `extended`: both candidates' epochs (tail tokens, reusable prefix, cold and
+      warm request cost, epoch cost), computed for display even when DS4 would not;
+    - `comparison`: winner and margin; `hysteresis_before` / `hysteresis_after`: the stick
+      state and loss streak; `candidate`: what DS4 would send (`nominal` or `cache-aware`);
+    - `note`: why nothing could be computed (None when it could).
+    """
+
+    mode: str
+    configured_mode: str
+    decision: CacheAwareDecision | None
+    selection: CandidateSelection | None
+    nominal: CandidateEpoch | None
+    extended: CandidateEpoch | None
+    comparison: CandidateComparison | None
+    hysteresis_before: HysteresisState
+    hysteresis_after: HysteresisState
+    candidate: str
+    note: str | None = None
+
+    @property
+    def what_if(self) -> bool:
+        """True when this evaluates a mode the user's configuration does not use."""
+        return self.mode != self.configured_mode
+
+    @property
+    def compared_by_ds4(self) -> bool:
+        """True when DS4 itself compares the two candidates for the next request."""
+        return self.selection is not None and self.selection.comparison is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the CLI: modes, decision (with gates), candidates, comparison, hysteresis."""
+        decision = None
+        if self.decision is not None:
+            decision = {
+                **self.decision.to_json(),
+                "gates": [g.to_json() for g in self.decision.gates],
+                "candidateTailTokens": self.decision.candidate_tail_tokens,
+            }
+        return {
+            "mode": self.mode,
+            "configuredMode": self.configured_mode,
+            "whatIf": self.what_if,
+            "comparedByDs4": self.compared_by_ds4,
+            "decision": decision,
+            "nominal": self.nominal.to_json() if self.nominal else None,
+            "extended": self.extended.to_json() if self.extended else None,
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "hysteresisBefore": self.hysteresis_before.to_json(),
+            "hysteresisAfter": self.hysteresis_after.to_json(),
+            "candidate": self.candidate,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class _PlanInputs:
+    """Planner inputs for one context: native messages (system messages removed), their chars-v1
+    tokens, the fixed tokens (system prompt + tools, DS4 spec §1.3) and for each context index
+    the native index (None for a system message)."""
+
+    native: tuple[Any, ...]
+    tokens: tuple[int, ...]
+    fixed: int
+    native_index: tuple[int | None, ...]
+
+
+def _system_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content or () if isinstance(b, Mapping) and b.get("type") == "text"
+    ]
+    sections = message.get("sections")
+    if isinstance(sections, Mapping):
+        parts.extend(v for v in sections.values() if isinstance(v, str))
+    return "\n\n".join(p for p in parts if p)
+
+
+def _plan_inputs(messages: Sequence[Mapping[str, Any]]) -> _PlanInputs:
+    """Split Pi's context into DS4's inputs: `system` messages (Pi 1.x) become the fixed system
+    prompt and tools (replayed in order: `toolsAdded`, `toolsRemoved`); the rest are native."""
+    native: list[Any] = []
+    index: list[int | None] = []
+    prompt: list[str] = []
+    tools: dict[str, Mapping[str, Any]] = {}
+    for message in messages:
+        if message.get("role") == "system":
+            prompt.append(_system_text(message))
+            for tool in message.get("toolsAdded") or ():
+                if isinstance(tool, Mapping):
+                    tools[str(tool.get("name"))] = tool
+            for tool in message.get("toolsRemoved") or ():
+                if isinstance(tool, Mapping):
+                    tools.pop(str(tool.get("name")), None)
+            index.append(None)
+        else:
+            index.append(len(native))
+            native.append(message)
+    fixed = system_prompt_tokens("\n\n".join(p for p in prompt if p)) + sum(tool_tokens(t) for t in tools.values())
+    return _PlanInputs(tuple(native), tuple(CHARS_V1.message_tokens(m) for m in native), fixed, tuple(index))
+
+
+def _cache_pricing(model: ModelInfo) -> CachePricing | None:
+    if model.pricing is None:
+        return None
+    p = model.pricing
+    return CachePricing.from_model_cost(ModelCost(p.input, p.output, p.cache_read, p.cache_write))
+
+
+def _descriptor(model: ModelInfo) -> ModelDescriptor:
+    p = model.pricing
+    return ModelDescriptor(
+        provider=model.provider, id=model.id, context_window=model.context_window,
+        max_tokens=model.max_tokens, reasoning=model.reasoning, input=model.inputs,
+        cost=ModelCost(p.input, p.output, p.cache_read, p.cache_write) if p else None,
+    )
+
+
+def _samples(events: Sequence[CacheEvent], ctx: SessionContext, inputs: _PlanInputs, model_key: str) -> list[dict[str, Any]]:
+    """DS4 calibration records (newest first) for the current model's requests still in context:
+    estimated = fixed + chars-v1 of the native messages before the reply; actual = its prompt."""
+    where = {eid: i for i, eid in enumerate(ctx.message_entry_ids) if eid is not None}
+    samples: list[dict[str, Any]] = []
+    for event in reversed(events):
+        if not event.counted or event.model_key != model_key or event.entry_id not in where:
+            continue
+        native_before = sum(1 for n in inputs.native_index[: where[event.entry_id]] if n is not None)
+        samples.append({
+            "estimatedTokens": inputs.fixed + sum(inputs.tokens[:native_before]),
+            "actualInputTokens": event.usage.prompt_tokens,
+            "inputTokens": event.usage.input,
+            "cacheReadTokens": event.usage.cache_read,
+            "cacheWriteTokens": event.usage.cache_write,
+            "createdAt": int(event.time_s * 1000),
+        })
+    return samples
+
+
+def _planner(inputs: _PlanInputs, budget: ContextBudget, config: ContextConfig):
+    def plan(tail: int | None) -> CandidatePlan:
+        return CandidatePlan.from_plan(
+            plan_managed_context(
+                inputs.native, fixed_tokens=inputs.fixed, budget=budget, config=config,
+                cache_aware_tail_tokens=tail, native_tokens=inputs.tokens,
+            )
+        )
+    return plan
+
+
+# --- The view --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheView:
+    """Everything the cache widgets and `ds4tui cache` show for one snapshot.
+
+    - `clock` / `state`: the countdown basis and the state at the `now` of the view
+      (`state_at(now)` recomputes it each second without a new view);
+    - `history`: per-request share, tokens, cost check and miss explanations;
+    - `decision`: DS4 in the user's configured mode; `what_if`: DS4 in mode `auto` (None when the
+      configuration already says `auto`);
+    - `cached_prefix_end`: end (exclusive) of the context messages the cache holds after the last
+      request (0 when none); grey them on the map when `state.status == "cold"`;
+    - `pricing_source`: where the current model's prices come from (data, dated).
+    """
+
+    model_key: str | None
+    clock: CacheClock
+    state: CacheState
+    history: CacheHistory
+    decision: DecisionView | None
+    what_if: DecisionView | None
+    cached_prefix_end: int
+    pricing_source: str | None
+    expiring_s: float = DEFAULT_EXPIRING_SECONDS
+
+    def state_at(self, now: float) -> CacheState:
+        """The cache state at `now` (epoch seconds) with this view's expiring threshold."""
+        return self.clock.state(now, self.expiring_s)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for `ds4tui cache --json`."""
+        refresh = self.clock.refresh
+        return {
+            "model": self.model_key,
+            "state": {
+                **self.state.to_json(),
+                "tierSource": self.clock.tier.source,
+                "refreshEntryId": refresh.entry_id if refresh else None,
+                "refreshKind": refresh.kind if refresh else None,
+            },
+            "cachedPrefixEnd": self.cached_prefix_end,
+            "pricingSource": self.pricing_source,
+            "history": self.history.to_json(),
+            "decision": self.decision.to_json() if self.decision else None,
+            "whatIf": self.what_if.to_json() if self.what_if else None,
+        }
+
+
+def _table_source(models: ModelTable) -> str:
+    src = models.source
+    return f"{src.get('package', 'model table')} {src.get('version', '')} (generated {src.get('generated', '?')})".replace("  ", " ")
+
+
+class CacheMonitor:
+    """Builds `CacheView`s for successive snapshots of one session, caching per-request work.
+
+    `models` prices the requests of every model in the session (default: the bundled table; pass
+    the live session's table so `models.json` overrides apply). `retention` is the
+    `PI_CACHE_RETENTION` value; `config` is DS4's `context` configuration (its `cache_aware.mode`
+    is the user's mode); `expiring_s` the expiring threshold in seconds. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        models: ModelTable | None = None,
+        *,
+        retention: str | None = None,
+        config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+        expiring_s: float = DEFAULT_EXPIRING_SECONDS,
+    ) -> None:
+        self.models = models or ModelTable.bundled()
+        self.retention = retention
+        self.config = config
+        self.expiring_s = expiring_s
+        self._changes: dict[tuple[int, str, str], PrefixChange | None] = {}
+        self._previous_plans: dict[tuple[int, str, int | None], CandidatePlan] = {}
+        self._hysteresis: dict[str, tuple[str | None, HysteresisState, HysteresisState]] = {}
+
+    def view(self, snapshot: Snapshot, now: float) -> CacheView:
+        """The cache view of `snapshot` at `now` (epoch seconds)."""
+        session = snapshot.reader
+        ctx = snapshot.context
+        events = cache_events(session, ctx.branch_entry_ids)
+        model = snapshot.model
+        key = snapshot.model_key
+        source = _table_source(self.models)
+
+        def pricing_for(model_key: str | None) -> tuple[Pricing | None, str | None]:
+            info = model if model is not None and model_key == key else self._lookup(model_key)
+            if info is None:
+                return None, None
+            return info.pricing, source if info.source == "bundled" else info.source
+
+        def prompt_cache_for(model_key: str | None) -> Mapping[str, int] | None:
+            info = model if model is not None and model_key == key else self._lookup(model_key)
+            return info.prompt_cache if info is not None else None
+
+        def change(previous: CacheEvent, request: CacheEvent) -> PrefixChange | None:
+            cache_key = (id(session), previous.entry_id or "", request.entry_id or "")
+            if cache_key not in self._changes:
+                self._changes[cache_key] = prefix_change(session, previous.entry_id or "", request.entry_id or "")
+            return self._changes[cache_key]
+
+        history = cache_history(
+            events, pricing_for=pricing_for, prompt_cache_for=prompt_cache_for,
+            retention=self.retention, prefix_change=change,
+        )
+        clock = cache_clock(
+            events, model_key=key, prompt_cache=model.prompt_cache if model else None, retention=self.retention
+        )
+        inputs = _plan_inputs(ctx.messages)
+        last = next((e for e in reversed(events) if e.counted), None)
+        decision = what_if = None
+        if model is not None and key is not None:
+            decision = self._decision(snapshot, events, inputs, last, self.config.cache_aware.mode)
+            if self.config.cache_aware.mode != "auto":
+                what_if = self._decision(snapshot, events, inputs, last, "auto")
+        return CacheView(
+            model_key=key,
+            clock=clock,
+            state=clock.state(now, self.expiring_s),
+            history=history,
+            decision=decision,
+            what_if=what_if,
+            cached_prefix_end=self._cached_prefix_end(snapshot, last),
+            pricing_source=(source if model.source == "bundled" else model.source) if model and model.pricing else None,
+            expiring_s=self.expiring_s,
+        )
+
+    def _lookup(self, model_key: str | None) -> ModelInfo | None:
+        if not model_key or "/" not in model_key:
+            return None
+        provider, model_id = model_key.split("/", 1)
+        return self.models.get(provider, model_id)
+
+    def _cached_prefix_end(self, snapshot: Snapshot, last: CacheEvent | None) -> int:
+        """Where the last request's cached prefix ends in the current context (see
+        `ds4core.cache_state.cached_prefix_end`)."""
+        ctx = snapshot.context
+        if last is None or last.entry_id not in ctx.message_entry_ids:
+            return 0
+        request_index = ctx.message_entry_ids.index(last.entry_id)
+        entry = snapshot.reader.by_id.get(last.entry_id)
+        sent = build_context(snapshot.reader, leaf_id=entry.parent_id) if entry is not None else None
+        unchanged = 0
+        if sent is not None:
+            for left, right in zip(sent.messages, ctx.messages):
+                if not _same(left, right):
+                    break
+                unchanged += 1
+        usage = last.usage
+        return cached_prefix_end(
+            snapshot.breakdown.message_tokens,
+            request_index=request_index,
+            unchanged_prefix=unchanged,
+            cached_tokens=usage.cache_read + usage.cache_write,
+            prompt_tokens=usage.prompt_tokens,
+        )
+
+    def _previous_hashes(self, snapshot: Snapshot, last: CacheEvent | None, budget: ContextBudget,
+                         config: ContextConfig, tail: int | None) -> tuple[str, ...]:
+        """Hashes of the plan DS4 would have sent for the last request (context as of it)."""
+        if last is None or last.model_key != snapshot.model_key:
+            return ()
+        entry = snapshot.reader.by_id.get(last.entry_id or "")
+        if entry is None:
+            return ()
+        cache_key = (id(snapshot.reader), entry.id or "", tail)
+        if cache_key not in self._previous_plans:
+            sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
+            self._previous_plans[cache_key] = _planner(_plan_inputs(sent.messages), budget, config)(tail)
+        return self._previous_plans[cache_key].message_hashes
+
+    def _decision(self, snapshot: Snapshot, events: Sequence[CacheEvent], inputs: _PlanInputs,
+                  last: CacheEvent | None, mode: str) -> DecisionView:
+        """DS4 runtime steps 1-3 for the next request in `mode` (spec §4.4), with display extras.
+
+        The hysteresis advances once per new request: the state after the previous view's
+        comparison is committed when a newer request appears.
+        """
+        model = snapshot.model
+        assert model is not None and snapshot.model_key is not None
+        config = replace(self.config, cache_aware=replace(self.config.cache_aware, mode=mode))
+        cache_config = config.cache_aware
+        last_id = last.entry_id if last else None
+        seen, committed, pending = self._hysteresis.get(mode, (last_id, HysteresisState(), HysteresisState()))
+        if seen != last_id:
+            committed = pending
+        before = committed
+        pricing = _cache_pricing(model)
+        awareness = resolve_model_awareness(
+            _descriptor(model), config, samples=_samples(events, snapshot.context, inputs, snapshot.model_key)
+        )
+        budget = calculate_context_budget(awareness.profile, awareness.context_config, awareness.calibration)
+        plan = _planner(inputs, budget, awareness.context_config)
+        cache = awareness.calibration.cache
+        nominal_tail = awareness.limits.recent_tail_tokens
+        decision = decide_cache_aware_tail(
+            config=cache_config, pricing=pricing,
+            observed_cache_read_share=cache.cache_read_share if cache.sample_count > 0 else None,
+            sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail,
+            active_input_budget=budget.active_input_budget,
+        )
+        override = decision.candidate_tail_tokens if before.stick_extended else None
+        previous = self._previous_hashes(snapshot, last, budget, awareness.context_config, override)
+        nominal_plan = plan(None)
+        extended_plan = plan(decision.candidate_tail_tokens)
+        selection = select_cache_aware_tail(
+            before, config=cache_config, pricing=pricing,
+            calibration_sample_count=cache.sample_count,
+            calibration_cache_read_share=cache.cache_read_share,
+            nominal_recent_tail_tokens=nominal_tail, active_input_budget=budget.active_input_budget,
+            # DS4 plans the extended candidate with decision.recent_tail_tokens, which equals
+            # candidate_tail_tokens whenever it asks (eligible and extended): reuse that plan.
+            nominal_plan=nominal_plan, plan_extended=lambda tail: extended_plan,
+            previous_hashes=previous,
+        )
+        after = selection.hysteresis_after
+        self._hysteresis[mode] = (last_id, committed, after)
+        note = None
+        if pricing is None:
+            note = f"{snapshot.model_key} has no price in the model table: DS4 does not compare"
+        elif not nominal_plan.managed:
+            note = "the planner fell back to the whole context: DS4 computes no epoch cost"
+        if selection.comparison is not None:
+            nominal, extended, comparison = selection.nominal_epoch, selection.extended_epoch, selection.comparison
+        else:
+            def epoch(p: CandidatePlan) -> CandidateEpoch | None:
+                return candidate_epoch(
+                    p, previous_hashes=previous, pricing=pricing,
+                    requests_per_turn=cache_config.expected_requests_per_turn,
+                    turns_per_epoch=cache_config.expected_turns_per_epoch,
+                )
+            nominal, extended = epoch(nominal_plan), epoch(extended_plan)
+            comparison = compare_epoch_costs(
+                nominal.epoch_cost if nominal else None, extended.epoch_cost if extended else None,
+                cache_config.minimum_improvement_ratio,
+            )
+        return DecisionView(
+            mode=mode,
+            configured_mode=self.config.cache_aware.mode,
+            decision=decision,
+            selection=selection if selection.decision is not None else None,
+            nominal=nominal,
+            extended=extended,
+            comparison=comparison,
+            hysteresis_before=before,
+            hysteresis_after=after,
+            candidate="cache-aware" if selection.cache_aware_tail_tokens is not None else "nominal",
+            note=note,
+        )
+
+
+def cache_view(
+    snapshot: Snapshot,
+    now: float,
+    retention: str | None = None,
+    *,
+    models: ModelTable | None = None,
+    config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+    expiring_s: float = DEFAULT_EXPIRING_SECONDS,
+) -> CacheView:
+    """One-shot `CacheMonitor(models, retention=..., config=..., expiring_s=...).view(snapshot, now)`
+    (fresh hysteresis; use a `CacheMonitor` for a live session)."""
+    return CacheMonitor(models, retention=retention, config=config, expiring_s=expiring_s).view(snapshot, now)
