@@ -1,0 +1,914 @@
+"""Re-running DS4's managed planner on a live session, and its manifest (issue 3).
+
+`LivePlanner.plan(snapshot)` feeds `ds4core.planner.plan_managed_context` with what DS4's runtime
+would have at the next request of the session on screen:
+
+- **messages**: the Pi context builder's messages (`snapshot.context.messages`) minus the `system`
+  messages, which Pi 1.x stores in the session but DS4 counts as fixed tokens;
+- **fixed tokens** (spec §1.3): `text(system prompt) + 8` plus `text(stableStringify(tool)) + 12`
+  per active tool, from the in-order replay of the `system` messages (`content`, then `sections`
+  in order, joined by blank lines; `toolsAdded` / `toolsRemoved`). Without any system message
+  (Pi 0.x sessions) they are inferred from the first reply after the latest compaction:
+  its prompt tokens minus the estimate of the messages before it (provider tokens, an
+  approximation), else 0;
+- **pins** (spec §5.1): Pi labels whose trimmed text matches `/^ds4:pin(\\s|$)/i` (labels resolve
+  over the whole file, the last one per target wins); the labelled entry's messages in the
+  context are pinned. Labels on entries outside the context (another branch, compacted away)
+  are reported in `PlanView.unmapped_pins`;
+- **calibration samples** (spec §1.4 step 9): one per reply after the latest compaction that is
+  not an error or abort and has non-zero prompt tokens: `actualInputTokens = input + cacheRead +
+  cacheWrite`, `estimatedTokens` = fixed tokens at that point + the `chars-v1` estimate of the
+  messages before it (what an observing DS4 would have estimated), newest first;
+- **budget**: the session's model (`snapshot.model`) through `resolve_model_awareness` and
+  `calculate_context_budget`, with the user's DS4 configuration (`ds4sessions.ds4config`). An
+  unknown model is planned with Pi's default limits (128,000-token window, 16,384 output) and a
+  warning.
+
+Supplements (persistent pins, memory, retrieval, project snippets) live in DS4's database, not
+in the session, and the cache-aware policy needs DS4's previous-request state; neither is
+reconstructed: the plan is the nominal one with labelled pins.
+
+Incremental: per-message `chars-v1` estimates are cached by message identity (the reader hands
+out the same dict for an entry on every rebuild; rebuilt summary dicts are matched by the
+identity of their field values), so a re-plan after one appended entry estimates only the new
+messages (`PlanView.estimated_messages`). Grouping and selection still run over the whole
+context: O(n) plus sorts, well under the 20 ms target at 1,000 groups (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ds4core.budgets import (
+    ContextBudget,
+    ModelCost,
+    ModelDescriptor,
+    ModelProfile,
+    ResolvedModelAwareness,
+    calculate_context_budget,
+    resolve_model_awareness,
+)
+from ds4core.config import Ds4Config
+from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
+from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
+from ds4core.planner import AtomicGroup, ManagedContextPlan, plan_managed_context
+from ds4core.usage import Usage, is_valid_measurement, usage_of
+
+from ds4sessions.ds4config import LoadedDs4Config
+from ds4sessions.pi.entries import CONTEXT_TYPES
+
+__all__ = [
+    "PI_EXCLUDED_REASON",
+    "DiffChange",
+    "GroupRef",
+    "LivePlanner",
+    "ManifestItem",
+    "PlanDiff",
+    "PlanTotals",
+    "PlanView",
+    "explain_lines",
+    "is_pin_label",
+    "tokens_lines",
+]
+
+PIN_LABEL = re.compile(r"^ds4:pin(\s|$)", re.IGNORECASE)
+PI_EXCLUDED_REASON = "Excluded by Pi branch/compaction context reconstruction"
+"""DS4's manifest reason for session entries Pi's context builder leaves out (spec §7.1)."""
+SYSTEM_SOURCE = "pi:system-prompt"
+
+ItemState = Literal["included", "excluded", "absent"]
+
+
+def is_pin_label(label: str | None) -> bool:
+    """True for a DS4 labelled pin: the trimmed label matches `/^ds4:pin(\\s|$)/i` (spec §5.1)."""
+    return isinstance(label, str) and PIN_LABEL.match(label.strip()) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifest shapes
+
+
+@dataclass(frozen=True)
+class ManifestItem:
+    """One manifest row (spec §7.1): the system prompt, a tool definition, a context message the
+    planner included or excluded, or a session entry Pi's context leaves out.
+
+    - `key`: identity across plans (`pi:system-prompt`, `tool:<name>`, `<entry id>#<n>` for the
+      n-th message of an entry, `@<index>` for a message without entry id);
+    - `kind`: the planner's kind (`current`, `pin`, `recent`, `summary`, `history`, ...),
+      `system`, `tool`, or `pi-excluded`;
+    - `entry_id`: the source session entry; `message_index`: index in `snapshot.context.messages`;
+    - `tokens`: chars-v1 estimator tokens of this message (0 for `pi-excluded`);
+    - `score`: the planner's score (None for system, tools and Pi exclusions);
+    - `reason`: the planner's `"<selection reason>; <group reason>"` or the fixed reason.
+    """
+
+    key: str
+    included: bool
+    kind: str
+    entry_id: str | None
+    role: str | None
+    message_index: int | None
+    group_id: str | None
+    tokens: int
+    score: float | None
+    reason: str
+    pinned: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's manifest item names (`sourceId`, `groupId`, ...) plus `included`, `messageIndex`
+        and `pinned`; metadata only, never message content."""
+        out: dict[str, Any] = {"kind": self.kind, "included": self.included}
+        if self.entry_id is not None:
+            out["sourceId"] = self.entry_id
+        elif self.key.startswith(("pi:", "tool:")):
+            out["sourceId"] = self.key
+        if self.role is not None:
+            out["role"] = self.role
+        if self.message_index is not None:
+            out["messageIndex"] = self.message_index
+        if self.group_id is not None:
+            out["groupId"] = self.group_id
+        out["tokens"] = self.tokens
+        if self.score is not None:
+            out["score"] = self.score
+        if self.pinned:
+            out["pinned"] = True
+        out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class GroupRef:
+    """An atomic group as the explain panel names it: id, group kind (`turn`, `summary`,
+    `prefix`), the kind the plan gave it, tokens (estimator), and its session entry ids."""
+
+    id: str
+    group_kind: str
+    plan_kind: str
+    tokens: int
+    message_count: int
+    entry_ids: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON with DS4-style names."""
+        return {
+            "groupId": self.id,
+            "groupKind": self.group_kind,
+            "kind": self.plan_kind,
+            "tokens": self.tokens,
+            "messageCount": self.message_count,
+            "entryIds": list(self.entry_ids),
+        }
+
+
+@dataclass(frozen=True)
+class PlanTotals:
+    """Token totals of a manifest (estimator tokens), DS4's `composition` plus exclusions.
+
+    `estimated_input_tokens = system_tokens + tool_tokens + message_tokens` equals the sum of the
+    included items; `excluded_tokens` the sum of the excluded ones. `by_kind` sums included
+    message tokens per planner kind."""
+
+    system_tokens: int
+    tool_tokens: int
+    tool_count: int
+    message_tokens: int
+    message_count: int
+    estimated_input_tokens: int
+    excluded_tokens: int
+    excluded_count: int
+    by_kind: Mapping[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """DS4's `composition` names plus the exclusion totals."""
+        return {
+            "systemTokens": self.system_tokens,
+            "toolTokens": self.tool_tokens,
+            "messageTokens": self.message_tokens,
+            "messageCount": self.message_count,
+            "toolCount": self.tool_count,
+            "estimatedInputTokens": self.estimated_input_tokens,
+            "excludedTokens": self.excluded_tokens,
+            "excludedCount": self.excluded_count,
+            "byKind": dict(self.by_kind),
+        }
+
+
+@dataclass(frozen=True)
+class DiffChange:
+    """One item whose state changed between two plans: `before`/`after` are `included`,
+    `excluded` or `absent`; `reason` is the item's reason in the newer plan (for an item that
+    disappeared, the older one's, prefixed "no longer in the context")."""
+
+    key: str
+    entry_id: str | None
+    kind: str
+    tokens: int
+    before: ItemState
+    after: ItemState
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    """What entered or left the sent context between two plans, and why.
+
+    `entered`: included now, excluded or absent before; `left`: included before, excluded or
+    absent now. Estimated input tokens before (None without a previous plan) and after."""
+
+    entered: tuple[DiffChange, ...]
+    left: tuple[DiffChange, ...]
+    estimated_before: int | None
+    estimated_after: int
+    mode_before: str | None
+    mode_after: str
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing entered or left."""
+        return not self.entered and not self.left
+
+    def lines(self, limit: int = 20) -> list[str]:
+        """Plain-text summary (at most `limit` changes per direction)."""
+        if self.estimated_before is None:
+            return ["First plan: nothing to compare yet."]
+        delta = self.estimated_after - self.estimated_before
+        out = [
+            f"Estimated input: {self.estimated_before:,} → {self.estimated_after:,} ({delta:+,})",
+        ]
+        if self.mode_before != self.mode_after:
+            out.append(f"Mode: {self.mode_before} → {self.mode_after}")
+        if self.empty:
+            out.append("No item entered or left the plan.")
+        for title, changes in (("Entered", self.entered), ("Left", self.left)):
+            if not changes:
+                continue
+            out.append(f"{title} ({len(changes)}):")
+            for change in changes[:limit]:
+                source = change.entry_id or change.key
+                out.append(f"  {change.kind} {source} {change.tokens:,} tok ({change.before} → {change.after})")
+                out.append(f"    {change.reason}")
+            if len(changes) > limit:
+                out.append(f"  … {len(changes) - limit} more")
+        return out
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """One plan of the live session, ready to show (immutable).
+
+    Budget numbers: `profile` and `budget` follow `ds4core.budgets` units (provider tokens for
+    the window, reserve and margin; estimator tokens for the input limits). `items` lists the
+    included items in sent order (system prompt, tools, messages), then the planner's
+    exclusions by message index, then the session entries Pi's context leaves out.
+    `duration_ms` is the whole `LivePlanner.plan` call, `planner_ms` the planner alone
+    (milliseconds). `estimated_messages` counts messages estimated for this plan (cache misses).
+    """
+
+    plan: ManagedContextPlan
+    items: tuple[ManifestItem, ...]
+    totals: PlanTotals
+    config_mode: str
+    config_enabled: bool
+    session_id: str | None
+    leaf_id: str | None
+    model_key: str | None
+    model_assumed: bool
+    profile: ModelProfile
+    budget: ContextBudget
+    awareness: ResolvedModelAwareness
+    fixed_tokens: int
+    fixed_source: Literal["system", "inferred", "none"]
+    calibration_samples: int
+    rescued_predecessor: GroupRef | None
+    oversized_exclusions: tuple[GroupRef, ...]
+    selected_groups: tuple[GroupRef, ...]
+    excluded_groups: tuple[GroupRef, ...]
+    pinned_entry_ids: tuple[str, ...]
+    unmapped_pins: tuple[str, ...]
+    provider_usage: Usage | None
+    pi_context_tokens: int | None
+    duration_ms: float
+    planner_ms: float
+    estimated_messages: int
+    warnings: tuple[str, ...] = ()
+    version: int = 0
+
+    @property
+    def mode(self) -> str:
+        """`managed` or `fallback` (the planner's mode)."""
+        return self.plan.mode
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """The planner's fallback reason, None for a managed plan."""
+        return self.plan.planning.fallback_reason
+
+    @property
+    def included(self) -> tuple[ManifestItem, ...]:
+        """The included items, in sent order."""
+        return tuple(i for i in self.items if i.included)
+
+    @property
+    def excluded(self) -> tuple[ManifestItem, ...]:
+        """The excluded items (planner exclusions, then Pi's)."""
+        return tuple(i for i in self.items if not i.included)
+
+    @property
+    def excluded_entry_ids(self) -> frozenset[str]:
+        """Entry ids none of whose messages is sent (for dimming on the map)."""
+        sent = {i.entry_id for i in self.items if i.included and i.entry_id}
+        return frozenset(i.entry_id for i in self.items if not i.included and i.entry_id and i.entry_id not in sent)
+
+    def diff(self, previous: PlanView | None) -> PlanDiff:
+        """What entered or left the sent context since `previous` (None: a first plan)."""
+        now = {i.key: i for i in self.items}
+        if previous is None:
+            return PlanDiff((), (), None, self.totals.estimated_input_tokens, None, self.mode)
+        before = {i.key: i for i in previous.items}
+
+        def state(item: ManifestItem | None) -> ItemState:
+            return "absent" if item is None else "included" if item.included else "excluded"
+
+        entered: list[DiffChange] = []
+        left: list[DiffChange] = []
+        for key, item in now.items():
+            old = before.get(key)
+            if item.included and (old is None or not old.included):
+                entered.append(DiffChange(key, item.entry_id, item.kind, item.tokens, state(old), "included", item.reason))
+            elif not item.included and old is not None and old.included:
+                left.append(DiffChange(key, item.entry_id, item.kind, old.tokens, "included", "excluded", item.reason))
+        for key, old in before.items():
+            if old.included and key not in now:
+                left.append(
+                    DiffChange(key, old.entry_id, old.kind, old.tokens, "included", "absent", f"no longer in the context (was: {old.reason})")
+                )
+        return PlanDiff(
+            tuple(entered),
+            tuple(left),
+            previous.totals.estimated_input_tokens,
+            self.totals.estimated_input_tokens,
+            previous.mode,
+            self.mode,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON, metadata only (DS4's manifest rule: no message content)."""
+        cal = self.awareness.calibration
+        planning = self.plan.planning.to_json()
+        planning["durationMs"] = round(self.duration_ms, 3)
+        out: dict[str, Any] = {
+            "sessionId": self.session_id,
+            "branchLeafId": self.leaf_id,
+            "provider": self.profile.provider,
+            "model": self.profile.model_id,
+            "modelAssumed": self.model_assumed,
+            "contextMode": self.config_mode,
+            "contextWindow": self.budget.context_window,
+            "outputReserve": self.budget.output_reserve,
+            "hardInputLimit": self.budget.hard_input_limit,
+            "targetInputTokens": self.budget.active_input_budget,
+            "estimatedInputTokens": self.totals.estimated_input_tokens,
+        }
+        if self.provider_usage is not None:
+            out["actualInputTokens"] = self.provider_usage.prompt_tokens
+        if self.pi_context_tokens is not None:
+            out["piReportedContextTokens"] = self.pi_context_tokens
+        out["fixedTokensSource"] = self.fixed_source
+        out["composition"] = self.totals.to_json()
+        out["planning"] = planning
+        out["budget"] = self.budget.to_json()
+        out["modelAwareness"] = {
+            "profileKey": self.awareness.profile_key,
+            "overrideKeys": list(self.awareness.override_keys),
+            "calibration": cal.to_json(),
+            "adaptive": self.awareness.limits.to_json(),
+        }
+        out["rescuedPredecessor"] = self.rescued_predecessor.to_json() if self.rescued_predecessor else None
+        out["oversizedTurnExclusions"] = [g.to_json() for g in self.oversized_exclusions]
+        out["selectedGroups"] = [g.to_json() for g in self.selected_groups]
+        out["excludedGroups"] = [g.to_json() for g in self.excluded_groups]
+        out["pins"] = list(self.pinned_entry_ids)
+        out["unmappedPins"] = list(self.unmapped_pins)
+        out["included"] = [i.to_json() for i in self.items if i.included]
+        out["excluded"] = [i.to_json() for i in self.items if not i.included]
+        out["warnings"] = list(self.warnings)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _value_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    # Scalars by value, containers and strings by identity: a rebuilt summary dict whose fields
+    # are the same objects (and timestamp) gets the same key.
+    return tuple(
+        (k, v if v is None or isinstance(v, (bool, int, float)) else id(v)) for k, v in message.items()
+    )
+
+
+class _TokenCache:
+    """chars-v1 estimates per message, kept for the messages of the latest plan only."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[int, Any]] = {}
+        self._by_value: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self.misses = 0
+
+    def estimate(self, messages: Sequence[Any]) -> list[int]:
+        by_id: dict[int, tuple[int, Any]] = {}
+        by_value: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        out: list[int] = []
+        for message in messages:
+            hit = self._by_id.get(id(message))
+            if hit is None or hit[1] is not message:
+                key = _value_key(message) if isinstance(message, dict) else None
+                hit = self._by_value.get(key) if key is not None else None
+                if hit is None:
+                    self.misses += 1
+                    hit = (message_tokens(message), message)
+                if key is not None:
+                    by_value[key] = hit
+            by_id[id(message)] = (hit[0], message)
+            out.append(hit[0])
+        self._by_id, self._by_value = by_id, by_value
+        return out
+
+
+@dataclass
+class _SystemReplay:
+    """In-order replay of Pi 1.x `system` messages: prompt parts and active tools."""
+
+    content: str = ""
+    sections: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    seen: bool = False
+
+    def apply(self, message: Mapping[str, Any]) -> None:
+        self.seen = True
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+        else:
+            text = ""
+        if text:
+            self.content = text
+        sections = message.get("sections")
+        if isinstance(sections, Mapping):
+            for name, value in sections.items():
+                if value is None:
+                    self.sections.pop(name, None)
+                elif isinstance(value, str):
+                    self.sections[name] = value
+        for tool in message.get("toolsRemoved") or ():
+            if isinstance(tool, Mapping):
+                self.tools.pop(str(tool.get("name")), None)
+        for tool in message.get("toolsAdded") or ():
+            if isinstance(tool, Mapping):
+                self.tools[str(tool.get("name"))] = tool
+
+    @property
+    def prompt(self) -> str:
+        return "\n\n".join(part for part in (self.content, *self.sections.values()) if part)
+
+    def fixed(self) -> int:
+        return system_prompt_tokens(self.prompt) + sum(tool_tokens(t) for t in self.tools.values())
+
+
+def _descriptor(model: ModelInfo | None, key: str | None) -> tuple[ModelDescriptor, bool]:
+    if model is not None and model.context_window > 0:
+        pricing = model.pricing
+        return (
+            ModelDescriptor(
+                provider=model.provider,
+                id=model.id,
+                context_window=model.context_window,
+                max_tokens=model.max_tokens,
+                reasoning=model.reasoning,
+                input=tuple(model.inputs),
+                cost=ModelCost(pricing.input, pricing.output, pricing.cache_read, pricing.cache_write)
+                if pricing is not None
+                else None,
+            ),
+            False,
+        )
+    provider, _, model_id = (key or "unknown/unknown").partition("/")
+    return ModelDescriptor(provider, model_id or "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS), True
+
+
+def _group_ref(group: AtomicGroup, plan_kind: str, entry_ids: Sequence[str | None]) -> GroupRef:
+    ids = tuple(dict.fromkeys(e for e in (entry_ids[i] for i in group.message_indices) if e))
+    return GroupRef(group.id, group.kind, plan_kind, group.estimated_tokens, len(group.message_indices), ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# The live planner
+
+
+class LivePlanner:
+    """Re-plans a live session with DS4's planner; keeps per-message estimates between calls.
+
+    `config` is the user's DS4 configuration (default: DS4's defaults, no warnings). One
+    instance per session (or reuse it: the cache only keeps the latest plan's messages). Not
+    thread-safe; call `plan` from the worker that owns the snapshots.
+    """
+
+    def __init__(self, config: LoadedDs4Config | None = None) -> None:
+        """Plan with `config` (see `ds4sessions.ds4config.load_ds4_config`)."""
+        self.config = config or LoadedDs4Config(Ds4Config())
+        self._context = self.config.context
+        self._awareness = self.config.awareness
+        self._cache = _TokenCache()
+
+    @property
+    def estimates(self) -> int:
+        """Messages estimated so far (cache misses), over all plans."""
+        return self._cache.misses
+
+    def plan(self, snapshot: Any) -> PlanView:
+        """Plan the next request of `snapshot` (a `ds4sessions.live.Snapshot`).
+
+        Returns a managed plan or the planner's explicit fallback (`PlanView.fallback_reason`).
+        Never raises for session content; configuration problems are in `warnings`.
+        """
+        started = time.perf_counter()
+        misses_before = self._cache.misses
+        ctx = snapshot.context
+        messages: list[dict[str, Any]] = ctx.messages
+        entry_ids: list[str | None] = ctx.message_entry_ids
+        warnings = list(self.config.warnings)
+        if not self.config.config.enabled:
+            warnings.append("DS4 is disabled in the configuration (enabled: false); showing the plan it would make")
+        if self._context.cache_aware.mode == "auto":
+            warnings.append("context.cacheAware.mode is auto: the cache-aware tail needs DS4's request history; the nominal plan is shown")
+
+        native_to_ctx = [i for i, m in enumerate(messages) if m.get("role") != "system"]
+        native = [messages[i] for i in native_to_ctx]
+        tokens = self._cache.estimate(native)
+
+        fixed, fixed_source, samples = self._fixed_and_samples(messages, tokens, self._first_fresh(ctx, snapshot.reader))
+        pins, pinned_ids, unmapped = self._pins(ctx.labels, entry_ids, native_to_ctx)
+
+        descriptor, assumed = _descriptor(snapshot.model, snapshot.model_key)
+        if assumed:
+            what = f"model {snapshot.model_key} is not in the model table" if snapshot.model_key else "the session names no model"
+            warnings.append(
+                f"{what}: planned with Pi's default limits ({DEFAULT_CONTEXT_WINDOW:,}-token window, "
+                f"{DEFAULT_MAX_TOKENS:,} output)"
+            )
+        try:
+            awareness = resolve_model_awareness(descriptor, self._context, self._awareness, samples)
+        except ValueError as exc:
+            warnings.append(f"model overrides rejected ({exc}); planned with DS4's defaults")
+            awareness = resolve_model_awareness(descriptor, self._context, type(self._awareness)(), samples)
+        budget = calculate_context_budget(awareness.profile, self._context, awareness.calibration)
+
+        planner_started = time.perf_counter()
+        plan = plan_managed_context(
+            native,
+            fixed_tokens=fixed,
+            budget=budget,
+            config=awareness.context_config,
+            pinned_message_indices=pins,
+            native_tokens=tokens,
+        )
+        planner_ms = (time.perf_counter() - planner_started) * 1000
+
+        items, groups = self._items(snapshot, plan, native_to_ctx, fixed, fixed_source, pinned_ids)
+        totals = _totals(items)
+        anchor_usage = None
+        for message in reversed(messages):
+            if is_valid_measurement(message):
+                anchor_usage = usage_of(message)
+                break
+        provider = snapshot.provider
+        return PlanView(
+            plan=plan,
+            items=items,
+            totals=totals,
+            config_mode=self._context.mode,
+            config_enabled=self.config.config.enabled,
+            session_id=snapshot.reader.session_id,
+            leaf_id=ctx.leaf_id,
+            model_key=snapshot.model_key,
+            model_assumed=assumed,
+            profile=awareness.profile,
+            budget=budget,
+            awareness=awareness,
+            fixed_tokens=fixed,
+            fixed_source=fixed_source,
+            calibration_samples=len(samples),
+            rescued_predecessor=groups["rescued"][0] if groups["rescued"] else None,
+            oversized_exclusions=tuple(groups["oversized"]),
+            selected_groups=tuple(groups["selected"]),
+            excluded_groups=tuple(groups["excluded"]),
+            pinned_entry_ids=pinned_ids,
+            unmapped_pins=unmapped,
+            provider_usage=anchor_usage,
+            pi_context_tokens=provider.context_tokens if provider is not None else None,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            planner_ms=planner_ms,
+            estimated_messages=self._cache.misses - misses_before,
+            warnings=tuple(warnings),
+            version=snapshot.version,
+        )
+
+    @staticmethod
+    def _fixed_and_samples(
+        messages: Sequence[Mapping[str, Any]], tokens: Sequence[int], fresh_from: int
+    ) -> tuple[int, Literal["system", "inferred", "none"], list[dict[str, Any]]]:
+        """Fixed tokens (replayed system messages, else inferred) and calibration samples,
+        newest first (see the module docstring)."""
+        replay = _SystemReplay()
+        samples: list[dict[str, Any]] = []
+        inferred: int | None = None
+        before = 0  # estimate of the native messages before the current one
+        position = 0  # native index of the current message
+        for index, message in enumerate(messages):
+            if message.get("role") == "system":
+                replay.apply(message)
+                continue
+            if index >= fresh_from and is_valid_measurement(message):
+                usage = usage_of(message)
+                if inferred is None and not replay.seen:
+                    inferred = max(0, usage.prompt_tokens - before)
+                estimated = (replay.fixed() if replay.seen else inferred or 0) + before
+                ts = message.get("timestamp")
+                created = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts >= 0 else 0
+                samples.append(
+                    {
+                        "estimatedTokens": estimated,
+                        "actualInputTokens": usage.prompt_tokens,
+                        "inputTokens": usage.input,
+                        "cacheReadTokens": usage.cache_read,
+                        "cacheWriteTokens": usage.cache_write,
+                        "createdAt": created,
+                    }
+                )
+            before += tokens[position]
+            position += 1
+        samples.reverse()
+        if replay.seen:
+            return replay.fixed(), "system", samples
+        if inferred is not None:
+            return inferred, "inferred", samples
+        return 0, "none", samples
+
+    @staticmethod
+    def _pins(
+        labels: Mapping[str, str], entry_ids: Sequence[str | None], native_to_ctx: Sequence[int]
+    ) -> tuple[list[int], tuple[str, ...], tuple[str, ...]]:
+        """Native indices of labelled-pin messages, the pinned entry ids in the context, and the
+        pin labels whose entries are not in it."""
+        pinned = {target for target, label in labels.items() if is_pin_label(label)}
+        if not pinned:
+            return [], (), ()
+        indices = [n for n, i in enumerate(native_to_ctx) if entry_ids[i] in pinned]
+        mapped = tuple(dict.fromkeys(entry_ids[native_to_ctx[n]] or "" for n in indices))
+        unmapped = tuple(sorted(pinned - set(mapped)))
+        return indices, mapped, unmapped
+
+    def _items(
+        self,
+        snapshot: Any,
+        plan: ManagedContextPlan,
+        native_to_ctx: Sequence[int],
+        fixed: int,
+        fixed_source: str,
+        pinned_ids: Sequence[str],
+    ) -> tuple[tuple[ManifestItem, ...], dict[str, list[GroupRef]]]:
+        ctx = snapshot.context
+        messages = ctx.messages
+        entry_ids = ctx.message_entry_ids
+        pinned = set(pinned_ids)
+        occurrence: dict[str | None, int] = {}
+        keys: list[str] = []
+        for i, eid in enumerate(entry_ids):
+            n = occurrence.get(eid, 0)
+            occurrence[eid] = n + 1
+            keys.append(f"{eid}#{n}" if eid is not None else f"@{i}")
+
+        included: list[ManifestItem] = []
+        replay = _SystemReplay()
+        for message in messages:
+            if message.get("role") == "system":
+                replay.apply(message)
+        if fixed_source == "system":
+            system_tokens = system_prompt_tokens(replay.prompt)
+            included.append(
+                ManifestItem(SYSTEM_SOURCE, True, "system", None, "system", None, None, system_tokens, None, "Pi effective system prompt")
+            )
+            for name, tool in replay.tools.items():
+                included.append(
+                    ManifestItem(f"tool:{name}", True, "tool", None, None, None, None, tool_tokens(tool), None, "Active Pi tool from the session's system messages")
+                )
+        elif fixed_source == "inferred":
+            included.append(
+                ManifestItem(
+                    SYSTEM_SOURCE, True, "system", None, "system", None, None, fixed, None,
+                    "Pi system prompt and tools, inferred from the first reply's usage (no system message in the session)",
+                )
+            )
+
+        def item(entry: Any, included_: bool) -> ManifestItem:
+            source = plan.planned_sources[entry.original_index]
+            ctx_index = native_to_ctx[source] if isinstance(source, int) else None
+            eid = entry_ids[ctx_index] if ctx_index is not None else None
+            return ManifestItem(
+                key=keys[ctx_index] if ctx_index is not None else f"supplement:{source}",
+                included=included_,
+                kind=entry.kind,
+                entry_id=eid,
+                role=messages[ctx_index].get("role") if ctx_index is not None else "user",
+                message_index=ctx_index,
+                group_id=entry.group_id,
+                tokens=entry.tokens,
+                score=entry.score,
+                reason=entry.reason,
+                pinned=eid in pinned,
+            )
+
+        included.extend(item(e, True) for e in plan.selected)
+        excluded = [item(e, False) for e in plan.excluded]
+        in_context = set(ctx.context_entry_ids)
+        for entry in list(snapshot.reader.entries):
+            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in in_context:
+                role = entry.role if entry.type == "message" else entry.type
+                excluded.append(
+                    ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
+                )
+
+        native_ids = [entry_ids[i] for i in native_to_ctx]
+        planned_ids = [
+            native_ids[s] if isinstance(s, int) else None for s in plan.planned_sources
+        ]
+        kind_of = {e.group_id: e.kind for e in (*plan.selected, *plan.excluded)}
+        selected_ids = {e.group_id for e in plan.selected}
+        groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
+        tail_limit = plan.planning.recent_tail_token_limit
+        rescue_reason = "Immediate-predecessor turn rescued"
+        rescued_group = next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
+        for group in plan.groups:
+            ref = _group_ref(group, kind_of.get(group.id, group.kind), planned_ids)
+            if group.id in selected_ids:
+                groups["selected"].append(ref)
+            else:
+                groups["excluded"].append(ref)
+                if tail_limit > 0 and group.kind == "turn" and group.estimated_tokens >= tail_limit and plan.mode == "managed":
+                    groups["oversized"].append(ref)
+            if group.id == rescued_group:
+                groups["rescued"].append(ref)
+        return (*included, *excluded), groups
+
+    @staticmethod
+    def _first_fresh(ctx: Any, reader: Any) -> int:
+        """Index of the first context message recorded after the latest compaction (0 if none)."""
+        if not ctx.context_entry_ids:
+            return 0
+        first = reader.by_id.get(ctx.context_entry_ids[0])
+        if first is None or first.type != "compaction":
+            return 0
+        position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
+        cut = position.get(first.id, -1)
+        for i, eid in enumerate(ctx.message_entry_ids):
+            if eid is not None and position.get(eid, -1) > cut:
+                return i
+        return len(ctx.messages)
+
+
+def _totals(items: Sequence[ManifestItem]) -> PlanTotals:
+    system = sum(i.tokens for i in items if i.included and i.kind == "system")
+    tools = [i for i in items if i.included and i.kind == "tool"]
+    messages = [i for i in items if i.included and i.kind not in ("system", "tool")]
+    excluded = [i for i in items if not i.included]
+    by_kind: dict[str, int] = {}
+    for i in messages:
+        by_kind[i.kind] = by_kind.get(i.kind, 0) + i.tokens
+    message_tokens_ = sum(i.tokens for i in messages)
+    tool_tokens_ = sum(i.tokens for i in tools)
+    return PlanTotals(
+        system_tokens=system,
+        tool_tokens=tool_tokens_,
+        tool_count=len(tools),
+        message_tokens=message_tokens_,
+        message_count=len(messages),
+        estimated_input_tokens=system + tool_tokens_ + message_tokens_,
+        excluded_tokens=sum(i.tokens for i in excluded),
+        excluded_count=len(excluded),
+        by_kind=by_kind,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Slash-command text (spec §7.2)
+
+
+def _n(value: int | float | None) -> str:
+    """en-US integer, or `n/a` when missing (DS4's slash-command format)."""
+    return "n/a" if value is None else f"{round(value):,}"
+
+
+def _rows(pairs: Sequence[tuple[str, str]], indent: str = "") -> list[str]:
+    width = max((len(label) for label, _ in pairs), default=0)
+    return [f"{indent}{label.ljust(width)}  {value}" for label, value in pairs]
+
+
+def _group_list(groups: Sequence[GroupRef], limit: int = 4) -> str:
+    names = ", ".join(g.id for g in groups[:limit])
+    return names + (f", … {len(groups) - limit} more" if len(groups) > limit else "")
+
+
+def tokens_lines(view: PlanView) -> list[str]:
+    """What DS4's `/context tokens` prints for this plan (0.3.7 layout, spec §7.2), as lines.
+    The cache-aware block is absent (the nominal plan is shown); artifactized results are not
+    reconstructed from the session."""
+    mode = view.mode if view.config_mode == "managed" else "observer"
+    kinds = view.totals.by_kind
+    budget = view.budget
+    usage = view.provider_usage
+    cal = view.awareness.calibration
+    out = [f"DS4 Context Tokens ({mode} mode)"]
+    out += _rows(
+        [
+            ("System prompt", _n(view.totals.system_tokens)),
+            ("Tool definitions", _n(view.totals.tool_tokens)),
+            ("AgentMessage[]", _n(view.totals.message_tokens)),
+        ]
+    )
+    out += _rows(
+        [
+            ("Recent verbatim", _n(kinds.get("recent", 0))),
+            ("Pinned context", _n(kinds.get("pin", 0))),
+            ("Durable memory", _n(kinds.get("memory", 0))),
+            ("Historical retrieval", _n(kinds.get("retrieval", 0))),
+            ("Project snippets", _n(kinds.get("project", 0))),
+            ("Artifactized results*", "n/a"),
+            ("Active summaries", _n(kinds.get("summary", 0))),
+            ("Current request", _n(kinds.get("current", 0))),
+        ],
+        indent="  ",
+    )
+    out += _rows(
+        [
+            ("Estimated provider input", _n(view.totals.estimated_input_tokens)),
+            ("Actual provider input", _n(usage.prompt_tokens if usage else None)),
+            ("Uncached input", _n(usage.input if usage else None)),
+            ("Cache read / write", f"{_n(usage.cache_read)} / {_n(usage.cache_write)}" if usage else "n/a"),
+            ("Pi reported context", _n(view.pi_context_tokens)),
+            ("Model context window", _n(budget.context_window)),
+            ("Output reserve", _n(budget.output_reserve)),
+            ("Safety margin", _n(budget.safety_margin)),
+            ("Estimator calibration", f"x{cal.applied_ratio:.3f} ({cal.accepted_samples} samples)"),
+            ("Nominal soft / hard", f"{_n(budget.nominal_soft_input_limit)} / {_n(budget.nominal_hard_input_limit)}"),
+            ("Soft input limit", _n(budget.soft_input_limit)),
+            ("Hard input limit", _n(budget.hard_input_limit)),
+            ("Preferred input target", _n(budget.preferred_input_target)),
+            ("Active input budget", _n(budget.active_input_budget)),
+        ]
+    )
+    out.append("Estimates are chars-v1 tokens; actual numbers are the latest reply's provider usage.")
+    out.append("* Artifactized tool results live in DS4's store and are not reconstructed here.")
+    return out
+
+
+def explain_lines(view: PlanView) -> list[str]:
+    """What DS4's `/context explain` prints for this plan (0.3.7 layout, spec §7.2), as lines."""
+    out: list[str] = []
+    if view.config_mode != "managed":
+        out.append("Latest context used observer mode; no managed-context selection was applied.")
+        out.append("The plan DS4 would make in managed mode follows.")
+    planning = view.plan.planning
+    out.append("DS4 Context Plan")
+    rows = [
+        ("Mode", view.mode),
+        ("Original messages", _n(planning.original_message_count)),
+        ("Original tokens", _n(planning.original_message_tokens)),
+        ("Fixed system/tools", f"{_n(planning.fixed_tokens)} ({view.fixed_source})"),
+        ("Message target", _n(planning.message_target_tokens)),
+        ("Message hard limit", _n(planning.message_hard_limit_tokens)),
+        ("Recent-tail limit", _n(planning.recent_tail_token_limit)),
+    ]
+    if view.rescued_predecessor is not None:
+        g = view.rescued_predecessor
+        rows.append(("Rescued predecessor", f"yes ({g.id}, {_n(g.tokens)} tokens)"))
+    if view.oversized_exclusions:
+        rows.append(("Oversized turn excl", f"{len(view.oversized_exclusions)} ({_group_list(view.oversized_exclusions)})"))
+    rows += [
+        ("Selected groups", _n(planning.selected_group_count)),
+        ("Excluded groups", _n(planning.excluded_group_count)),
+        ("Duration", f"{view.duration_ms:.1f} ms (planner {view.planner_ms:.1f} ms)"),
+    ]
+    if planning.fallback_reason is not None:
+        rows.append(("Fallback reason", planning.fallback_reason))
+    out += _rows(rows)
+    out.append("Each manifest row carries the rule that selected or excluded it.")
+    out.append("Pin a turn with a Pi label starting with ds4:pin.")
+    return out
