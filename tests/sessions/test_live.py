@@ -86,3 +86,11 @@ def test_provider_anchor_after_compaction(shared_dir: Path) -> None:
     assert anchor["role"] == "assistant" and anchor["stopReason"] not in ("aborted", "error")
     # The anchor is the newest valid reply; the later messages are estimated.
     assert snap.provider.anchor_index == len(snap.context.messages) - 1
+
+
+def test_turns_keep_their_branch_numbers_after_compaction(shared_dir: Path) -> None:
+    snap = open_snapshot(shared_dir / "sessions-pi" / "03-compaction.jsonl")
+    prompts = [t for t in snap.turns if t.index]
+    assert [t.index for t in prompts] == [6]  # six prompts on the branch; the last one is kept
+    assert prompts[0].prompt == "Document it in the README."
+    assert snap.turns[0].index == 0 and snap.turns[0].prompt == "(before the first prompt)"

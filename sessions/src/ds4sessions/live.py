@@ -121,6 +121,16 @@ def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
     return len(ctx.messages)
 
 
+def _turn_numbers(ctx: SessionContext, reader: PiSessionReader) -> dict[str, int]:
+    """Entry id of each user prompt on the branch → its 1-based turn number on the branch."""
+    numbers: dict[str, int] = {}
+    for eid in ctx.branch_entry_ids:
+        entry = reader.by_id.get(eid) if eid else None
+        if entry is not None and entry.role == "user":
+            numbers[eid] = len(numbers) + 1
+    return numbers
+
+
 def _preview(content: Any, limit: int = 80) -> str:
     if isinstance(content, str):
         text = content
@@ -131,8 +141,17 @@ def _preview(content: Any, limit: int = 80) -> str:
     return " ".join(text.split())[:limit]
 
 
-def build_turns(messages: Sequence[Mapping[str, Any]], entry_ids: Sequence[str | None], tokens: Sequence[int]) -> tuple[Turn, ...]:
-    """Group context messages into turns (see `Turn`)."""
+def build_turns(
+    messages: Sequence[Mapping[str, Any]],
+    entry_ids: Sequence[str | None],
+    tokens: Sequence[int],
+    turn_numbers: Mapping[str, int] | None = None,
+) -> tuple[Turn, ...]:
+    """Group context messages into turns (see `Turn`).
+
+    `turn_numbers` maps a prompt's entry id to its turn number on the whole branch (so a turn
+    keeps its number after a compaction dropped earlier turns); without it turns count from 1.
+    """
     turns: list[Turn] = []
     start = 0
     number = 0
@@ -153,9 +172,11 @@ def build_turns(messages: Sequence[Mapping[str, Any]], entry_ids: Sequence[str |
             for b in m.get("content") or ()
             if isinstance(b, Mapping) and b.get("type") == "toolCall"
         )
+        eid = entry_ids[start] if start < len(entry_ids) else None
+        index = (turn_numbers or {}).get(eid or "", number) if is_prompt else 0
         turns.append(
             Turn(
-                index=number if is_prompt else 0,
+                index=index,
                 time=when,
                 prompt=_preview(first.get("content")) if is_prompt else "(before the first prompt)",
                 tool_calls=calls,
@@ -235,7 +256,7 @@ class LiveSession:
             model_key = f"{provider}/{model_id}"
             model = self.models.get(provider, model_id)
         fast, provider_view, inferred = self._breakdown(ctx, reader, self._fast, model)
-        turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.message_tokens)
+        turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.message_tokens, _turn_numbers(ctx, reader))
         self._version += 1
         return Snapshot(
             version=self._version, path=self.path, reader=reader, context=ctx, model=model,
@@ -287,7 +308,10 @@ class LiveSession:
         """Return `snapshot` with the exact cl100k breakdown added (turn tokens stay chars-v1's
         until then; afterwards they use cl100k)."""
         exact, provider_view, _ = self._breakdown(snapshot.context, snapshot.reader, self._exact, snapshot.model)
-        turns = build_turns(snapshot.context.messages, snapshot.context.message_entry_ids, exact.message_tokens)
+        turns = build_turns(
+            snapshot.context.messages, snapshot.context.message_entry_ids, exact.message_tokens,
+            _turn_numbers(snapshot.context, snapshot.reader),
+        )
         return _replace(snapshot, exact=exact, provider=provider_view, turns=turns)
 
 
