@@ -2,7 +2,10 @@
 // {leafId, sessionName, model, thinkingLevel, branchEntryIds, contextEntryIds, labels,
 //  messages, llmMessages, messageCount} (the shape of shared/sessions-pi/<name>.context.json).
 //
-// Usage: node tests/pi_context.mjs SESSION.jsonl [PI_PACKAGE_DIR]
+// Usage: node tests/pi_context.mjs SESSION.jsonl [PI_PACKAGE_DIR] [KEEP_RECENT_TOKENS]
+// With KEEP_RECENT_TOKENS, also `compaction`: what Pi's prepareCompaction(branch, {keepRecentTokens})
+// returns ({firstKeptEntryId, tokensBefore, isSplitTurn, readFiles, modifiedFiles,
+// summarizeCount, prefixCount, previousSummary}), or null ("Nothing to compact").
 // PI_PACKAGE_DIR defaults to <repo>/.cache/pi/node_modules/@earendil-works/pi-coding-agent
 // (scripts/install_pi.sh installs it there).
 //
@@ -12,13 +15,13 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const [file, packageArg] = process.argv.slice(2);
+const [file, packageArg, keepArg] = process.argv.slice(2);
 if (!file) {
   console.error("usage: node tests/pi_context.mjs SESSION.jsonl [PI_PACKAGE_DIR]");
   process.exit(2);
 }
 const packageDir = resolve(
-  packageArg ?? join(here, "..", ".cache", "pi", "node_modules", "@earendil-works", "pi-coding-agent"),
+  packageArg || join(here, "..", ".cache", "pi", "node_modules", "@earendil-works", "pi-coding-agent"),
 );
 const pi = await import(pathToFileURL(join(packageDir, "dist", "index.js")).href);
 
@@ -42,4 +45,21 @@ const result = {
   llmMessages: pi.convertToLlm(context.messages),
   messageCount: context.messages.length,
 };
+if (keepArg !== undefined) {
+  const compaction = await import(pathToFileURL(join(packageDir, "dist", "core", "compaction", "compaction.js")).href);
+  const settings = { ...compaction.DEFAULT_COMPACTION_SETTINGS, keepRecentTokens: Number(keepArg) };
+  const prep = compaction.prepareCompaction(manager.getBranch(), settings);
+  result.compaction = prep
+    ? {
+        firstKeptEntryId: prep.firstKeptEntryId,
+        tokensBefore: prep.tokensBefore,
+        isSplitTurn: prep.isSplitTurn,
+        readFiles: [...prep.fileOps.read].filter((f) => !prep.fileOps.edited.has(f) && !prep.fileOps.written.has(f)).sort(),
+        modifiedFiles: [...new Set([...prep.fileOps.edited, ...prep.fileOps.written])].sort(),
+        summarizeCount: prep.messagesToSummarize.length,
+        prefixCount: prep.turnPrefixMessages.length,
+        previousSummary: prep.previousSummary ?? null,
+      }
+    : null;
+}
 process.stdout.write(JSON.stringify(result));

@@ -1,0 +1,334 @@
+"""Steering actions on a Pi session file: pin, collapse finished turns, undo a journaled write.
+
+All writes go through `ds4sessions.writer.append_entries` (append-only, checked, journaled) and
+are Pi-native entries that Pi itself reads back:
+
+- **pin**: a `label` entry on the target whose text starts `ds4:pin` (DS4 spec §5.1: a label
+  matching `/^ds4:pin(\\s|$)/i`, last label per target wins). Labels resolve over the whole file
+  (Pi session format §8), so a pin never changes the context and is allowed while an agent has
+  the file open. An existing plain label is kept after the prefix (`ds4:pin <old label>`);
+  unpinning writes back that text, or a cleared label (a label entry without `label`) when
+  there is none.
+- **collapse**: the last N finished turns become one `branch_summary` (Pi session format §5, 1.x
+  semantics) whose parent is the entry before the oldest prompt of the span and whose `fromId` is
+  the current leaf; it carries the collapsed assistant messages' usage summed and Pi's default
+  `details` (`readFiles`, `modifiedFiles`). Being the last line, it is Pi's leaf on load: the
+  context becomes everything before the span, then the summary.
+- **undo**: a label write is undone by a label entry restoring the previous text; a collapse or
+  compaction (which moved the branch) by a `custom` entry (`customType: "ds4tui.undo"`, never in
+  context) whose parent is the leaf before that write, so Pi loads the old branch again. Refused
+  when the conversation went on after the write (undoing would drop those messages).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ds4core.collapse import CollapseCost, CollapseSummary, collapse_cost, summarize_span
+from ds4core.estimate import message_tokens
+from ds4core.models import ModelInfo
+
+from ds4sessions.pi.context import build_context, branch_path, convert_to_llm
+from ds4sessions.pi.entries import COMPACTION, LABEL, Entry
+from ds4sessions.pi.reader import PiSession
+from ds4sessions.writer import (
+    CONTEXT_ENTRY_TYPES,
+    Draft,
+    Expected,
+    FileState,
+    Journal,
+    WriteRefused,
+    WriteResult,
+    agent_busy,
+    append_entries,
+    entries_after,
+    read_state,
+)
+
+PIN_PREFIX = "ds4:pin"
+PIN_PATTERN = re.compile(r"^ds4:pin(\s|$)", re.IGNORECASE)
+"""DS4 spec §5.1: a label is a pin when, trimmed, it matches this."""
+UNDO_CUSTOM_TYPE = "ds4tui.undo"
+
+
+def is_pin(label: str | None) -> bool:
+    """True when `label` (trimmed) is a DS4 pin label (`ds4:pin`, `ds4:pin note`, any case)."""
+    return isinstance(label, str) and bool(PIN_PATTERN.match(label.strip()))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A resolved pin: `target_id`, its `label`, the target `entry` (None when missing from the
+    file) and `on_branch` (the target is on the branch of the current leaf)."""
+
+    target_id: str
+    label: str
+    entry: Entry | None
+    on_branch: bool
+
+
+def list_pins(session: PiSession) -> list[Pin]:
+    """The pins of a session, in Pi's label order (labels resolved over the whole file, §8)."""
+    on_branch = {e.id for e in branch_path(session)}
+    return [
+        Pin(target, label, session.by_id.get(target), target in on_branch)
+        for target, label in session.labels.items()
+        if is_pin(label)
+    ]
+
+
+def _label_draft(target_id: str, label: str | None) -> Draft:
+    draft: Draft = {"type": LABEL, "targetId": target_id}
+    if label:
+        draft["label"] = label
+    return draft
+
+
+def _label_undo(target_id: str) -> Any:
+    def undo(state: FileState, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"kind": "label", "targetId": target_id, "label": state.session.labels.get(target_id)}
+
+    return undo
+
+
+def pin(
+    path: str | Path,
+    entry_id: str,
+    *,
+    clear: bool = False,
+    note: str | None = None,
+    expected: Expected | None = None,
+    journal: Journal | None = None,
+    force: bool = False,
+    now: float | None = None,
+) -> WriteResult:
+    """Pin `entry_id` (append a `ds4:pin` label), or unpin it with `clear=True`.
+
+    Pin text: `ds4:pin`, then `note` or the entry's existing plain label. Unpin: the text after
+    `ds4:pin` as a plain label, or a cleared label. Allowed while another process has the file
+    open (labels resolve over the whole file). Raises `WriteRefused` (`unknown_entry`;
+    `nothing_to_do` when already pinned / not pinned; the writer's checks).
+    """
+
+    def build(state: FileState) -> list[Draft]:
+        session = state.session
+        if entry_id not in session.by_id:
+            raise WriteRefused("unknown_entry", f"no entry {entry_id} in {state.path}")
+        current = session.labels.get(entry_id)
+        if clear:
+            if not is_pin(current):
+                raise WriteRefused("nothing_to_do", f"entry {entry_id} is not pinned")
+            rest = (current or "").strip()[len(PIN_PREFIX) :].strip()
+            return [_label_draft(entry_id, rest or None)]
+        if is_pin(current):
+            raise WriteRefused("nothing_to_do", f"entry {entry_id} is already pinned ({current})")
+        suffix = note if note is not None else current
+        return [_label_draft(entry_id, f"{PIN_PREFIX} {suffix.strip()}" if suffix and suffix.strip() else PIN_PREFIX)]
+
+    return append_entries(
+        path, build, action="unpin" if clear else "pin", expected=expected, journal=journal, force=force,
+        undo=_label_undo(entry_id), now=now,
+    )
+
+
+def toggle_pin(path: str | Path, entry_id: str, **kwargs: Any) -> WriteResult:
+    """Unpin `entry_id` when it is pinned, else pin it (keyword arguments as `pin`)."""
+    pinned = is_pin(read_state(path).session.labels.get(entry_id))
+    return pin(path, entry_id, clear=pinned, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Collapse
+
+
+@dataclass(frozen=True)
+class CollapsePlan:
+    """A collapse of the last `turns` finished turns, ready to append.
+
+    - `available_turns`: how many turns could be collapsed (after the last compaction);
+    - `anchor_id`: parent of the new `branch_summary` (the entry before the oldest prompt);
+      `from_id`: the current leaf; `first_prompt_id`: the oldest prompt of the span;
+    - `span_entry_ids`: the entries leaving the context (oldest prompt → leaf, on the branch);
+    - `summary`: the deterministic summary; `cost`: tokens saved and prompt-cache cost
+      (chars-v1 token estimates; USD from the model's prices, None without a model);
+    - `pinned_in_span`: pinned entries that would leave the context;
+    - `entry`: the `branch_summary` draft; `expected`: the file state it was planned on.
+    """
+
+    turns: int
+    available_turns: int
+    anchor_id: str
+    from_id: str
+    first_prompt_id: str
+    span_entry_ids: tuple[str, ...]
+    summary: CollapseSummary
+    cost: CollapseCost
+    pinned_in_span: tuple[str, ...]
+    entry: Draft
+    expected: Expected
+
+
+def _prompt_positions(session: PiSession) -> tuple[list[tuple[int, str]], Any]:
+    """(message index, entry id) of each prompt after the last compaction on the branch."""
+    ctx = build_context(session)
+    path = branch_path(session)
+    position = {e.id: i for i, e in enumerate(path)}
+    last_compaction = max((i for i, e in enumerate(path) if e.type == COMPACTION), default=-1)
+    prompts = [
+        (i, eid)
+        for i, (m, eid) in enumerate(zip(ctx.messages, ctx.message_entry_ids))
+        if m.get("role") == "user" and eid is not None and position.get(eid, -1) > last_compaction
+    ]
+    return prompts, ctx
+
+
+def collapsible_turns(session: PiSession) -> int:
+    """How many turns `plan_collapse` could collapse now (0 when the last turn is in flight)."""
+    if agent_busy(session):
+        return 0
+    prompts, _ = _prompt_positions(session)
+    if prompts and session.by_id[prompts[0][1]].parent_id is None:
+        return len(prompts) - 1
+    return len(prompts)
+
+
+def _tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(message_tokens(m) for m in convert_to_llm(messages))
+
+
+def plan_collapse(state: FileState, turns: int, model: ModelInfo | None = None) -> CollapsePlan:
+    """Plan collapsing the last `turns` finished turns of the current branch (nothing written).
+
+    Raises `WriteRefused("cannot_collapse", why)` when `turns` < 1, the last turn is still in
+    flight, fewer turns exist after the last compaction, or nothing precedes the oldest prompt.
+    """
+    session = state.session
+    if turns < 1:
+        raise WriteRefused("cannot_collapse", "collapse at least one turn")
+    busy = agent_busy(session)
+    if busy:
+        raise WriteRefused("cannot_collapse", f"the last turn is still in flight: {busy}")
+    prompts, ctx = _prompt_positions(session)
+    if turns > len(prompts):
+        where = " after the last compaction" if any(e.type == COMPACTION for e in branch_path(session)) else ""
+        raise WriteRefused("cannot_collapse", f"only {len(prompts)} turn(s) on this branch{where}; cannot collapse {turns}")
+    start, first_prompt_id = prompts[-turns]
+    first_prompt = session.by_id[first_prompt_id]
+    if first_prompt.parent_id is None or first_prompt.parent_id not in session.by_id:
+        raise WriteRefused(
+            "cannot_collapse", f"nothing precedes the first prompt ({first_prompt_id}); the summary would have no anchor"
+        )
+    leaf = state.leaf_id
+    assert leaf is not None
+    path_ids = [e.id for e in branch_path(session)]
+    span_ids = tuple(i for i in path_ids[path_ids.index(first_prompt_id) :] if i is not None)
+    span = ctx.messages[start:]
+    summary = summarize_span(span)
+    summary_message = {"role": "branchSummary", "summary": summary.text, "fromId": leaf}
+    cost = collapse_cost(
+        _tokens(ctx.messages[:start]), _tokens(span), _tokens([summary_message]), model.pricing if model else None
+    )
+    entry: Draft = {
+        "type": "branch_summary",
+        "parentId": first_prompt.parent_id,
+        "fromId": leaf,
+        "summary": summary.text,
+        "details": {"readFiles": list(summary.read_files), "modifiedFiles": list(summary.modified_files)},
+    }
+    if summary.usage:
+        entry["usage"] = summary.usage
+    pinned = tuple(i for i in span_ids if is_pin(session.labels.get(i)))
+    return CollapsePlan(
+        turns=turns, available_turns=collapsible_turns(session), anchor_id=first_prompt.parent_id, from_id=leaf,
+        first_prompt_id=first_prompt_id, span_entry_ids=span_ids, summary=summary, cost=cost, pinned_in_span=pinned,
+        entry=entry, expected=Expected(state.size, leaf),
+    )
+
+
+def collapse(
+    path: str | Path,
+    turns: int,
+    *,
+    expected: Expected | None = None,
+    model: ModelInfo | None = None,
+    journal: Journal | None = None,
+    force: bool = False,
+    now: float | None = None,
+) -> WriteResult:
+    """Append the `branch_summary` that collapses the last `turns` finished turns.
+
+    The plan is rebuilt from the file as read under the write lock; `expected` (e.g.
+    `CollapsePlan.expected` of the preview the user confirmed) makes a changed file refuse.
+    Refused while another process has the file open unless `force`. Raises `WriteRefused`.
+    """
+    return append_entries(
+        path, lambda state: [plan_collapse(state, turns, model).entry], action="collapse", expected=expected,
+        refuse_when_open=True, force=force, journal=journal, undo=_leaf_undo, now=now,
+    )
+
+
+def _leaf_undo(state: FileState, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": "leaf", "leafId": state.leaf_id}
+
+
+# --------------------------------------------------------------------------------------------
+# Undo
+
+
+def undo(
+    record_id: int,
+    *,
+    journal: Journal,
+    expected: Expected | None = None,
+    force: bool = False,
+    now: float | None = None,
+) -> WriteResult:
+    """Undo journal record `record_id` by appending its counter-entry (see the module docstring).
+
+    Raises `WriteRefused` (`not_undoable`: unknown record, already undone, no recipe, or the
+    conversation continued after a branch-moving write; plus the writer's checks).
+    """
+    record = journal.get(record_id)
+    if record is None:
+        raise WriteRefused("not_undoable", f"no journal record #{record_id}")
+    if record.undone_by is not None:
+        raise WriteRefused("not_undoable", f"#{record_id} was already undone by #{record.undone_by}")
+    recipe = record.undo
+    if recipe is None:
+        raise WriteRefused("not_undoable", f"#{record_id} ({record.action}) cannot be undone")
+
+    if recipe["kind"] == "label":
+        target = recipe["targetId"]
+        return append_entries(
+            record.path, lambda state: [_label_draft(target, recipe.get("label"))], action="undo", expected=expected,
+            journal=journal, force=force, undo=_label_undo(target), undoes=record_id, now=now,
+        )
+
+    written = record.entry_ids[-1]
+
+    def build(state: FileState) -> list[Draft]:
+        after = entries_after(state.session, written)
+        if after is None:
+            raise WriteRefused("not_undoable", f"{written} (#{record_id}) is no longer on the current branch")
+        moved_on = [e.id for e in after if e.type in CONTEXT_ENTRY_TYPES]
+        if moved_on:
+            raise WriteRefused(
+                "not_undoable",
+                f"the conversation continued after {written} (#{record_id}): undoing would drop {len(moved_on)} message(s)",
+            )
+        return [
+            {
+                "type": "custom",
+                "parentId": recipe["leafId"],
+                "customType": UNDO_CUSTOM_TYPE,
+                "data": {"undoes": written, "action": record.action, "journalId": record_id},
+            }
+        ]
+
+    return append_entries(
+        record.path, build, action="undo", expected=expected, refuse_when_open=True, journal=journal, force=force,
+        undo=_leaf_undo, undoes=record_id, now=now,
+    )
