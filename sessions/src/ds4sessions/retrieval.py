@@ -1,0 +1,323 @@
+"""Live retrieval: DS4's historical retrieval run against a session snapshot, explained.
+
+`LiveRetrieval.retrieve(snapshot)` does what DS4's runtime does on a context event (spec §4.4
+steps 1, 4, 5 and §5.4), without pins, memory or project snippets:
+
+1. sync the derived index (`RetrievalIndex`) with the session's new entries;
+2. plan the native messages without supplements (the *nominal* plan) and take the entries it
+   sends as the exclusion set (0.3.6: a turn the tail walk dropped may come back as evidence);
+3. retrieve for the current request over entries on the active branch before it;
+4. plan again with the retrieval supplements: the planner's supplement pass (§3.6) decides which
+   evidence is finally sent.
+
+Planner inputs from a snapshot (as `ds4sessions.planning.LivePlanner` takes them): the context messages except `system`
+messages, whose tokens (with tool definitions and any inferred system prompt: the breakdown's
+`system_prompt` and `tools` rows) are the fixed tokens; the model's budget and DS4 limits come
+from `resolve_model_awareness` (model-aware `maxRetrievedHistoryTokens`). A session whose model
+is unknown is planned with Pi's default window (128k tokens).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ds4core.budgets import (
+    DEFAULT_CONTEXT_CONFIG,
+    ContextBudget,
+    ContextConfig,
+    ModelDescriptor,
+    calculate_context_budget,
+    resolve_model_awareness,
+)
+from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
+from ds4core.planner import ManagedContextPlan, SupplementalMessage, plan_managed_context
+from ds4core.retrieval import (
+    Candidate,
+    RetrievalResult,
+    committed_entry_ids,
+    current_request_text,
+    planner_outcomes,
+    retrieve_history,
+)
+
+from ds4sessions.live import Snapshot
+from ds4sessions.retrieval_index import RetrievalIndex, SyncResult
+
+__all__ = ["LiveRetrieval", "PlanningInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
+
+
+@dataclass(frozen=True)
+class PlanningInputs:
+    """What the planner gets from a snapshot: native `messages` with their source
+    `entry_ids`, `fixed_tokens`, the `budget`, the model-aware `config` and
+    `max_retrieved_history_tokens` (all estimator tokens)."""
+
+    messages: tuple[dict[str, Any], ...]
+    entry_ids: tuple[str | None, ...]
+    fixed_tokens: int
+    budget: ContextBudget
+    config: ContextConfig
+    max_retrieved_history_tokens: int
+
+
+def _descriptor(model: ModelInfo | None) -> ModelDescriptor:
+    if model is None:
+        return ModelDescriptor("unknown", "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS)
+    return ModelDescriptor(
+        model.provider, model.id, model.context_window, model.max_tokens, model.reasoning, model.inputs
+    )
+
+
+def planning_inputs(snapshot: Snapshot, config: ContextConfig = DEFAULT_CONTEXT_CONFIG) -> PlanningInputs:
+    """Planner inputs for a snapshot (see the module docstring for the rules)."""
+    ctx = snapshot.context
+    keep = [
+        i
+        for i, m in enumerate(ctx.messages)
+        if m.get("role") != "system"
+    ]
+    fixed = sum(r.tokens for r in snapshot.breakdown.rows if r.id in ("system_prompt", "tools"))
+    awareness = resolve_model_awareness(_descriptor(snapshot.model), config)
+    return PlanningInputs(
+        messages=tuple(ctx.messages[i] for i in keep),
+        entry_ids=tuple(ctx.message_entry_ids[i] for i in keep),
+        fixed_tokens=fixed,
+        budget=calculate_context_budget(awareness.profile, awareness.context_config),
+        config=awareness.context_config,
+        max_retrieved_history_tokens=awareness.limits.max_retrieved_history_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class RetrievalRow:
+    """One candidate as the Retrieval tab shows it.
+
+    `selected` is True only when the evidence is in the final plan. `why` is "" when selected,
+    else the reason: not eligible (already sent, alternate branch, not a message), `maxResults`,
+    duplicate content, the retrieval budget (`maxRetrievedHistoryTokens`), or the planner's own
+    exclusion (`planner: ...`). `tokens` is the evidence block's estimate when one was rendered,
+    else the entry's own estimate.
+    """
+
+    entry_id: str
+    role: str | None
+    entry_type: str
+    score: float | None
+    reason: str
+    selected: bool
+    why: str
+    tokens: int
+    candidate: Candidate
+
+    def to_json(self) -> dict[str, Any]:
+        """The core candidate's JSON plus `selected` (final) and `why`."""
+        return self.candidate.to_json() | {"selected": self.selected, "why": self.why, "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class RetrievalView:
+    """Everything the Retrieval tab and `ds4tui retrieve` show for one snapshot.
+
+    - `query_terms`, `descriptor` (via `result`): what the current request asks for;
+    - `rows`: every candidate with score, match reason and outcome;
+    - `evidence_text`: the evidence blocks the final plan sends, exactly as injected (each is one
+      user message; here joined with a blank line), `source_entry_ids` their source entries;
+    - `supplements`: what was passed to the planner; `plan`: the final plan;
+    - `committed_count`: entries the nominal plan sends (excluded from retrieval);
+    - `max_tokens` (`maxRetrievedHistoryTokens`) and `selected_tokens` in estimator tokens;
+    - `sync`: what the index update did, `index_path` the database; timings in seconds.
+    """
+
+    path: str
+    session_id: str | None
+    request_text: str
+    request_entry_id: str | None
+    result: RetrievalResult
+    rows: tuple[RetrievalRow, ...]
+    evidence_text: str
+    source_entry_ids: tuple[str, ...]
+    supplements: tuple[SupplementalMessage, ...]
+    plan: ManagedContextPlan
+    committed_count: int
+    max_tokens: int
+    selected_tokens: int
+    sync: SyncResult
+    index_path: str
+    retrieve_seconds: float
+    plan_seconds: float
+
+    @property
+    def status(self) -> str:
+        """`disabled`, `no-query`, `complete` or `failed` (DS4's retrieval status)."""
+        return self.result.status
+
+    @property
+    def query_terms(self) -> tuple[str, ...]:
+        """The request's query terms (spec §5.3)."""
+        return self.result.descriptor.query_terms if self.result.descriptor else ()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for `ds4tui retrieve --json`: DS4's retrieval diagnostics (`result`), the rows,
+        the injected evidence and the plan's outcome."""
+        return {
+            "path": self.path,
+            "sessionId": self.session_id,
+            "requestEntryId": self.request_entry_id,
+            "requestText": self.request_text,
+            "descriptor": self.result.descriptor.to_json() if self.result.descriptor else None,
+            "retrieval": self.result.to_json(),
+            "rows": [r.to_json() for r in self.rows],
+            "evidenceText": self.evidence_text,
+            "sourceEntryIds": list(self.source_entry_ids),
+            "committedEntryCount": self.committed_count,
+            "maxRetrievedHistoryTokens": self.max_tokens,
+            "selectedTokens": self.selected_tokens,
+            "planning": self.plan.planning.to_json(),
+            "index": {
+                "path": self.index_path,
+                "added": self.sync.added,
+                "rebuilt": self.sync.rebuilt,
+                "indexedEntries": self.sync.indexed_entries,
+                "syncSeconds": self.sync.seconds,
+            },
+            "retrieveSeconds": self.retrieve_seconds,
+            "planSeconds": self.plan_seconds,
+        }
+
+
+class LiveRetrieval:
+    """Runs DS4's retrieval for snapshots of sessions, keeping the derived index up to date.
+
+    Not tied to one session: the index is keyed by session file and id. Call `retrieve` off
+    the UI thread (it writes the index and plans twice). The index opens on first use.
+    """
+
+    def __init__(
+        self,
+        index: RetrievalIndex | None = None,
+        *,
+        config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+        max_results: int = 12,
+        exact: bool = True,
+        fts: bool = True,
+    ) -> None:
+        """`index` defaults to the one in the state directory; `config` is DS4's `context`
+        configuration; `max_results`, `exact`, `fts` are DS4's `retrieval.*` settings."""
+        self._index = index
+        self.config = config
+        self.max_results = max_results
+        self.exact = exact
+        self.fts = fts
+
+    @property
+    def index(self) -> RetrievalIndex:
+        """The retrieval index (opened on first use)."""
+        if self._index is None:
+            self._index = RetrievalIndex()
+        return self._index
+
+    def retrieve(
+        self,
+        snapshot: Snapshot,
+        *,
+        committed: Iterable[str] | None = None,
+        timestamp: int | None = None,
+    ) -> RetrievalView:
+        """Retrieve evidence for the snapshot's current request and plan with it.
+
+        `committed` overrides the exclusion set (entry ids a plan sends, e.g. from a live
+        planner that also has pins and memory); by default it comes from the nominal plan.
+        `timestamp` (ms since the epoch) stamps the evidence messages (default: now).
+        Raises ValueError when the snapshot's reader has no file path.
+        """
+        sync = self.index.sync(snapshot.reader)
+        inputs = planning_inputs(snapshot, self.config)
+        started = time.perf_counter()
+
+        def plan(supplements: tuple[SupplementalMessage, ...] = ()) -> ManagedContextPlan:
+            return plan_managed_context(
+                inputs.messages,
+                fixed_tokens=inputs.fixed_tokens,
+                budget=inputs.budget,
+                config=inputs.config,
+                supplemental_messages=supplements,
+            )
+
+        if committed is None:
+            committed_ids = committed_entry_ids(plan(), inputs.entry_ids)
+        else:
+            committed_ids = frozenset(committed)
+        plan_seconds = time.perf_counter() - started
+
+        request_index = next(
+            (i for i in range(len(inputs.messages) - 1, -1, -1) if inputs.messages[i].get("role") == "user"),
+            None,
+        )
+        request_entry = inputs.entry_ids[request_index] if request_index is not None else None
+        branch = snapshot.context.branch_entry_ids
+        if request_entry in branch:
+            branch = branch[: branch.index(request_entry)]
+        request_text = current_request_text(inputs.messages)
+
+        started = time.perf_counter()
+        result = retrieve_history(
+            self.index.search(sync.session_key),
+            request_text,
+            active_branch_ids=branch,
+            committed_entry_ids=committed_ids,
+            max_tokens=inputs.max_retrieved_history_tokens,
+            max_results=self.max_results,
+            exact=self.exact,
+            fts=self.fts,
+            timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
+        )
+        retrieve_seconds = time.perf_counter() - started
+
+        started = time.perf_counter()
+        supplements = result.supplements()
+        final = plan(supplements)
+        plan_seconds += time.perf_counter() - started
+        outcomes = planner_outcomes(final)
+        rows = []
+        injected: list[tuple[str, str]] = []
+        for candidate in result.candidates:
+            selected = candidate.status == "selected"
+            why = candidate.why
+            if selected:
+                sent, planner_reason = outcomes.get(f"retrieval:{candidate.entry_id}", (False, ""))
+                if final.mode == "fallback":
+                    why = f"planner fell back to Pi's context: {final.planning.fallback_reason}"
+                elif not sent:
+                    why = f"planner: {planner_reason}"
+                selected = sent and final.mode == "managed"
+                if selected and candidate.evidence is not None:
+                    injected.append((candidate.entry_id, candidate.evidence.text))
+            tokens = candidate.evidence.estimated_tokens if candidate.evidence else candidate.token_estimate
+            rows.append(
+                RetrievalRow(
+                    candidate.entry_id, candidate.role, candidate.entry_type, candidate.score,
+                    candidate.reason, selected, why, tokens, candidate,
+                )
+            )
+        return RetrievalView(
+            path=str(snapshot.path),
+            session_id=snapshot.reader.session_id,
+            request_text=request_text,
+            request_entry_id=request_entry,
+            result=result,
+            rows=tuple(rows),
+            evidence_text="\n\n".join(text for _, text in injected),
+            source_entry_ids=tuple(entry_id for entry_id, _ in injected),
+            supplements=supplements,
+            plan=final,
+            committed_count=len(committed_ids),
+            max_tokens=inputs.max_retrieved_history_tokens,
+            selected_tokens=result.selected_tokens,
+            sync=sync,
+            index_path=str(self.index.path),
+            retrieve_seconds=retrieve_seconds,
+            plan_seconds=plan_seconds,
+        )
