@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from ds4core.budgets import CacheAwareConfig, ContextConfig
+from ds4core.config import Ds4Config, apply_source
 from ds4core.models import ModelTable
 from ds4sessions.cache import CacheMonitor, cache_events, cache_view
+from ds4sessions.ds4config import LoadedDs4Config
 from ds4sessions.live import LiveSession, open_snapshot
+
+
+def ds4_config(cache_aware: dict) -> LoadedDs4Config:
+    config, warnings, applied = apply_source(Ds4Config(), {"context": {"cacheAware": cache_aware}}, "test")
+    assert applied and not warnings
+    return LoadedDs4Config(config)
 
 
 def sample(shared_dir: Path, name: str) -> Path:
@@ -94,7 +101,8 @@ def test_05_model_changes_cache_warm_and_no_lifetime(shared_dir: Path) -> None:
     assert view.state.reason == "deepseek/deepseek-v4-pro declares no prompt-cache lifetime (promptCache unset), so no countdown"
     # The context_edit left a tool call without its result: DS4's planner falls back.
     assert view.decision is not None and view.decision.note == (
-        "the planner fell back to the whole context: DS4 computes no epoch cost")
+        "the planner fell back to the whole context (selected tool call toolu_01IADidkfJSk4p2HNOWmFfkh "
+        "has no result): DS4 computes no epoch cost")
 
 
 def test_05_cache_warm_refreshes_the_haiku_clock(shared_dir: Path, tmp_path: Path) -> None:
@@ -136,11 +144,11 @@ def test_decision_off_with_auto_what_if(sample01: Path) -> None:
     assert what_if.nominal.epoch_cost == what_if.extended.epoch_cost
     assert what_if.comparison.winner == "nominal"
     assert cache_view(open_snapshot(sample01), now=0,
-                      config=ContextConfig(cache_aware=CacheAwareConfig(mode="auto"))).what_if is None
+                      config=ds4_config({"mode": "auto"})).what_if is None
 
 
 def test_decision_eligible_when_gates_pass(sample01: Path) -> None:
-    config = ContextConfig(cache_aware=CacheAwareConfig(mode="auto", minimum_miss_hit_ratio=5))
+    config = ds4_config({"mode": "auto", "minimumMissHitRatio": 5})
     view = cache_view(open_snapshot(sample01), now=0, config=config)
     decision = view.decision
     assert decision is not None and decision.decision.eligible

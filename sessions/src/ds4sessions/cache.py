@@ -15,19 +15,11 @@ DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ds4core.budgets import (
-    DEFAULT_CONTEXT_CONFIG,
-    ContextBudget,
-    ContextConfig,
-    ModelCost,
-    ModelDescriptor,
-    calculate_context_budget,
-    resolve_model_awareness,
-)
+from ds4core.budgets import ModelCost
 from ds4core.cache_policy import (
     CacheAwareDecision,
     CachePricing,
@@ -53,15 +45,17 @@ from ds4core.cache_state import (
     cache_history,
     cached_prefix_end,
 )
-from ds4core.estimate import CHARS_V1, system_prompt_tokens, tool_tokens
+from ds4core.config import Ds4Config
 from ds4core.models import ModelInfo, ModelTable, Pricing
 from ds4core.planner import plan_managed_context
 from ds4core.usage import usage_of
 
+from ds4sessions.ds4config import LoadedDs4Config
 from ds4sessions.live import Snapshot
 from ds4sessions.pi.context import SessionContext, build_context, iso_to_ms
 from ds4sessions.pi.entries import BRANCH_SUMMARY, COMPACTION, CONTEXT_EDIT, MODEL_CHANGE, USAGE, Entry
 from ds4sessions.pi.reader import PiSession
+from ds4sessions.planning import LivePlanner, PlanView
 
 __all__ = [
     "CacheMonitor",
@@ -266,97 +260,36 @@ class DecisionView:
         }
 
 
-@dataclass(frozen=True)
-class _PlanInputs:
-    """Planner inputs for one context: native messages (system messages removed), their chars-v1
-    tokens, the fixed tokens (system prompt + tools, DS4 spec §1.3) and for each context index
-    the native index (None for a system message)."""
-
-    native: tuple[Any, ...]
-    tokens: tuple[int, ...]
-    fixed: int
-    native_index: tuple[int | None, ...]
-
-
-def _system_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    parts = [content] if isinstance(content, str) else [
-        b.get("text", "") for b in content or () if isinstance(b, Mapping) and b.get("type") == "text"
-    ]
-    sections = message.get("sections")
-    if isinstance(sections, Mapping):
-        parts.extend(v for v in sections.values() if isinstance(v, str))
-    return "\n\n".join(p for p in parts if p)
-
-
-def _plan_inputs(messages: Sequence[Mapping[str, Any]]) -> _PlanInputs:
-    """Split Pi's context into DS4's inputs: `system` messages (Pi 1.x) become the fixed system
-    prompt and tools (replayed in order: `toolsAdded`, `toolsRemoved`); the rest are native."""
-    native: list[Any] = []
-    index: list[int | None] = []
-    prompt: list[str] = []
-    tools: dict[str, Mapping[str, Any]] = {}
-    for message in messages:
-        if message.get("role") == "system":
-            prompt.append(_system_text(message))
-            for tool in message.get("toolsAdded") or ():
-                if isinstance(tool, Mapping):
-                    tools[str(tool.get("name"))] = tool
-            for tool in message.get("toolsRemoved") or ():
-                if isinstance(tool, Mapping):
-                    tools.pop(str(tool.get("name")), None)
-            index.append(None)
-        else:
-            index.append(len(native))
-            native.append(message)
-    fixed = system_prompt_tokens("\n\n".join(p for p in prompt if p)) + sum(tool_tokens(t) for t in tools.values())
-    return _PlanInputs(tuple(native), tuple(CHARS_V1.message_tokens(m) for m in native), fixed, tuple(index))
-
-
 def _cache_pricing(model: ModelInfo) -> CachePricing | None:
+    """DS4's `CachePricing` from the model table's prices (USD per million), None without."""
     if model.pricing is None:
         return None
     p = model.pricing
     return CachePricing.from_model_cost(ModelCost(p.input, p.output, p.cache_read, p.cache_write))
 
 
-def _descriptor(model: ModelInfo) -> ModelDescriptor:
-    p = model.pricing
-    return ModelDescriptor(
-        provider=model.provider, id=model.id, context_window=model.context_window,
-        max_tokens=model.max_tokens, reasoning=model.reasoning, input=model.inputs,
-        cost=ModelCost(p.input, p.output, p.cache_read, p.cache_write) if p else None,
-    )
+def _candidates(snapshot: Snapshot, view: PlanView) -> Callable[[int | None], CandidatePlan]:
+    """`plan(tail)`: DS4's planner on the same inputs as the `LivePlanner` plan `view` (native
+    messages, fixed tokens, pins, calibrated budget and ceilings) with `cacheAwareTailTokens =
+    tail`; `plan(None)` is `view`'s own nominal plan. Results are the numbers DS4's runtime reads."""
+    ctx = snapshot.context
+    native_ids = [eid for eid, m in zip(ctx.message_entry_ids, ctx.messages) if m.get("role") != "system"]
+    pinned = set(view.pinned_entry_ids)
+    pins = [n for n, eid in enumerate(native_ids) if eid in pinned]
+    native = [m for m in ctx.messages if m.get("role") != "system"]
+    nominal = CandidatePlan.from_plan(view.plan)
 
-
-def _samples(events: Sequence[CacheEvent], ctx: SessionContext, inputs: _PlanInputs, model_key: str) -> list[dict[str, Any]]:
-    """DS4 calibration records (newest first) for the current model's requests still in context:
-    estimated = fixed + chars-v1 of the native messages before the reply; actual = its prompt."""
-    where = {eid: i for i, eid in enumerate(ctx.message_entry_ids) if eid is not None}
-    samples: list[dict[str, Any]] = []
-    for event in reversed(events):
-        if not event.counted or event.model_key != model_key or event.entry_id not in where:
-            continue
-        native_before = sum(1 for n in inputs.native_index[: where[event.entry_id]] if n is not None)
-        samples.append({
-            "estimatedTokens": inputs.fixed + sum(inputs.tokens[:native_before]),
-            "actualInputTokens": event.usage.prompt_tokens,
-            "inputTokens": event.usage.input,
-            "cacheReadTokens": event.usage.cache_read,
-            "cacheWriteTokens": event.usage.cache_write,
-            "createdAt": int(event.time_s * 1000),
-        })
-    return samples
-
-
-def _planner(inputs: _PlanInputs, budget: ContextBudget, config: ContextConfig):
     def plan(tail: int | None) -> CandidatePlan:
+        if tail is None:
+            return nominal
         return CandidatePlan.from_plan(
             plan_managed_context(
-                inputs.native, fixed_tokens=inputs.fixed, budget=budget, config=config,
-                cache_aware_tail_tokens=tail, native_tokens=inputs.tokens,
+                native, fixed_tokens=view.fixed_tokens, budget=view.budget,
+                config=view.awareness.context_config, pinned_message_indices=pins,
+                cache_aware_tail_tokens=tail,
             )
         )
+
     return plan
 
 
@@ -420,8 +353,10 @@ class CacheMonitor:
 
     `models` prices the requests of every model in the session (default: the bundled table; pass
     the live session's table so `models.json` overrides apply). `retention` is the
-    `PI_CACHE_RETENTION` value; `config` is DS4's `context` configuration (its `cache_aware.mode`
-    is the user's mode); `expiring_s` the expiring threshold in seconds. Not thread-safe.
+    `PI_CACHE_RETENTION` value; `config` the user's DS4 configuration
+    (`ds4sessions.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
+    `ds4sessions.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
+    Not thread-safe: call it from the worker that owns the snapshots.
     """
 
     def __init__(
@@ -429,34 +364,43 @@ class CacheMonitor:
         models: ModelTable | None = None,
         *,
         retention: str | None = None,
-        config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+        config: LoadedDs4Config | None = None,
         expiring_s: float = DEFAULT_EXPIRING_SECONDS,
     ) -> None:
         self.models = models or ModelTable.bundled()
         self.retention = retention
-        self.config = config
+        self.config = config or LoadedDs4Config(Ds4Config())
         self.expiring_s = expiring_s
+        self._planner = LivePlanner(self.config)
+        self._previous_planner = LivePlanner(self.config)
         self._changes: dict[tuple[int, str, str], PrefixChange | None] = {}
-        self._previous_plans: dict[tuple[int, str, int | None], CandidatePlan] = {}
+        self._previous_plans: dict[tuple[int, str, int | None], tuple[str, ...]] = {}
         self._hysteresis: dict[str, tuple[str | None, HysteresisState, HysteresisState]] = {}
+
+    @property
+    def configured_mode(self) -> str:
+        """The user's `context.cacheAware.mode` (`off` or `auto`)."""
+        return self.config.context.cache_aware.mode
 
     def view(self, snapshot: Snapshot, now: float) -> CacheView:
         """The cache view of `snapshot` at `now` (epoch seconds)."""
         session = snapshot.reader
-        ctx = snapshot.context
-        events = cache_events(session, ctx.branch_entry_ids)
+        events = cache_events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
         key = snapshot.model_key
         source = _table_source(self.models)
 
+        def info_for(model_key: str | None) -> ModelInfo | None:
+            return model if model is not None and model_key == key else self._lookup(model_key)
+
         def pricing_for(model_key: str | None) -> tuple[Pricing | None, str | None]:
-            info = model if model is not None and model_key == key else self._lookup(model_key)
+            info = info_for(model_key)
             if info is None:
                 return None, None
             return info.pricing, source if info.source == "bundled" else info.source
 
         def prompt_cache_for(model_key: str | None) -> Mapping[str, int] | None:
-            info = model if model is not None and model_key == key else self._lookup(model_key)
+            info = info_for(model_key)
             return info.prompt_cache if info is not None else None
 
         def change(previous: CacheEvent, request: CacheEvent) -> PrefixChange | None:
@@ -472,13 +416,13 @@ class CacheMonitor:
         clock = cache_clock(
             events, model_key=key, prompt_cache=model.prompt_cache if model else None, retention=self.retention
         )
-        inputs = _plan_inputs(ctx.messages)
         last = next((e for e in reversed(events) if e.counted), None)
         decision = what_if = None
         if model is not None and key is not None:
-            decision = self._decision(snapshot, events, inputs, last, self.config.cache_aware.mode)
-            if self.config.cache_aware.mode != "auto":
-                what_if = self._decision(snapshot, events, inputs, last, "auto")
+            plan_view = self._planner.plan(snapshot)
+            decision = self._decision(snapshot, plan_view, last, self.configured_mode)
+            if self.configured_mode != "auto":
+                what_if = self._decision(snapshot, plan_view, last, "auto")
         return CacheView(
             model_key=key,
             clock=clock,
@@ -487,7 +431,7 @@ class CacheMonitor:
             decision=decision,
             what_if=what_if,
             cached_prefix_end=self._cached_prefix_end(snapshot, last),
-            pricing_source=(source if model.source == "bundled" else model.source) if model and model.pricing else None,
+            pricing_source=pricing_for(key)[1] if model is not None and model.pricing is not None else None,
             expiring_s=self.expiring_s,
         )
 
@@ -504,10 +448,10 @@ class CacheMonitor:
         if last is None or last.entry_id not in ctx.message_entry_ids:
             return 0
         request_index = ctx.message_entry_ids.index(last.entry_id)
-        entry = snapshot.reader.by_id.get(last.entry_id)
-        sent = build_context(snapshot.reader, leaf_id=entry.parent_id) if entry is not None else None
+        entry = snapshot.reader.by_id.get(last.entry_id or "")
         unchanged = 0
-        if sent is not None:
+        if entry is not None:
+            sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
             for left, right in zip(sent.messages, ctx.messages):
                 if not _same(left, right):
                     break
@@ -521,9 +465,9 @@ class CacheMonitor:
             prompt_tokens=usage.prompt_tokens,
         )
 
-    def _previous_hashes(self, snapshot: Snapshot, last: CacheEvent | None, budget: ContextBudget,
-                         config: ContextConfig, tail: int | None) -> tuple[str, ...]:
-        """Hashes of the plan DS4 would have sent for the last request (context as of it)."""
+    def _previous_hashes(self, snapshot: Snapshot, last: CacheEvent | None, tail: int | None) -> tuple[str, ...]:
+        """Hashes of the plan DS4 would have sent for the last request (the context as of it,
+        with the tail then in force); `()` after a model switch, as in DS4's runtime."""
         if last is None or last.model_key != snapshot.model_key:
             return ()
         entry = snapshot.reader.by_id.get(last.entry_id or "")
@@ -531,49 +475,43 @@ class CacheMonitor:
             return ()
         cache_key = (id(snapshot.reader), entry.id or "", tail)
         if cache_key not in self._previous_plans:
-            sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
-            self._previous_plans[cache_key] = _planner(_plan_inputs(sent.messages), budget, config)(tail)
-        return self._previous_plans[cache_key].message_hashes
+            sent = replace(snapshot, context=build_context(snapshot.reader, leaf_id=entry.parent_id))
+            self._previous_plans[cache_key] = _candidates(sent, self._previous_planner.plan(sent))(tail).message_hashes
+        return self._previous_plans[cache_key]
 
-    def _decision(self, snapshot: Snapshot, events: Sequence[CacheEvent], inputs: _PlanInputs,
-                  last: CacheEvent | None, mode: str) -> DecisionView:
+    def _decision(self, snapshot: Snapshot, view: PlanView, last: CacheEvent | None, mode: str) -> DecisionView:
         """DS4 runtime steps 1-3 for the next request in `mode` (spec §4.4), with display extras.
 
         The hysteresis advances once per new request: the state after the previous view's
         comparison is committed when a newer request appears.
         """
         model = snapshot.model
-        assert model is not None and snapshot.model_key is not None
-        config = replace(self.config, cache_aware=replace(self.config.cache_aware, mode=mode))
-        cache_config = config.cache_aware
+        assert model is not None
+        cache_config = replace(self.config.context.cache_aware, mode=mode)
         last_id = last.entry_id if last else None
         seen, committed, pending = self._hysteresis.get(mode, (last_id, HysteresisState(), HysteresisState()))
         if seen != last_id:
             committed = pending
         before = committed
         pricing = _cache_pricing(model)
-        awareness = resolve_model_awareness(
-            _descriptor(model), config, samples=_samples(events, snapshot.context, inputs, snapshot.model_key)
-        )
-        budget = calculate_context_budget(awareness.profile, awareness.context_config, awareness.calibration)
-        plan = _planner(inputs, budget, awareness.context_config)
-        cache = awareness.calibration.cache
-        nominal_tail = awareness.limits.recent_tail_tokens
+        cache = view.awareness.calibration.cache
+        nominal_tail = view.awareness.limits.recent_tail_tokens
+        active = view.budget.active_input_budget
         decision = decide_cache_aware_tail(
             config=cache_config, pricing=pricing,
             observed_cache_read_share=cache.cache_read_share if cache.sample_count > 0 else None,
-            sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail,
-            active_input_budget=budget.active_input_budget,
+            sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail, active_input_budget=active,
         )
-        override = decision.candidate_tail_tokens if before.stick_extended else None
-        previous = self._previous_hashes(snapshot, last, budget, awareness.context_config, override)
+        plan = _candidates(snapshot, view)
+        previous = self._previous_hashes(
+            snapshot, last, decision.candidate_tail_tokens if before.stick_extended else None
+        )
         nominal_plan = plan(None)
         extended_plan = plan(decision.candidate_tail_tokens)
         selection = select_cache_aware_tail(
             before, config=cache_config, pricing=pricing,
-            calibration_sample_count=cache.sample_count,
-            calibration_cache_read_share=cache.cache_read_share,
-            nominal_recent_tail_tokens=nominal_tail, active_input_budget=budget.active_input_budget,
+            calibration_sample_count=cache.sample_count, calibration_cache_read_share=cache.cache_read_share,
+            nominal_recent_tail_tokens=nominal_tail, active_input_budget=active,
             # DS4 plans the extended candidate with decision.recent_tail_tokens, which equals
             # candidate_tail_tokens whenever it asks (eligible and extended): reuse that plan.
             nominal_plan=nominal_plan, plan_extended=lambda tail: extended_plan,
@@ -585,13 +523,13 @@ class CacheMonitor:
         if pricing is None:
             note = f"{snapshot.model_key} has no price in the model table: DS4 does not compare"
         elif not nominal_plan.managed:
-            note = "the planner fell back to the whole context: DS4 computes no epoch cost"
+            note = f"the planner fell back to the whole context ({view.fallback_reason}): DS4 computes no epoch cost"
         if selection.comparison is not None:
             nominal, extended, comparison = selection.nominal_epoch, selection.extended_epoch, selection.comparison
         else:
-            def epoch(p: CandidatePlan) -> CandidateEpoch | None:
+            def epoch(candidate: CandidatePlan) -> CandidateEpoch | None:
                 return candidate_epoch(
-                    p, previous_hashes=previous, pricing=pricing,
+                    candidate, previous_hashes=previous, pricing=pricing,
                     requests_per_turn=cache_config.expected_requests_per_turn,
                     turns_per_epoch=cache_config.expected_turns_per_epoch,
                 )
@@ -602,7 +540,7 @@ class CacheMonitor:
             )
         return DecisionView(
             mode=mode,
-            configured_mode=self.config.cache_aware.mode,
+            configured_mode=self.configured_mode,
             decision=decision,
             selection=selection if selection.decision is not None else None,
             nominal=nominal,
@@ -621,9 +559,9 @@ def cache_view(
     retention: str | None = None,
     *,
     models: ModelTable | None = None,
-    config: ContextConfig = DEFAULT_CONTEXT_CONFIG,
+    config: LoadedDs4Config | None = None,
     expiring_s: float = DEFAULT_EXPIRING_SECONDS,
 ) -> CacheView:
     """One-shot `CacheMonitor(models, retention=..., config=..., expiring_s=...).view(snapshot, now)`
-    (fresh hysteresis; use a `CacheMonitor` for a live session)."""
+    (fresh hysteresis; keep a `CacheMonitor` for a live session)."""
     return CacheMonitor(models, retention=retention, config=config, expiring_s=expiring_s).view(snapshot, now)
