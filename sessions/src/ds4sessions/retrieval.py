@@ -229,7 +229,8 @@ class LiveRetrieval:
         """Retrieve evidence for the snapshot's current request and plan with it.
 
         `committed` overrides the exclusion set (entry ids a plan sends, e.g. from a live
-        planner that also has pins and memory); by default it comes from the nominal plan.
+        planner that also has pins and memory); by default it comes from the nominal plan. The
+        current request and the entries after it on the branch are always added to it.
         `timestamp` (ms since the epoch) stamps the evidence messages (default: now).
         Raises ValueError when the snapshot's reader has no file path.
         """
@@ -259,7 +260,8 @@ class LiveRetrieval:
         request_entry = inputs.entry_ids[request_index] if request_index is not None else None
         branch = snapshot.context.branch_entry_ids
         if request_entry in branch:
-            branch = branch[: branch.index(request_entry)]
+            # the current turn is mandatory: always sent, never evidence
+            committed_ids |= frozenset(branch[branch.index(request_entry) :])
         request_text = current_request_text(inputs.messages)
 
         started = time.perf_counter()
