@@ -233,14 +233,13 @@ class PlanDiff:
         """True when nothing entered or left."""
         return not self.entered and not self.left
 
-    def lines(self, limit: int = 20) -> list[str]:
-        """Plain-text summary (at most `limit` changes per direction)."""
+    def lines(self, limit: int = 8) -> list[str]:
+        """Plain-text summary: per direction, the changes grouped by reason (count, tokens, then
+        at most `limit` entry ids)."""
         if self.estimated_before is None:
             return ["First plan: nothing to compare yet."]
         delta = self.estimated_after - self.estimated_before
-        out = [
-            f"Estimated input: {self.estimated_before:,} → {self.estimated_after:,} ({delta:+,})",
-        ]
+        out = [f"Estimated input: {self.estimated_before:,} → {self.estimated_after:,} ({delta:+,})"]
         if self.mode_before != self.mode_after:
             out.append(f"Mode: {self.mode_before} → {self.mode_after}")
         if self.empty:
@@ -248,13 +247,15 @@ class PlanDiff:
         for title, changes in (("Entered", self.entered), ("Left", self.left)):
             if not changes:
                 continue
-            out.append(f"{title} ({len(changes)}):")
-            for change in changes[:limit]:
-                source = change.entry_id or change.key
-                out.append(f"  {change.kind} {source} {change.tokens:,} tok ({change.before} → {change.after})")
-                out.append(f"    {change.reason}")
-            if len(changes) > limit:
-                out.append(f"  … {len(changes) - limit} more")
+            out.append(f"{title}: {len(changes)} item(s), {sum(c.tokens for c in changes):,} tok")
+            by_reason: dict[str, list[DiffChange]] = {}
+            for change in changes:
+                by_reason.setdefault(change.reason, []).append(change)
+            for reason, group in by_reason.items():
+                names = [c.entry_id or c.key for c in group]
+                shown = ", ".join(names[:limit]) + (f", … {len(names) - limit} more" if len(names) > limit else "")
+                out.append(f"  {len(group)} × {group[0].before} → {group[0].after}, {sum(c.tokens for c in group):,} tok: {shown}")
+                out.append(f"    why: {reason}")
         return out
 
 

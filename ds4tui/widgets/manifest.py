@@ -1,0 +1,309 @@
+"""The DS4 manifest view: what the planner sends and leaves out, why, and what changed.
+
+`ManifestView.show(view)` takes a `ds4sessions.planning.PlanView`. Left: a filter `Input` (`/`
+focuses it) over a `DataTable` of manifest items (state, kind, entry id, atomic group, tokens,
+score, reason) and a detail line for the highlighted row. Right: the diff with the previously
+shown plan, then the explain panel (what DS4's `/context explain` and `/context tokens` print,
+plus configuration warnings). Sort by clicking a column header (again: reverse) or with `s`
+(next column) and `r` (reverse). Highlighting a row posts `ManifestView.EntrySelected`.
+Session-derived text is always shown literally (`ds4tui.text.literal_text`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static
+
+from ds4sessions.planning import ManifestItem, PlanView, explain_lines, tokens_lines
+from ds4tui.text import fmt_tokens, literal_text
+
+#: (column key, header label); the order of the table's columns.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("state", "In"),
+    ("kind", "Kind"),
+    ("entry", "Entry"),
+    ("group", "Group"),
+    ("tokens", "Tokens"),
+    ("score", "Score"),
+    ("reason", "Reason"),
+)
+#: Sort orders `s` cycles through (None = manifest order: sent items, then exclusions).
+SORTS: tuple[str | None, ...] = (None, "tokens", "score", "kind", "entry", "group", "reason", "state")
+REASON_WIDTH = 72
+KIND_STYLES = {
+    "current": "bold #5fafff",
+    "pin": "bold #d7af5f",
+    "recent": "#87d787",
+    "summary": "#00afaf",
+    "history": "#bcbcbc",
+    "system": "#8a8f98",
+    "tool": "#b48ead",
+    "pi-excluded": "#808080",
+}
+
+
+def _group_start(group_id: str | None) -> int:
+    if not group_id or not group_id.startswith("group:"):
+        return -1
+    head = group_id[len("group:") :].split("-", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+_SORT_KEYS: dict[str, Callable[[ManifestItem], Any]] = {
+    "state": lambda i: (not i.included, i.kind == "pi-excluded"),
+    "kind": lambda i: i.kind,
+    "entry": lambda i: i.entry_id or i.key,
+    "group": lambda i: _group_start(i.group_id),
+    "tokens": lambda i: i.tokens,
+    "score": lambda i: -1.0 if i.score is None else i.score,
+    "reason": lambda i: i.reason,
+}
+
+
+def _matches(item: ManifestItem, needle: str) -> bool:
+    state = "included" if item.included else "excluded"
+    fields = (state, item.kind, item.entry_id or item.key, item.group_id or "", item.reason, item.role or "")
+    return any(needle in f.lower() for f in fields)
+
+
+class ManifestView(Widget):
+    """The manifest tab's content (see the module docstring). Call `show(view)` on each new
+    plan; `select_entry(entry_id)` moves the cursor to that entry's first row (map → table)."""
+
+    DEFAULT_CSS = """
+    ManifestView { height: 1fr; }
+    ManifestView #manifest-main { width: 1fr; }
+    ManifestView #manifest-filter { height: 3; }
+    ManifestView #manifest-table { height: 1fr; }
+    ManifestView #manifest-detail { height: 3; padding: 0 1; color: $text-muted; }
+    ManifestView #manifest-side { width: 58; border-left: solid $panel; padding: 0 1; }
+    ManifestView #manifest-diff { margin-bottom: 1; }
+    """
+
+    BINDINGS = [
+        Binding("slash", "focus_filter", "Filter"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("r", "reverse_sort", "Reverse"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    class EntrySelected(Message):
+        """A manifest row was highlighted: `entry_id` is its session entry (None for the system
+        prompt, tools and supplements); `item` the whole row."""
+
+        def __init__(self, entry_id: str | None, item: ManifestItem | None) -> None:
+            super().__init__()
+            self.entry_id = entry_id
+            self.item = item
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        """An empty view until `show` is called."""
+        super().__init__(name=name, id=id, classes=classes)
+        self._view: PlanView | None = None
+        self._previous: PlanView | None = None
+        self._sort: str | None = None
+        self._reverse = False
+        self._filter = ""
+        self._rows: list[ManifestItem] = []
+        self._quiet = False
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="manifest-main"):
+                yield Input(placeholder="/ filter: kind, entry, group, reason, included/excluded", id="manifest-filter")
+                yield DataTable(id="manifest-table", cursor_type="row")
+                yield Static("", id="manifest-detail")
+            with VerticalScroll(id="manifest-side"):
+                yield Static("", id="manifest-diff")
+                yield Static("No plan yet.", id="manifest-explain")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label + " ", key=key)  # room for the sort arrow
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def view(self) -> PlanView | None:
+        """The plan shown, if any."""
+        return self._view
+
+    @property
+    def rows(self) -> tuple[ManifestItem, ...]:
+        """The items in table order (after filter and sort)."""
+        return tuple(self._rows)
+
+    def show(self, view: PlanView, previous: PlanView | None = None) -> None:
+        """Show `view`; the diff compares it with `previous`, or with the plan shown before."""
+        self._previous = previous if previous is not None else self._view
+        self._view = view
+        self._render_side()
+        self._fill_table()
+
+    def select_entry(self, entry_id: str) -> bool:
+        """Move the cursor to the first row of `entry_id` without posting `EntrySelected`.
+        Returns False when no visible row belongs to that entry."""
+        for index, item in enumerate(self._rows):
+            if item.entry_id == entry_id:
+                self._quiet = True
+                self.query_one(DataTable).move_cursor(row=index)
+                self._quiet = False
+                self._render_detail(item)
+                return True
+        return False
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def action_focus_filter(self) -> None:
+        """Focus the filter input (`/`)."""
+        self.query_one("#manifest-filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        """Clear the filter and return to the table (`escape`)."""
+        box = self.query_one("#manifest-filter", Input)
+        box.value = ""
+        self.query_one(DataTable).focus()
+
+    def action_cycle_sort(self) -> None:
+        """Sort by the next column (`s`): manifest order, tokens, score, kind, entry, group, reason, state."""
+        position = SORTS.index(self._sort) if self._sort in SORTS else 0
+        self._sort = SORTS[(position + 1) % len(SORTS)]
+        self._reverse = self._sort in ("tokens", "score")
+        self._fill_table()
+
+    def action_reverse_sort(self) -> None:
+        """Reverse the current order (`r`)."""
+        self._reverse = not self._reverse
+        self._fill_table()
+
+    # -- events ------------------------------------------------------------------------------
+
+    @on(Input.Changed, "#manifest-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value.strip().lower()
+        self._fill_table()
+
+    @on(Input.Submitted, "#manifest-filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @on(DataTable.HeaderSelected)
+    def _header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        key = str(event.column_key.value)
+        if self._sort == key:
+            self._reverse = not self._reverse
+        else:
+            self._sort, self._reverse = key, key in ("tokens", "score")
+        self._fill_table()
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        row = event.cursor_row
+        item = self._rows[row] if 0 <= row < len(self._rows) else None
+        self._render_detail(item)
+        if not self._quiet and item is not None:
+            self.post_message(self.EntrySelected(item.entry_id, item))
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def _fill_table(self) -> None:
+        if self._view is None:
+            return
+        table = self.query_one(DataTable)
+        current = self._rows[table.cursor_row].key if self._rows and 0 <= table.cursor_row < len(self._rows) else None
+        items = [i for i in self._view.items if not self._filter or _matches(i, self._filter)]
+        if self._sort is not None:
+            items.sort(key=_SORT_KEYS[self._sort], reverse=self._reverse)
+        elif self._reverse:
+            items.reverse()
+        self._rows = items
+        self._quiet = True
+        table.clear()
+        for item in items:
+            table.add_row(*self._cells(item), key=item.key)
+        for key, label in COLUMNS:
+            arrow = ("▼" if self._reverse else "▲") if key == self._sort else " "
+            table.columns[key].label = Text(label + arrow)  # type: ignore[index]
+        if current is not None:
+            for index, item in enumerate(items):
+                if item.key == current:
+                    table.move_cursor(row=index)
+                    break
+        self._quiet = False
+        table.refresh()
+        self._render_detail(items[table.cursor_row] if items and 0 <= table.cursor_row < len(items) else None)
+
+    @staticmethod
+    def _cells(item: ManifestItem) -> tuple[Text, ...]:
+        dim = "" if item.included else "dim"
+        if item.included:
+            state = Text("●", style="green")
+        else:
+            state = Text("·" if item.kind == "pi-excluded" else "○", style="red" if item.kind != "pi-excluded" else "dim")
+        if item.pinned:
+            state.append("⚑", style="bold #d7af5f")
+        reason = item.reason if len(item.reason) <= REASON_WIDTH else item.reason[: REASON_WIDTH - 1] + "…"
+        return (
+            state,
+            Text(item.kind, style=f"{KIND_STYLES.get(item.kind, '')} {dim}".strip()),
+            literal_text(item.entry_id or item.key, dim, keep_newlines=False),
+            Text(item.group_id or "", style=dim),
+            Text(f"{item.tokens:,}", style=dim, justify="right"),
+            Text("" if item.score is None else f"{item.score:.3f}", style=dim, justify="right"),
+            literal_text(reason, dim, keep_newlines=False),
+        )
+
+    def _render_detail(self, item: ManifestItem | None) -> None:
+        detail = self.query_one("#manifest-detail", Static)
+        if item is None:
+            detail.update("")
+            return
+        text = Text()
+        text.append("included" if item.included else "excluded", style="bold green" if item.included else "bold red")
+        text.append(f" · {item.kind} · ")
+        text.append_text(literal_text(item.entry_id or item.key, keep_newlines=False))
+        if item.role:
+            text.append(f" ({item.role})")
+        text.append(f" · {fmt_tokens(item.tokens)} tok\n")
+        text.append_text(literal_text(item.reason, keep_newlines=False))
+        detail.update(text)
+
+    def _render_side(self) -> None:
+        view = self._view
+        if view is None:
+            return
+        text = Text()
+        if view.warnings:
+            for warning in view.warnings:
+                text.append("⚠ ", style="bold yellow")
+                text.append_text(literal_text(warning, "yellow", keep_newlines=False))
+                text.append("\n")
+            text.append("\n")
+        lines = explain_lines(view) + [""] + tokens_lines(view)
+        for line in lines:
+            heading = line.startswith("DS4 Context")
+            text.append_text(literal_text(line, "bold" if heading else ""))
+            text.append("\n")
+        if view.unmapped_pins:
+            text.append_text(
+                literal_text(f"ds4:pin labels outside the context: {', '.join(view.unmapped_pins)}", "dim", keep_newlines=False)
+            )
+            text.append("\n")
+        self.query_one("#manifest-explain", Static).update(text)
+        diff = Text()
+        diff.append("Since the previous plan\n", style="bold")
+        for line in view.diff(self._previous).lines():
+            diff.append_text(literal_text(line))
+            diff.append("\n")
+        self.query_one("#manifest-diff", Static).update(diff)

@@ -1,0 +1,155 @@
+"""The manifest view in a small app of its own: rows, filter, sort, selection message, diff,
+and SVG snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Static
+
+from ds4core.config import Ds4Config, apply_source
+from ds4sessions.ds4config import LoadedDs4Config
+from ds4sessions.live import open_snapshot
+from ds4sessions.planning import LivePlanner, PlanView
+from ds4tui.widgets.manifest import ManifestView
+from tests.conftest import FIXTURES
+
+SAMPLE = FIXTURES / "pi" / "01-tools-and-image.jsonl"
+
+
+def _plan(path: Path, context: dict | None = None) -> PlanView:
+    config = None
+    if context is not None:
+        ds4, _, applied = apply_source(Ds4Config(), {"context": context}, "test.json")
+        assert applied
+        config = LoadedDs4Config(ds4)
+    view = LivePlanner(config).plan(open_snapshot(path))
+    # Timings vary from run to run; fix them so snapshots are stable.
+    return dataclasses.replace(view, duration_ms=2.5, planner_ms=0.4)
+
+
+TIGHT = {"recentTailTokens": 1500, "rescueImmediatePredecessor": False}
+
+
+class ManifestApp(App):
+    """Shows `view` (and `previous` first, for the diff)."""
+
+    def __init__(self, view: PlanView, previous: PlanView | None = None) -> None:
+        super().__init__()
+        self.plan_view = view
+        self.previous = previous
+        self.selected: list[str | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield ManifestView(id="manifest")
+
+    def on_mount(self) -> None:
+        manifest = self.query_one(ManifestView)
+        if self.previous is not None:
+            manifest.show(self.previous)
+        manifest.show(self.plan_view)
+        self.query_one(DataTable).focus()
+
+    def on_manifest_view_entry_selected(self, message: ManifestView.EntrySelected) -> None:
+        self.selected.append(message.entry_id)
+
+
+async def test_rows_filter_sort_and_selection() -> None:
+    view = _plan(SAMPLE, TIGHT)
+    app = ManifestApp(view)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        manifest = app.query_one(ManifestView)
+        table = app.query_one(DataTable)
+        assert table.row_count == len(view.items) == len(manifest.rows)
+        assert [i.key for i in manifest.rows] == [i.key for i in view.items]
+        assert manifest.rows[0].kind == "system"
+        excluded = [i for i in view.items if not i.included]
+        assert excluded, "the tight config must exclude something"
+
+        # Highlighting a row posts EntrySelected with its entry id.
+        await pilot.press("down", "down", "down", "down", "down")
+        await pilot.pause()
+        assert app.selected[-1] == manifest.rows[5].entry_id is not None
+
+        # `/` focuses the filter; typing filters by state, kind, entry, group or reason.
+        await pilot.press("slash")
+        assert app.focused is app.query_one("#manifest-filter")
+        await pilot.press(*"excluded outside")
+        await pilot.pause()
+        assert [i.key for i in manifest.rows] == [i.key for i in excluded if "excluded outside" in i.reason.lower()]
+        assert table.row_count == len(manifest.rows) > 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.row_count == len(view.items)
+
+        # `s` cycles the sort: tokens (largest first), then score; `r` reverses.
+        table.focus()
+        await pilot.press("s")
+        await pilot.pause()
+        tokens = [i.tokens for i in manifest.rows]
+        assert tokens == sorted(tokens, reverse=True)
+        await pilot.press("r")
+        await pilot.pause()
+        assert [i.tokens for i in manifest.rows] == sorted(tokens)
+        await pilot.press("s")
+        await pilot.pause()
+        scores = [i.score if i.score is not None else -1.0 for i in manifest.rows]
+        assert scores == sorted(scores, reverse=True)
+
+        # Clicking a header sorts by that column; clicking it again reverses.
+        x = 0
+        for key in ("state", "kind"):
+            x += table.columns[key].get_render_width(table)  # type: ignore[index]
+        await pilot.click(DataTable, offset=(x + 2, 0))
+        await pilot.pause()
+        entries = [i.entry_id or i.key for i in manifest.rows]
+        assert entries == sorted(entries)
+        await pilot.click(DataTable, offset=(x + 2, 0))
+        await pilot.pause()
+        assert [i.entry_id or i.key for i in manifest.rows] == sorted(entries, reverse=True)
+
+        # Map -> table sync: select_entry moves the cursor without echoing a message.
+        before = len(app.selected)
+        target = excluded[0].entry_id
+        assert target is not None
+        assert manifest.select_entry(target)
+        await pilot.pause()
+        assert manifest.rows[table.cursor_row].entry_id == target
+        assert len(app.selected) == before
+        assert not manifest.select_entry("no-such-entry")
+
+
+async def test_explain_panel_and_diff() -> None:
+    previous = _plan(SAMPLE)
+    view = _plan(SAMPLE, TIGHT)
+    app = ManifestApp(view, previous)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        explain = str(app.query_one("#manifest-explain", Static).render())
+        assert "DS4 Context Plan" in explain
+        assert "Recent-tail limit    1,500" in explain
+        assert "DS4 Context Tokens (managed mode)" in explain
+        diff_text = str(app.query_one("#manifest-diff", Static).render())
+        left = view.diff(previous).left
+        assert left and f"Left: {len(left)} item(s), {sum(c.tokens for c in left):,} tok" in diff_text
+        assert "Entered" not in diff_text
+
+
+def test_snapshot_tight_plan_with_diff(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = ManifestApp(_plan(SAMPLE, TIGHT), _plan(SAMPLE))
+    assert snap_compare(app, terminal_size=(140, 40))
+
+
+def test_snapshot_filtered_and_sorted(snap_compare, shared_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    view = _plan(shared_dir / "sessions-pi" / "04-tree-branches-labels.jsonl", {"recentTailTokens": 0, "rescueImmediatePredecessor": False})
+
+    async def filter_and_sort(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("slash", *"pin")
+        await pilot.press("enter", "s")
+        await pilot.pause()
+
+    assert snap_compare(ManifestApp(view), terminal_size=(120, 32), run_before=filter_and_sort)
