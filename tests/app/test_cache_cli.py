@@ -1,0 +1,61 @@
+"""`ds4tui cache PATH [--json]` on Pi's own sessions."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ds4tui.cli import app
+
+runner = CliRunner()
+
+
+def test_cache_json_sample01(sample01: Path) -> None:
+    result = runner.invoke(app, ["cache", "--json", str(sample01)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    # State at the last entry (7060d0dd saved 08:43:45.367; its request started 08:43:44.433).
+    assert data["at"] == 1772441025.367
+    assert data["state"]["status"] == "warm"
+    assert data["state"]["remainingSeconds"] == 1772441024.433 + 300 - 1772441025.367
+    assert data["state"]["refreshEntryId"] == "7060d0dd"
+    history = data["history"]
+    assert (history["requests"], history["misses"], history["costDisagreements"]) == (8, 1, 0)
+    assert history["records"][0]["cost"] == {
+        "catalogUsd": 0.006963, "recordedUsd": 0.0069630000000000004, "agrees": True,
+        "differenceUsd": 0.0069630000000000004 - 0.006963,
+        "pricingSource": "@earendil-works/pi-ai 1.6.0 (generated 2026-11-29)"}
+    assert data["decision"]["mode"] == "off" and data["whatIf"]["mode"] == "auto"
+    assert [g["name"] for g in data["whatIf"]["decision"]["gates"]] == ["mode", "missHitRatio", "cacheReadShare", "sampleCount"]
+
+
+def test_cache_text_02_names_ttl_lapse(shared_dir: Path) -> None:
+    result = runner.invoke(app, ["cache", str(shared_dir / "sessions-pi" / "02-abort-error-bash.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "#7    TTL lapse: idle 9 min 30 s since the last refresh; the cache lives 300 s" in result.stdout
+    assert "#7    beb6eca3   0.0%  read      0  write   4.1k  $0.029826  [MISS: TTL lapse]" in result.stdout
+
+
+def test_cache_text_03_names_the_compactions(shared_dir: Path) -> None:
+    result = runner.invoke(app, ["cache", str(shared_dir / "sessions-pi" / "03-compaction.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "prefix changed: compaction d632457b at 13:27:43 changed context message 0" in result.stdout
+    assert "prefix changed: compaction 107b9405 at 13:31:34 changed context message 0" in result.stdout
+
+
+def test_cache_now_uses_the_current_time(sample01: Path) -> None:
+    before = time.time()
+    result = runner.invoke(app, ["cache", "--json", "--now", str(sample01)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert before <= data["at"] <= time.time()
+    assert data["state"]["remainingSeconds"] == 1772441024.433 + 300 - data["at"]
+
+
+def test_cache_missing_file(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["cache", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2
+    assert "no such file" in result.output
