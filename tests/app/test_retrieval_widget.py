@@ -86,3 +86,30 @@ async def test_session_text_is_shown_literally(view: RetrievalResultView) -> Non
 
 def test_snapshot_oversized_turn_evidence(snap_compare, view: RetrievalResultView) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(RetrievalApp(view), terminal_size=(120, 36))
+
+
+def test_cli_retrieve_json_and_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ds4tui.cli import app
+
+    monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path / "state"))
+    path = oversized_session(SAMPLE, tmp_path / "oversized.jsonl")
+    runner = CliRunner()
+    first = runner.invoke(app, ["retrieve", str(path), "--json"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.output)
+    assert data["sourceEntryIds"][0] == "fab69129"
+    assert data["retrieval"]["queryTerms"] == ["Which", "ERR_TEST_FAILURE", "test", "failed"]
+    assert data["index"]["added"] == 22 and data["index"]["path"] == str(tmp_path / "state" / "retrieval.sqlite3")
+    again = json.loads(runner.invoke(app, ["retrieve", str(path), "--json", "--rebuild-index"]).output)
+    assert again["index"]["added"] == 22
+    assert again["evidenceText"].split("\n")[:5] == data["evidenceText"].split("\n")[:5]
+    text = runner.invoke(app, ["retrieve", str(path)])
+    assert text.exit_code == 0
+    assert "Query terms: Which, ERR_TEST_FAILURE, test, failed" in text.output
+    assert '  1 fab69129   toolResult ' in text.output
+    assert runner.invoke(app, ["index-rebuild"]).exit_code == 0
+    assert runner.invoke(app, ["retrieve", str(tmp_path / "missing.jsonl")]).exit_code == 2

@@ -242,8 +242,8 @@ class RetrievalIndex:
     def sync(self, session: PiSession) -> SyncResult:
         """Bring the index of `session` up to date and return what was done.
 
-        The session is keyed by its resolved file path and header id. Only entries at or past
-        the checkpoint offset are added; if the checkpoint entry is gone or moved (the file was
+        The session is keyed by its resolved file path and header id. Only entries after the
+        checkpoint entry (by byte offset) are added; if the checkpoint entry is gone or moved (the file was
         rewritten), the session's rows are dropped and every entry is indexed again. Entries
         without an id are skipped. Raises ValueError when the session has no path.
         """
@@ -267,15 +267,17 @@ class RetrievalIndex:
                     key = conn.execute(
                         "INSERT INTO sessions (path, session_id) VALUES (?, ?)", (path, session_id)
                     ).lastrowid
-                    start_offset = 0
+                    first = 0
                 else:
-                    key, start_offset, last_id, last_offset = row
-                    if last_id is not None and not self._checkpoint_holds(session, last_id, last_offset):
-                        self._drop_entries(conn, key)
-                        start_offset = 0
-                        rebuilt = True
+                    key, _, last_id, last_offset = row
+                    first = 0
+                    if last_id is not None:
+                        if self._checkpoint_holds(session, last_id, last_offset):
+                            first = bisect.bisect_right(entries, last_offset, key=lambda e: e.offset)
+                        else:
+                            self._drop_entries(conn, key)
+                            rebuilt = True
                 assert key is not None
-                first = bisect.bisect_left(entries, start_offset, key=lambda e: e.offset)
                 new = [e for e in entries[first:] if e.id is not None]
                 for entry in new:
                     self._insert(conn, key, entry)
