@@ -42,8 +42,8 @@ def shared_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Deterministic local time (UTC) and an empty Pi agent dir, so no test reads the real
-    `~/.pi` (sessions, models.json) of the machine it runs on."""
+    """Deterministic local time (UTC), an empty Pi agent dir and a private ds4tui state dir, so
+    no test reads the real `~/.pi` (sessions, models.json) or writes the real state dir."""
     import time
 
     monkeypatch.setenv("TZ", "UTC")
@@ -51,6 +51,7 @@ def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factor
     agent = tmp_path_factory.mktemp("pi-agent")
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
+    monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path_factory.mktemp("ds4tui-state")))
 
 
 @pytest.fixture
