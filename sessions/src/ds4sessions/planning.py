@@ -15,8 +15,8 @@ would have at the next request of the session on screen:
   over the whole file, the last one per target wins); the labelled entry's messages in the
   context are pinned. Labels on entries outside the context (another branch, compacted away)
   are reported in `PlanView.unmapped_pins`;
-- **calibration samples** (spec §1.4 step 9): one per reply after the latest compaction that is
-  not an error or abort and has non-zero prompt tokens: `actualInputTokens = input + cacheRead +
+- **calibration samples** (spec §1.4 step 9): the newest `calibrationWindow` replies after the
+  latest compaction that are not errors or aborts and have non-zero prompt tokens: `actualInputTokens = input + cacheRead +
   cacheWrite`, `estimatedTokens` = fixed tokens at that point + the `chars-v1` estimate of the
   messages before it (what an observing DS4 would have estimated), newest first;
 - **budget**: the session's model (`snapshot.model`) through `resolve_model_awareness` and
@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ds4core.budgets import (
     ContextBudget,
@@ -92,8 +93,7 @@ def is_pin_label(label: str | None) -> bool:
 # Manifest shapes
 
 
-@dataclass(frozen=True)
-class ManifestItem:
+class ManifestItem(NamedTuple):
     """One manifest row (spec §7.1): the system prompt, a tool definition, a context message the
     planner included or excluded, or a session entry Pi's context leaves out.
 
@@ -105,6 +105,7 @@ class ManifestItem:
     - `tokens`: chars-v1 estimator tokens of this message (0 for `pi-excluded`);
     - `score`: the planner's score (None for system, tools and Pi exclusions);
     - `reason`: the planner's `"<selection reason>; <group reason>"` or the fixed reason.
+    An immutable named tuple (thousands are built per plan; tuples are the cheapest).
     """
 
     key: str
@@ -142,8 +143,7 @@ class ManifestItem:
         return out
 
 
-@dataclass(frozen=True)
-class GroupRef:
+class GroupRef(NamedTuple):
     """An atomic group as the explain panel names it: id, group kind (`turn`, `summary`,
     `prefix`), the kind the plan gave it, tokens (estimator), and its session entry ids."""
 
@@ -268,7 +268,8 @@ class PlanView:
     included items in sent order (system prompt, tools, messages), then the planner's
     exclusions by message index, then the session entries Pi's context leaves out.
     `duration_ms` is the whole `LivePlanner.plan` call, `planner_ms` the planner alone
-    (milliseconds). `estimated_messages` counts messages estimated for this plan (cache misses).
+    (milliseconds). `estimated_messages` counts messages estimated for this plan (cache misses);
+    `calibration_samples` the samples handed to calibration (at most `calibrationWindow`).
     """
 
     plan: ManagedContextPlan
@@ -622,43 +623,60 @@ class LivePlanner:
             version=snapshot.version,
         )
 
-    @staticmethod
     def _fixed_and_samples(
-        messages: Sequence[Mapping[str, Any]], tokens: Sequence[int], fresh_from: int
+        self, messages: Sequence[Mapping[str, Any]], tokens: Sequence[int], fresh_from: int
     ) -> tuple[int, Literal["system", "inferred", "none"], list[dict[str, Any]]]:
-        """Fixed tokens (replayed system messages, else inferred) and calibration samples,
-        newest first (see the module docstring)."""
+        """Fixed tokens (replayed system messages, else inferred) and the newest
+        `calibration_window` calibration samples, newest first (see the module docstring).
+
+        Cost: one pass over the roles plus usage parsing of the replies actually sampled."""
+        before: list[int] = []  # per context message: estimate of the native messages before it
+        system_at: list[tuple[int, int]] = []  # (context index, fixed tokens after that message)
         replay = _SystemReplay()
-        samples: list[dict[str, Any]] = []
-        inferred: int | None = None
-        before = 0  # estimate of the native messages before the current one
-        position = 0  # native index of the current message
+        running = 0
+        position = 0
         for index, message in enumerate(messages):
+            before.append(running)
             if message.get("role") == "system":
                 replay.apply(message)
+                system_at.append((index, replay.fixed()))
+            else:
+                running += tokens[position]
+                position += 1
+
+        inferred: int | None = None
+        if not system_at:
+            for index in range(fresh_from, len(messages)):
+                message = messages[index]
+                if message.get("role") == "assistant" and is_valid_measurement(message):
+                    inferred = max(0, usage_of(message).prompt_tokens - before[index])
+                    break
+
+        def fixed_at(index: int) -> int:
+            position = bisect_right(system_at, (index, -1)) - 1
+            return system_at[position][1] if position >= 0 else inferred or 0
+
+        samples: list[dict[str, Any]] = []
+        for index in range(len(messages) - 1, fresh_from - 1, -1):
+            if len(samples) >= self._awareness.calibration_window:
+                break
+            message = messages[index]
+            if message.get("role") != "assistant" or not is_valid_measurement(message):
                 continue
-            if index >= fresh_from and is_valid_measurement(message):
-                usage = usage_of(message)
-                if inferred is None and not replay.seen:
-                    inferred = max(0, usage.prompt_tokens - before)
-                estimated = (replay.fixed() if replay.seen else inferred or 0) + before
-                ts = message.get("timestamp")
-                created = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts >= 0 else 0
-                samples.append(
-                    {
-                        "estimatedTokens": estimated,
-                        "actualInputTokens": usage.prompt_tokens,
-                        "inputTokens": usage.input,
-                        "cacheReadTokens": usage.cache_read,
-                        "cacheWriteTokens": usage.cache_write,
-                        "createdAt": created,
-                    }
-                )
-            before += tokens[position]
-            position += 1
-        samples.reverse()
-        if replay.seen:
-            return replay.fixed(), "system", samples
+            usage = usage_of(message)
+            ts = message.get("timestamp")
+            samples.append(
+                {
+                    "estimatedTokens": fixed_at(index) + before[index],
+                    "actualInputTokens": usage.prompt_tokens,
+                    "inputTokens": usage.input,
+                    "cacheReadTokens": usage.cache_read,
+                    "cacheWriteTokens": usage.cache_write,
+                    "createdAt": int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts >= 0 else 0,
+                }
+            )
+        if system_at:
+            return system_at[-1][1], "system", samples
         if inferred is not None:
             return inferred, "inferred", samples
         return 0, "none", samples

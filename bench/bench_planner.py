@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Planner timings (issue 3): DS4 re-plan cost at 100 / 1,000 / 10,000 atomic groups, and the
+re-plan after one appended line of `../shared/sessions-pi/99-large.jsonl`.
+
+    uv run python bench/bench_planner.py [--runs 7]
+
+Synthetic sessions are Pi JSONL files of N turns (user prompt, assistant tool call, tool result,
+assistant answer: one atomic group each) with a 200k-token model. Reported, as medians over
+`--runs` runs in milliseconds:
+- `planner`: `plan_managed_context` alone, with precomputed estimates (`native_tokens`);
+- `re-plan`: `LivePlanner.plan` on an unchanged snapshot (estimates cached): what each tail
+  update costs besides reading the file;
+- `cold plan`: a fresh `LivePlanner` (every message estimated).
+Growth ratios compare each size with the previous one (10x the groups: linear is 10x).
+For 99-large: `refresh` (LiveSession.refresh of one more line) and `plan` (LivePlanner.plan of
+the new snapshot), over the last `--runs` lines appended one at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ds4core.estimate import message_tokens
+from ds4core.planner import plan_managed_context
+from ds4sessions.live import LiveSession, open_snapshot
+from ds4sessions.planning import LivePlanner
+
+ROOT = Path(__file__).resolve().parents[1]
+LARGE = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"
+SIZES = (100, 1_000, 10_000)
+
+
+def synthetic_session(path: Path, groups: int) -> None:
+    """Write a Pi session of `groups` turns (4 messages each) to `path`."""
+    lines = [
+        {"type": "session", "version": 3, "id": "bench", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp/bench"},
+        {"type": "model_change", "id": "m0", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+         "provider": "anthropic", "modelId": "claude-sonnet-4-5"},
+    ]
+    parent = "m0"
+    t = 1_767_225_600_000
+    for g in range(groups):
+        call = f"toolu_{g:06d}"
+        usage = {"input": 3, "output": 40, "cacheRead": 1000 + 60 * g, "cacheWrite": 60, "totalTokens": 1103 + 60 * g}
+        messages = [
+            {"role": "user", "content": [{"type": "text", "text": f"step {g}: look at file_{g}.py and fix the failing check"}], "timestamp": t},
+            {"role": "assistant", "content": [{"type": "toolCall", "id": call, "name": "read", "arguments": {"path": f"src/file_{g}.py"}}],
+             "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage, "stopReason": "toolUse", "timestamp": t + 1},
+            {"role": "toolResult", "toolCallId": call, "toolName": "read", "content": [{"type": "text", "text": "x = 1\n" * (20 + g % 50)}],
+             "isError": False, "timestamp": t + 2},
+            {"role": "assistant", "content": [{"type": "text", "text": f"Fixed file_{g}.py."}], "provider": "anthropic",
+             "model": "claude-sonnet-4-5", "usage": usage, "stopReason": "stop", "timestamp": t + 3},
+        ]
+        for k, message in enumerate(messages):
+            entry_id = f"e{g:06d}{k}"
+            lines.append({"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z", "message": message})
+            parent = entry_id
+        t += 10
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def median_ms(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
+    """Median wall time of `fn()` over `runs` calls, in milliseconds."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def bench_sizes(runs: int, workdir: Path) -> list[tuple[int, float, float, float]]:
+    """(groups, planner ms, re-plan ms, cold plan ms) per synthetic size."""
+    rows = []
+    for groups in SIZES:
+        path = workdir / f"synthetic-{groups}.jsonl"
+        synthetic_session(path, groups)
+        snap = open_snapshot(path)
+        planner = LivePlanner()
+        view = planner.plan(snap)
+        assert len(view.plan.groups) == groups, (len(view.plan.groups), groups)
+        native = [m for m in snap.context.messages if m.get("role") != "system"]
+        tokens = [message_tokens(m) for m in native]
+        raw = median_ms(lambda: plan_managed_context(native, fixed_tokens=view.fixed_tokens, budget=view.budget,
+                                                     config=view.awareness.context_config, native_tokens=tokens), runs)
+        replan = median_ms(lambda: planner.plan(snap), runs)
+        cold = median_ms(lambda: LivePlanner().plan(snap), max(3, runs // 2))
+        rows.append((groups, raw, replan, cold))
+    return rows
+
+
+def bench_append(runs: int, workdir: Path) -> tuple[float, float, int, int]:
+    """(median refresh ms, median plan ms, groups, messages estimated per append) on 99-large."""
+    lines = LARGE.read_bytes().splitlines(keepends=True)
+    path = workdir / "99-large.jsonl"
+    path.write_bytes(b"".join(lines[:-runs]))
+    live = LiveSession(path)
+    planner = LivePlanner()
+    planner.plan(live.refresh())
+    refresh_ms, plan_ms, estimated = [], [], []
+    groups = 0
+    with path.open("ab") as f:
+        for line in lines[-runs:]:
+            f.write(line)
+            f.flush()
+            start = time.perf_counter()
+            snap = live.refresh()
+            refresh_ms.append((time.perf_counter() - start) * 1000)
+            assert snap is not None
+            start = time.perf_counter()
+            view = planner.plan(snap)
+            plan_ms.append((time.perf_counter() - start) * 1000)
+            estimated.append(view.estimated_messages)
+            groups = len(view.plan.groups)
+    return statistics.median(refresh_ms), statistics.median(plan_ms), groups, max(estimated)
+
+
+def main() -> int:
+    """Run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(description="DS4 planner timings")
+    parser.add_argument("--runs", type=int, default=7, help="runs per measurement (median)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = bench_sizes(args.runs, Path(tmp))
+        print(f"Planner time, median of {args.runs} runs (ms)")
+        print(f"{'groups':>8} {'planner':>9} {'re-plan':>9} {'cold plan':>10} {'growth (planner, re-plan)':>27}")
+        previous = None
+        for groups, raw, replan, cold in rows:
+            growth = f"x{raw / previous[1]:.1f}, x{replan / previous[2]:.1f}" if previous else "—"
+            print(f"{groups:>8,} {raw:>9.2f} {replan:>9.2f} {cold:>10.2f} {growth:>27}")
+            previous = (groups, raw, replan)
+        if LARGE.exists():
+            refresh, plan, groups, estimated = bench_append(args.runs, Path(tmp))
+            print(f"\n99-large.jsonl, one appended line ({groups} groups in context), median of {args.runs} appends (ms)")
+            print(f"  LiveSession.refresh  {refresh:8.2f}")
+            print(f"  LivePlanner.plan     {plan:8.2f}   (messages estimated per append: at most {estimated})")
+        else:
+            print(f"\n{LARGE} is absent: append benchmark skipped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
