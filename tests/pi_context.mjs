@@ -2,10 +2,11 @@
 // {leafId, sessionName, model, thinkingLevel, branchEntryIds, contextEntryIds, labels,
 //  messages, llmMessages, messageCount} (the shape of shared/sessions-pi/<name>.context.json).
 //
-// Usage: node tests/pi_context.mjs SESSION.jsonl [PI_PACKAGE_DIR] [KEEP_RECENT_TOKENS]
-// With KEEP_RECENT_TOKENS, also `compaction`: what Pi's prepareCompaction(branch, {keepRecentTokens})
-// returns ({firstKeptEntryId, tokensBefore, isSplitTurn, readFiles, modifiedFiles,
-// summarizeCount, prefixCount, previousSummary}), or null ("Nothing to compact").
+// Usage: node tests/pi_context.mjs SESSION.jsonl [PI_PACKAGE_DIR] [KEEP_RECENT_TOKENS[,KEEP...]]
+// With KEEP_RECENT_TOKENS (comma-separated values allowed), also `compactions`: for each value,
+// what Pi's prepareCompaction(branch, {keepRecentTokens}) returns ({firstKeptEntryId,
+// tokensBefore, isSplitTurn, readFiles, modifiedFiles, summarizeCount, prefixCount,
+// previousSummary}), or null ("Nothing to compact").
 // PI_PACKAGE_DIR defaults to <repo>/.cache/pi/node_modules/@earendil-works/pi-coding-agent
 // (scripts/install_pi.sh installs it there).
 //
@@ -47,9 +48,11 @@ const result = {
 };
 if (keepArg !== undefined) {
   const compaction = await import(pathToFileURL(join(packageDir, "dist", "core", "compaction", "compaction.js")).href);
-  const settings = { ...compaction.DEFAULT_COMPACTION_SETTINGS, keepRecentTokens: Number(keepArg) };
+  result.compactions = {};
+  for (const keep of keepArg.split(",")) {
+  const settings = { ...compaction.DEFAULT_COMPACTION_SETTINGS, keepRecentTokens: Number(keep) };
   const prep = compaction.prepareCompaction(manager.getBranch(), settings);
-  result.compaction = prep
+  result.compactions[keep] = prep
     ? {
         firstKeptEntryId: prep.firstKeptEntryId,
         tokensBefore: prep.tokensBefore,
@@ -61,5 +64,6 @@ if (keepArg !== undefined) {
         previousSummary: prep.previousSummary ?? null,
       }
     : null;
+  }
 }
 process.stdout.write(JSON.stringify(result));

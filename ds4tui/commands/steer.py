@@ -9,7 +9,7 @@ through `literal()` (no terminal control from the file).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -51,7 +51,7 @@ def pin_cmd(
     path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
     entry_id: Annotated[str, typer.Argument(help="The entry to pin (or unpin with --clear)")],
     clear: Annotated[bool, typer.Option("--clear", help="Unpin: remove the ds4:pin label")] = False,
-    note: Annotated[Optional[str], typer.Option("--note", help="Text after ds4:pin")] = None,
+    note: Annotated[str | None, typer.Option("--note", help="Text after ds4:pin")] = None,
     force: Annotated[bool, typer.Option("--force", help="Write even if the agent looks busy")] = False,
 ) -> None:
     """Pin ENTRY_ID (a `ds4:pin` label, Pi-native), or unpin it with --clear."""
@@ -177,7 +177,7 @@ def compact_cmd(
 
 
 def journal_list_cmd(
-    path: Annotated[Optional[Path], typer.Argument(help="Only the writes to this session file")] = None,
+    path: Annotated[Path | None, typer.Argument(help="Only the writes to this session file")] = None,
 ) -> None:
     """List every write ds4tui made (oldest first), with its journal number."""
     from ds4sessions.writer import Journal

@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from ds4core.collapse import LIST_CAP, CommandRun, collapse_cost, render_summary, summarize_span
+from ds4core.collapse import (
+    LIST_CAP,
+    CommandRun,
+    collapse_cost,
+    render_summary,
+    summarize_span,
+)
 from ds4core.models import Pricing
+
 from tests.conftest import FIXTURES
 
 

@@ -14,29 +14,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ds4core.models import ModelTable
 from ds4sessions.compaction import (
     CompactionFailed,
     CompactionSettings,
     Endpoint,
     compact,
+    current_system_message,
     load_compaction_settings,
     pi_estimate_tokens,
     preview_compaction,
     provider_request,
     system_prompt_text,
-    current_system_message,
 )
 from ds4sessions.pi import build_context, read_session
 from ds4sessions.writer import Journal, WriteRefused, read_state
+
 from tests.conftest import FIXTURES
 from tests.sessions.test_writer import copy_old
 
 KEY = "sk-test-SECRET-0123456789"
 
 # What Pi 1.6.0's prepareCompaction(branch, {keepRecentTokens}) returned for these samples
-# (tests/pi_context.mjs SESSION "" KEEP; test_real_pi.py re-checks them live when Pi is installed).
+# (`node tests/pi_context.mjs SESSION "" KEEP`; test_real_pi.py re-checks them live when Pi is installed).
 PI_VECTORS = [
     ("01-tools-and-image", 0, "7060d0dd", 5089, True, ["src/lib/store.js"], ["src/routes/widgets.js"], 14, 3),
     ("01-tools-and-image", 100, "df7b9f64", 5089, True, ["src/lib/store.js"], ["src/routes/widgets.js"], 12, 1),
@@ -158,7 +158,7 @@ class Server:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw)}
                 outer.requests.append(request)
@@ -184,7 +184,7 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         self.thread.start()
         return self
 

@@ -6,11 +6,26 @@ import json
 from pathlib import Path
 
 import pytest
-
 from ds4core.models import ModelTable
 from ds4sessions.pi import build_context, convert_to_llm, read_session
-from ds4sessions.steer import collapse, collapsible_turns, is_pin, list_pins, pin, plan_collapse, toggle_pin, undo
-from ds4sessions.writer import Expected, Journal, WriteRefused, append_entries, read_state
+from ds4sessions.steer import (
+    collapse,
+    collapsible_turns,
+    is_pin,
+    list_pins,
+    pin,
+    plan_collapse,
+    toggle_pin,
+    undo,
+)
+from ds4sessions.writer import (
+    Expected,
+    Journal,
+    WriteRefused,
+    append_entries,
+    read_state,
+)
+
 from tests.sessions.test_writer import _truncated, copy_old
 
 

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ds4sessions.pi import build_context, read_session
 from ds4sessions.writer import (
     Expected,
@@ -27,7 +26,6 @@ from ds4sessions.writer import (
     iso_now,
     new_entry_id,
     open_holders,
-    read_state,
     serialize_entry,
     state_dir,
 )

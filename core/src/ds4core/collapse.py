@@ -240,8 +240,8 @@ def render_summary(summary: CollapseSummary) -> str:
     lines += ["", f"## Files Read ({len(summary.read_files)})"]
     lines += _capped([f"- `{p}`" for p in summary.read_files])
     n_cmd, n_val = len(summary.commands), len(summary.validation_runs)
-    lines += ["", "## Commands / Tests", f"- {n_cmd} command{'s' if n_cmd != 1 else ''} run, "
-              f"{n_val} validation run{'s' if n_val != 1 else ''}"]
+    counts = f"- {n_cmd} command{'s' if n_cmd != 1 else ''} run, {n_val} validation run{'s' if n_val != 1 else ''}"
+    lines += ["", "## Commands / Tests", counts]
     lines += _capped([_run_line(r) for r in summary.validation_runs]) if n_val else []
     lines += ["", f"## Errors / Risks ({len(summary.failures)})"]
     lines += _capped([_run_line(r) for r in summary.failures])

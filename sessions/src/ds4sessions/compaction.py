@@ -39,7 +39,13 @@ from ds4core.models import ModelInfo
 from ds4core.usage import is_valid_measurement, usage_of
 
 from ds4sessions.discovery import agent_dir
-from ds4sessions.pi.context import SessionContext, branch_path, build_context, convert_to_llm, iso_to_ms
+from ds4sessions.pi.context import (
+    SessionContext,
+    branch_path,
+    build_context,
+    convert_to_llm,
+    iso_to_ms,
+)
 from ds4sessions.pi.entries import COMPACTION, CONTEXT_EDIT, Entry
 from ds4sessions.pi.reader import PiSession
 from ds4sessions.writer import (
@@ -436,7 +442,7 @@ class CompactionPreview:
     settings: CompactionSettings
     context_window: int | None
     over_threshold: bool
-    cost: "SummaryCost | None"
+    cost: SummaryCost | None
     expected: Expected
 
 
@@ -610,12 +616,11 @@ class Endpoint:
     def url(self) -> str:
         """The request URL: `<base>/v1/chat/completions` or `<base>/v1/messages`."""
         base = self.base_url.rstrip("/")
-        if base.endswith("/v1"):
-            base = base[:-3]
+        base = base.removesuffix("/v1")
         return base + ("/v1/messages" if self.api == "anthropic" else "/v1/chat/completions")
 
     @staticmethod
-    def from_env(session_model: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> "Endpoint":
+    def from_env(session_model: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> Endpoint:
         """The endpoint from the environment.
 
         `DS4TUI_SUMMARY_API` (`openai` | `anthropic`; default: `anthropic` when the session's

@@ -27,11 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ds4core.collapse import CollapseCost, CollapseSummary, collapse_cost, summarize_span
+from ds4core.collapse import (
+    CollapseCost,
+    CollapseSummary,
+    collapse_cost,
+    summarize_span,
+)
 from ds4core.estimate import message_tokens
 from ds4core.models import ModelInfo
 
-from ds4sessions.pi.context import build_context, branch_path, convert_to_llm
+from ds4sessions.pi.context import branch_path, build_context, convert_to_llm
 from ds4sessions.pi.entries import COMPACTION, LABEL, Entry
 from ds4sessions.pi.reader import PiSession
 from ds4sessions.writer import (

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,13 @@ from ds4core.jsjson import stringify
 from platformdirs import user_state_dir
 
 from ds4sessions.pi.context import branch_path
-from ds4sessions.pi.entries import BRANCH_SUMMARY, COMPACTION, CUSTOM_MESSAGE, MESSAGE, Entry
+from ds4sessions.pi.entries import (
+    BRANCH_SUMMARY,
+    COMPACTION,
+    CUSTOM_MESSAGE,
+    MESSAGE,
+    Entry,
+)
 from ds4sessions.pi.reader import PiSession, PiSessionReader
 
 QUIET_SECONDS = 3.0
@@ -122,7 +128,7 @@ class WriteResult:
 def iso_now(now: float | None = None) -> str:
     """ISO-8601 UTC timestamp with milliseconds and `Z` (JavaScript `toISOString()`), for the
     Unix time `now` in seconds (default: the current time)."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, tz=timezone.utc)
+    moment = datetime.fromtimestamp(time.time() if now is None else now, tz=UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -233,7 +239,7 @@ def open_holders(path: str | Path) -> list[Holder]:
     lsof = shutil.which("lsof")
     if lsof is None:
         return []
-    out = subprocess.run([lsof, "-t", "--", str(path)], capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run([lsof, "-t", "--", str(path)], capture_output=True, text=True, timeout=10, check=False).stdout
     return [Holder(int(p), "") for p in out.split() if p.isdigit() and int(p) != me]
 
 
@@ -263,7 +269,7 @@ def append_entries(
     expected: Expected | None = None,
     refuse_when_open: bool = False,
     force: bool = False,
-    journal: "Journal | None" = None,
+    journal: Journal | None = None,
     undo: Callable[[FileState, list[dict[str, Any]]], dict[str, Any]] | None = None,
     undoes: int | None = None,
     quiet_seconds: float = QUIET_SECONDS,
