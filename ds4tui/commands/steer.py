@@ -97,7 +97,11 @@ def collapse_cmd(
     typer.echo(
         f"prompt cache: the collapsed span's cached prefix is lost; next request {_usd(cost.next_with_usd)} instead of "
         f"{_usd(cost.next_without_usd)}, then {_usd(cost.saving_per_request_usd)} saved per request"
-        + (f" (pays off after {cost.break_even_requests} requests)" if cost.break_even_requests else "")
+        + (
+            f" (pays off after {cost.break_even_requests} request{'s' if cost.break_even_requests != 1 else ''})"
+            if cost.break_even_requests
+            else ""
+        )
     )
     if plan.pinned_in_span:
         typer.echo(f"warning: pinned entries leave the context: {', '.join(plan.pinned_in_span)}")
