@@ -10,10 +10,11 @@ cl100k counts follow in a second message from the same worker.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -25,10 +26,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane
 
 from ds4core.models import ModelTable
-from ds4sessions.live import LiveSession, Snapshot
+from ds4sessions.live import Snapshot
+from ds4sessions.pipeline import Derived, SessionPipeline
 from ds4sessions.watch import SessionWatcher
+from ds4tui.widgets.cache import CacheCountdown, CachePanel
+from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
+from ds4tui.widgets.retrieval import RetrievalView
 
 MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
@@ -45,6 +50,16 @@ class SessionUpdated(Message):
     def can_replace(self, message: Message) -> bool:
         """A newer snapshot replaces an older one still in the queue."""
         return isinstance(message, SessionUpdated)
+
+
+@dataclass
+class DerivedUpdated(Message):
+    """New derived views (plan, cache, retrieval) for a snapshot version."""
+
+    derived: Derived
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DerivedUpdated)
 
 
 class FileChanged(Message):
@@ -70,25 +85,53 @@ class Ds4App(App[None]):
         Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
         Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now"),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
+        Binding("i", "toggle_inspector", "Inspector", id="inspector", tooltip="Show or hide the entry inspector"),
         Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list"),
+        Binding("M", "show_tab('manifest')", "Manifest", id="tab-manifest", tooltip="Show the DS4 plan: every item and why"),
+        Binding("K", "show_tab('cache')", "Cache", id="tab-cache", tooltip="Show the prompt-cache history and DS4's cache-aware decision"),
+        Binding("R", "show_tab('retrieval')", "Retrieval", id="tab-retrieval", tooltip="Show DS4's historical retrieval for the current request"),
         Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics", tooltip="Show problems found in the file"),
     ]
 
     following: var[bool] = var(True)
     """Apply new snapshots as they arrive (False: paused; the tail still reads)."""
 
-    def __init__(self, path: Path, *, demo: bool = False, models: ModelTable | None = None, watch: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        demo: bool = False,
+        models: ModelTable | None = None,
+        watch: bool = True,
+        config_file: Path | None = None,
+        retrieval: bool = True,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        """`path`: the session file (it need not exist yet); `demo` shows the demo badge;
+        `models`: the model table (default: bundled); `watch=False` disables the file watcher;
+        `config_file` replaces the user's DS4 configuration; `retrieval=False` skips DS4's
+        retrieval (no index is written); `now` is the clock (epoch seconds) for the prompt-cache
+        countdown (tests inject a fixed one)."""
         super().__init__()
+        self._now = now
         self.session_path = Path(path)
         self.demo = demo
         self._models = models
         self._watch = watch
-        self._live = LiveSession(self.session_path, models)
+        self._config_file = config_file
+        self._with_retrieval = retrieval
+        self._pipeline = self._new_pipeline()
         self._lock = threading.Lock()
         self._watcher: SessionWatcher | None = None
         self.snapshot: Snapshot | None = None
+        self.derived: Derived | None = None
         self._latest: Snapshot | None = None
         self._selected: int | None = None
+
+    def _new_pipeline(self) -> SessionPipeline:
+        return SessionPipeline(
+            self.session_path, self._models, config_file=self._config_file, retrieval=self._with_retrieval
+        )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette offers every dashboard action (by its binding's description), plus
@@ -100,7 +143,9 @@ class Ds4App(App[None]):
                 yield SystemCommand(binding.description, help_text, partial(self.run_action, binding.action))
 
     def compose(self) -> ComposeResult:
-        yield SessionHeader(id="header")
+        with Horizontal(id="topbar"):
+            yield SessionHeader(id="header")
+            yield CacheCountdown(id="countdown", notify=True, now=self._now)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield PixelMap(id="map")
@@ -110,6 +155,13 @@ class Ds4App(App[None]):
                 with TabbedContent(id="tabs"):
                     with TabPane("Turns", id="turns"):
                         yield TurnList(id="turn-list", cursor_type="row", zebra_stripes=True)
+                    with TabPane("Manifest", id="manifest"):
+                        yield ManifestView(id="manifest-view")
+                    with TabPane("Cache", id="cache"):
+                        with VerticalScroll():
+                            yield CachePanel(id="cache-panel")
+                    with TabPane("Retrieval", id="retrieval"):
+                        yield RetrievalView(id="retrieval-view")
                     with TabPane("Diagnostics", id="diagnostics"):
                         with VerticalScroll():
                             yield DiagnosticsView(id="diagnostics-view")
@@ -146,16 +198,58 @@ class Ds4App(App[None]):
     def refresh_session(self, force: bool = False) -> None:
         """Poll the file and post new snapshots (fast counts first, then exact cl100k)."""
         with self._lock:
-            snap = self._live.refresh(force=force)
-            if snap is None:
-                return
-            self.post_message(SessionUpdated(snap))
-            self.post_message(SessionUpdated(self._live.refine(snap)))
+            for update in self._pipeline.updates(force=force, now=self._now()):
+                if isinstance(update, Derived):
+                    self.post_message(DerivedUpdated(update))
+                else:
+                    self.post_message(SessionUpdated(update))
 
     def on_session_updated(self, message: SessionUpdated) -> None:
         self._latest = message.snapshot
         if self.following or self.snapshot is None:
             self.show_snapshot(message.snapshot)
+
+    def on_derived_updated(self, message: DerivedUpdated) -> None:
+        derived = message.derived
+        if self.snapshot is None or derived.version != self.snapshot.version:
+            return  # views of a snapshot not on screen (paused, or already superseded)
+        previous = self.derived
+        self.derived = derived
+        errors = dict(derived.errors)
+        if derived.plan is not None:
+            same = previous is not None and previous.plan is derived.plan
+            if not same:
+                self.query_one(ManifestView).show(derived.plan)
+        self.query_one(CachePanel).show(derived.cache)
+        self.query_one(CacheCountdown).show(derived.cache)
+        if derived.retrieval is not None or "retrieval" in errors:
+            self.query_one(RetrievalView).show(derived.retrieval)
+        for stage, error in derived.errors:
+            if previous is None or (stage, error) not in previous.errors:
+                self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
+        self._apply_overlays()
+        self.query_one(TurnList).show_plan(self.snapshot, derived.plan)
+
+    def _apply_overlays(self) -> None:
+        """Mark on the map what the plan excludes or pins and where the cached prefix ends."""
+        snap, derived = self.snapshot, self.derived
+        if snap is None or derived is None:
+            return
+        ids = snap.context.message_entry_ids
+        excluded: set[int] = set()
+        pinned: set[int] = set()
+        if derived.plan is not None:
+            out = derived.plan.excluded_entry_ids
+            pins = set(derived.plan.pinned_entry_ids)
+            excluded = {i for i, eid in enumerate(ids) if eid in out}
+            pinned = {i for i, eid in enumerate(ids) if eid in pins}
+        cached_end = None
+        cold = False
+        if derived.cache is not None:
+            cached_end = derived.cache.cached_prefix_end
+            state = self.query_one(CacheCountdown).state
+            cold = state is not None and state.status == "cold"
+        self.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cold=cold)
 
     def show_snapshot(self, snap: Snapshot) -> None:
         """Redraw every panel from `snap`."""
@@ -168,6 +262,7 @@ class Ds4App(App[None]):
         self.query_one(CategoryList).show(snap)
         self.query_one(TurnList).show(snap)
         self.query_one(DiagnosticsView).show(snap)
+        self._apply_overlays()
         if self._selected is None or self._selected >= len(snap.context.messages):
             self._selected = len(snap.context.messages) - 1 if snap.context.messages else None
         if self._selected is not None:
@@ -189,13 +284,29 @@ class Ds4App(App[None]):
             return
         self._select_message(int(event.row_key.value), sync_turns=False)
 
-    def _select_message(self, index: int, *, sync_turns: bool) -> None:
+    @on(ManifestView.EntrySelected)
+    @on(RetrievalView.EntrySelected)
+    def _entry_selected(self, event: ManifestView.EntrySelected | RetrievalView.EntrySelected) -> None:
+        snap = self.snapshot
+        if snap is None or event.entry_id is None:
+            return
+        ids = snap.context.message_entry_ids
+        if event.entry_id in ids:
+            self._select_message(ids.index(event.entry_id), sync_turns=True, sync_manifest=False)
+        else:  # not in the context (dropped by a compaction or on another branch)
+            self.query_one(PixelMap).highlight_message(None)
+            self.query_one(EntryInspector).show_entry(snap, event.entry_id)
+
+    def _select_message(self, index: int, *, sync_turns: bool, sync_manifest: bool = True) -> None:
         snap = self.snapshot
         if snap is None:
             return
         self._selected = index
         self.query_one(EntryInspector).show(snap, index)
         self.query_one(PixelMap).highlight_message(index)
+        entry_id = snap.context.message_entry_ids[index] if index < len(snap.context.message_entry_ids) else None
+        if sync_manifest and entry_id and self.derived is not None and self.derived.plan is not None:
+            self.query_one(ManifestView).select_entry(entry_id)
         if sync_turns:
             table = self.query_one(TurnList)
             for row, turn in enumerate(snap.turns):
@@ -218,6 +329,10 @@ class Ds4App(App[None]):
     def action_refresh_session(self) -> None:
         """Re-read and rebuild now."""
         self.refresh_session(force=True)
+
+    def action_toggle_inspector(self) -> None:
+        """Show or hide the entry inspector (more room for the tabs)."""
+        self.screen.toggle_class("-no-inspector")
 
     def action_focus_map(self) -> None:
         """Move focus to the pixel map (arrows move the cell cursor)."""
@@ -251,8 +366,9 @@ class Ds4App(App[None]):
         with self._lock:
             self.session_path = Path(path)
             self.demo = False
-            self._live = LiveSession(self.session_path, self._models)
+            self._pipeline = self._new_pipeline()
         self.snapshot = None
+        self.derived = None
         self._selected = None
         if self._watch:
             self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))

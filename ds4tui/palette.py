@@ -21,3 +21,11 @@ COLOURS: dict[str, str] = {
 }
 FILLED = "■"
 FREE = "·"
+EXCLUDED = "▒"
+"""A cell of an entry the DS4 plan leaves out."""
+PINNED = "◆"
+"""A cell of a pinned entry (`ds4:pin` label)."""
+UNCACHED = "□"
+"""A cell after the cached prefix of the last request (not in the prompt cache yet)."""
+COLD = "#5f5f5f"
+"""Colour of the cached prefix once the prompt cache has gone cold."""

@@ -84,6 +84,35 @@ class TurnList(DataTable):
         with self.prevent(self.RowHighlighted):
             self._fill(snap)
 
+    _plan: Any = None
+
+    def show_plan(self, snap: Snapshot, plan: Any) -> None:
+        """Fill the plan column from a DS4 `PlanView` (None: unknown)."""
+        self._plan = plan
+        if plan is None or not self.row_count or "plan" not in self.columns:
+            return
+        for turn in snap.turns:
+            key = str(turn.first_message)
+            if key in self.rows:
+                self.update_cell(key, "plan", self._plan_cell(turn))
+
+    def _plan_cell(self, turn: Any) -> Text:
+        plan = self._plan
+        if plan is None:
+            return Text("")
+        ids = set(turn.entry_ids)
+        pinned = bool(ids & set(plan.pinned_entry_ids))
+        out = ids & plan.excluded_entry_ids
+        if out and out == ids:
+            text = Text("excluded", style="dim")
+        elif out:
+            text = Text("partial", style="yellow")
+        else:
+            text = Text("kept", style="green")
+        if pinned:
+            text.append(" ◆", style="magenta")
+        return text
+
     def on_resize(self) -> None:
         """Fit the prompt column to the new width."""
         snap = getattr(self, "_snap", None)
@@ -93,13 +122,14 @@ class TurnList(DataTable):
     def _fill(self, snap: Snapshot) -> None:
         cursor = self.cursor_row
         self.clear(columns=True)
-        # index 4, time 5, tools 5, tokens 7, plus one cell of padding each side per column.
-        prompt_width = max((self.size.width or 80) - 4 - 5 - 5 - 7 - 2 * 5 - 1, 10)
+        # index 4, time 5, tools 5, tokens 7, plan 8, plus one cell of padding each side.
+        prompt_width = max((self.size.width or 80) - 4 - 5 - 5 - 7 - 8 - 2 * 6 - 1, 10)
         self.add_column("#", key="index", width=4)
         self.add_column("time", key="time", width=5)
         self.add_column("prompt", key="prompt", width=prompt_width)
         self.add_column("tools", key="tools", width=5)
         self.add_column("tokens", key="tokens", width=7)
+        self.add_column("plan", key="plan", width=8)
         for turn in snap.turns:
             self.add_row(
                 Text(str(turn.index) if turn.index else "·", justify="right"),
@@ -107,6 +137,7 @@ class TurnList(DataTable):
                 literal_text(turn.prompt, keep_newlines=False),
                 Text(str(turn.tool_calls), justify="right"),
                 Text(fmt_tokens(turn.tokens), justify="right"),
+                self._plan_cell(turn),
                 key=str(turn.first_message),
             )
         if self.row_count:
@@ -152,6 +183,10 @@ class EntryInspector(Static):
         self._chars = TokenLedger(CharsV1Counter(), message_parts)
         self._cl100k = TokenLedger(Cl100kCounter(), message_parts)
 
+    def show_entry(self, snap: Snapshot, entry_id: str) -> None:
+        """Show a session entry that is not in the context (e.g. a retrieval source)."""
+        self.update(Group(*_entry_inspector_text(snap, entry_id)))
+
     def show(self, snap: Snapshot, message_index: int | None) -> None:
         """Show context message `message_index` of `snap` (None: a hint)."""
         if message_index is None or not (0 <= message_index < len(snap.context.messages)):
@@ -191,6 +226,24 @@ class EntryInspector(Static):
         if more > 0:
             lines.append(Text(f"… {more} more characters", style="dim"))
         self.update(Group(*lines))
+
+
+def _entry_inspector_text(snap: Snapshot, entry_id: str) -> list[Text]:
+    entry = snap.reader.by_id.get(entry_id)
+    if entry is None:
+        return [Text(f"entry {entry_id} is not in the file", style="yellow")]
+    head = Text()
+    head.append(f"entry {entry_id}", style="bold")
+    head.append(f" · {entry.type}" + (f" · {entry.role}" if entry.role else ""))
+    head.append(f" · line {entry.line_no}", style="dim")
+    lines = [head, Text("not in the current context (dropped by a compaction, or on another branch)", style="yellow")]
+    message = entry.message
+    if isinstance(message, Mapping):
+        preview = _content_preview(message)
+    else:
+        preview = str(entry.raw.get("summary") or json.dumps(entry.raw, ensure_ascii=False))
+    lines.append(literal_text(preview[:PREVIEW_CHARS]))
+    return lines
 
 
 class DiagnosticsView(Static):

@@ -18,7 +18,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from ds4core.categories import Cell, Segment as MapSegment, map_cells, tokens_per_cell
-from ds4tui.palette import COLOURS, FILLED, FREE
+from ds4tui.palette import COLD, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
 
 
 class PixelMap(Widget, can_focus=True):
@@ -50,6 +50,10 @@ class PixelMap(Widget, can_focus=True):
         self._cells: list[Cell] = []
         self._per_cell = 1
         self._highlight: int | None = None
+        self._excluded: frozenset[int] = frozenset()
+        self._pinned: frozenset[int] = frozenset()
+        self._cached_end: int | None = None
+        self._cold = False
 
     @property
     def tokens_per_cell(self) -> int:
@@ -66,6 +70,18 @@ class PixelMap(Widget, can_focus=True):
         self._segments = list(segments)
         self._window = max(window, 1)
         self._layout()
+
+    def set_overlays(
+        self, *, excluded: set[int], pinned: set[int], cached_end: int | None, cold: bool
+    ) -> None:
+        """Marks on top of the categories, by context message index: `excluded` by the DS4 plan
+        (drawn ▒), `pinned` (drawn ◆), the cached prefix of the last request (messages before
+        `cached_end`; greyed when the cache is `cold`; later messages drawn □: not cached yet)."""
+        self._excluded = frozenset(excluded)
+        self._pinned = frozenset(pinned)
+        self._cached_end = cached_end
+        self._cold = cold
+        self.refresh()
 
     def highlight_message(self, message_index: int | None) -> None:
         """Mark the cells of one context message (a selected turn or entry)."""
@@ -102,7 +118,7 @@ class PixelMap(Widget, can_focus=True):
         for offset, cell in enumerate(row):
             index = start + offset
             style = self._style(cell, index)
-            glyph = FREE if cell.category == "free" else FILLED
+            glyph = self._glyph(cell)
             if style == run_style:
                 run_text += glyph
             else:
@@ -113,8 +129,28 @@ class PixelMap(Widget, can_focus=True):
             segments.append(Segment(run_text, run_style))
         return Strip(segments).extend_cell_length(width, self.rich_style)
 
+    def _glyph(self, cell: Cell) -> str:
+        if cell.category == "free":
+            return FREE
+        i = cell.message_index
+        if i is not None:
+            if i in self._pinned:
+                return PINNED
+            if i in self._excluded:
+                return EXCLUDED
+            if self._cached_end is not None and i >= self._cached_end:
+                return UNCACHED
+        return FILLED
+
+    def _cached_cold(self, cell: Cell) -> bool:
+        if not self._cold or self._cached_end is None or cell.category == "free":
+            return False
+        return cell.message_index is None or cell.message_index < self._cached_end
+
     def _style(self, cell: Cell, index: int) -> Style:
         colour = COLOURS.get(cell.category, "#808080")
+        if self._cached_cold(cell):
+            colour = COLD
         base = self.rich_style
         style = Style(color=colour, bgcolor=base.bgcolor)
         if index == self.cursor and self.has_focus:

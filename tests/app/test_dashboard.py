@@ -13,14 +13,19 @@ from ds4tui.widgets.panels import TurnList
 from ds4tui.widgets.pixel_map import PixelMap
 
 
-async def settle(pilot, app: Ds4App, *, exact: bool = True, tries: int = 200) -> None:
-    """Wait until the ingest worker has posted a snapshot (with exact counts when asked)."""
+async def settle(pilot, app: Ds4App, *, exact: bool = True, derived: bool = True, tries: int = 500) -> None:
+    """Wait until the ingest worker has posted a snapshot (with exact counts, and the derived
+    plan/cache/retrieval views, when asked)."""
     for _ in range(tries):
         await pilot.pause(0.02)
         snap = app.snapshot
-        if snap is not None and (snap.exact is not None or not exact):
-            await pilot.pause()
-            return
+        if snap is None or (exact and snap.exact is None):
+            continue
+        done = app.derived
+        if derived and exact and (done is None or done.version != snap.version or (app._with_retrieval and done.retrieval is None and not done.errors)):
+            continue
+        await pilot.pause()
+        return
     raise AssertionError("no snapshot arrived")
 
 

@@ -12,6 +12,17 @@ from tests.app.test_dashboard import settle
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "pi" / "01-tools-and-image.jsonl"
+LAST_REQUEST = 1772441024.433  # the last reply's request time in SAMPLE (Unix seconds)
+
+
+def warm_clock() -> float:
+    """Two minutes after the last request: the 5-minute prompt cache is still warm."""
+    return LAST_REQUEST + 120.0
+
+
+def app(path: Path = SAMPLE) -> Ds4App:
+    """The dashboard with a fixed clock and no file watcher (deterministic screens)."""
+    return Ds4App(path, watch=False, now=warm_clock)
 
 
 async def _ready(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -20,7 +31,7 @@ async def _ready(pilot) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("size", [(120, 36), (80, 24)], ids=["120x36", "80x24"])
 def test_dashboard(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
-    assert snap_compare(Ds4App(SAMPLE, watch=False), terminal_size=size, run_before=_ready)
+    assert snap_compare(app(), terminal_size=size, run_before=_ready)
 
 
 def test_dashboard_map_focused_with_cell_selected(snap_compare) -> None:  # type: ignore[no-untyped-def]
@@ -29,12 +40,11 @@ def test_dashboard_map_focused_with_cell_selected(snap_compare) -> None:  # type
         await pilot.press("m", "right", "right", "down")
         await pilot.pause()
 
-    assert snap_compare(Ds4App(SAMPLE, watch=False), terminal_size=(120, 36), run_before=select)
+    assert snap_compare(app(), terminal_size=(120, 36), run_before=select)
 
 
 def test_waiting_for_a_file_that_does_not_exist_yet(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     async def wait(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)
 
-    app = Ds4App(tmp_path / "not-yet.jsonl", watch=False)
-    assert snap_compare(app, terminal_size=(80, 24), run_before=wait)
+    assert snap_compare(app(tmp_path / "not-yet.jsonl"), terminal_size=(80, 24), run_before=wait)

@@ -1,0 +1,123 @@
+"""Everything derived from one live session, in the order the screen wants it.
+
+`SessionPipeline.updates()` runs one step of the hot path and yields, as each is ready:
+
+1. the `Snapshot` with fast chars-v1 counts (first paint),
+2. the same snapshot with exact cl100k counts,
+3. a `Derived` with the DS4 plan (issue 3) and the prompt-cache view (issue 4),
+4. the same `Derived` with DS4's historical retrieval added (issue 5; it may build the index).
+
+A failure in a derived stage never stops the others: it is recorded in `Derived.errors` (the
+stage name and the exception text) and shown by the app. Not thread-safe: drive it from one
+worker at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from ds4core.models import ModelTable
+from ds4core.retrieval import committed_entry_ids
+
+from ds4sessions.cache import CacheMonitor, CacheView
+from ds4sessions.ds4config import LoadedDs4Config, load_ds4_config
+from ds4sessions.live import LiveSession, Snapshot
+from ds4sessions.planning import LivePlanner, PlanView
+from ds4sessions.retrieval import LiveRetrieval, RetrievalView
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Views derived from snapshot `version`: DS4 plan, prompt cache, retrieval (None while not
+    computed or failed), and `errors` as `(stage, message)` pairs."""
+
+    version: int
+    plan: PlanView | None = None
+    cache: CacheView | None = None
+    retrieval: RetrievalView | None = None
+    errors: tuple[tuple[str, str], ...] = ()
+    config: LoadedDs4Config | None = None
+
+
+class SessionPipeline:
+    """Owns the live session and the per-session state of its derived views.
+
+    `config_file` replaces the user's DS4 configuration files (`--config`); `retention` is the
+    prompt-cache tier override (default: `$PI_CACHE_RETENTION`); `retrieval=False` skips the
+    retrieval stage (no index is written).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        models: ModelTable | None = None,
+        *,
+        config_file: Path | None = None,
+        retention: str | None = None,
+        retrieval: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.models = models or ModelTable.bundled()
+        self.live = LiveSession(self.path, self.models)
+        self._config_file = config_file
+        self._retention = retention if retention is not None else os.environ.get("PI_CACHE_RETENTION")
+        self._with_retrieval = retrieval
+        self._config: LoadedDs4Config | None = None
+        self._planner: LivePlanner | None = None
+        self._cache: CacheMonitor | None = None
+        self._retrieval: LiveRetrieval | None = None
+
+    @property
+    def config(self) -> LoadedDs4Config | None:
+        """The DS4 configuration in force (loaded with the first snapshot)."""
+        return self._config
+
+    def _setup(self, snapshot: Snapshot) -> None:
+        if self._config is not None:
+            return
+        self._config = load_ds4_config(snapshot.reader.cwd, config_file=self._config_file)
+        self._planner = LivePlanner(self._config)
+        self._cache = CacheMonitor(self.models, retention=self._retention, config=self._config)
+        if self._with_retrieval:
+            self._retrieval = LiveRetrieval(config=self._config.context)
+
+    def updates(self, force: bool = False, now: float | None = None) -> Iterator[Snapshot | Derived]:
+        """One step: poll the file and yield the new snapshot and its derived views, in order
+        (nothing when the file did not change and `force` is False). `now` is the clock for the
+        cache state (epoch seconds; default: the current time)."""
+        snap = self.live.refresh(force=force)
+        if snap is None:
+            return
+        yield snap
+        snap = self.live.refine(snap)
+        yield snap
+        self._setup(snap)
+        errors: list[tuple[str, str]] = []
+        plan = self._stage("plan", errors, lambda: self._planner.plan(snap))  # type: ignore[union-attr]
+        cache = self._stage("cache", errors, lambda: self._cache.view(snap, time.time() if now is None else now))  # type: ignore[union-attr]
+        derived = Derived(snap.version, plan, cache, None, tuple(errors), self._config)
+        yield derived
+        if self._retrieval is not None:
+            retrieval = self._stage("retrieval", errors, lambda: self._retrieve(snap, plan))
+            yield replace(derived, retrieval=retrieval, errors=tuple(errors))
+
+    def _retrieve(self, snap: Snapshot, plan: PlanView | None) -> RetrievalView:
+        committed = None
+        if plan is not None:
+            native = [
+                eid for m, eid in zip(snap.context.messages, snap.context.message_entry_ids) if m.get("role") != "system"
+            ]
+            committed = committed_entry_ids(plan.plan, native)
+        return self._retrieval.retrieve(snap, committed=committed)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _stage(name: str, errors: list[tuple[str, str]], run: Any) -> Any:
+        try:
+            return run()
+        except Exception as exc:  # a derived view must never take the dashboard down
+            errors.append((name, f"{type(exc).__name__}: {exc}"))
+            return None
