@@ -357,3 +357,46 @@ def test_refused_before_any_request_when_busy(sample01: Path, tmp_path: Path) ->
         with pytest.raises(WriteRefused, match="mid-turn"):
             compact(path, endpoint=Endpoint("openai", server.base, "m", KEY), settings=SETTINGS)
     assert server.requests == []
+
+
+def _anthropic_reply(req: dict[str, Any]) -> tuple[int, bytes, dict[str, Any]]:
+    reply = {"content": [{"type": "text", "text": "## Goal\nS."}], "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}
+    return 200, json.dumps(reply).encode(), {}
+
+
+def test_anthropic_breakpoint_without_a_valid_usage(tmp_path: Path) -> None:
+    """No reply with usable usage: the whole context is the 'previous request'; the instruction
+    still goes last and the single breakpoint sits on the last replayed block."""
+    header = '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-10T09:00:00.000Z","cwd":"/tmp"}'
+    user = ('{"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-10T09:00:01.000Z",'
+            '"message":{"role":"user","content":[{"type":"text","text":"Hello there."}],"timestamp":1768035601000}}')
+    reply = ('{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-01-10T09:00:02.000Z","message":{"role":"assistant",'
+             '"content":[{"type":"text","text":"Hi."}],"provider":"anthropic","model":"m","stopReason":"stop","timestamp":1768035602000,'
+             '"usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0}}}')
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join([header, user, reply]) + "\n")
+    copy = copy_old(path, tmp_path, "old.jsonl")
+    with Server(_anthropic_reply) as server:
+        outcome = compact(copy, endpoint=Endpoint("anthropic", server.base, "m", KEY), settings=CompactionSettings(keep_recent_tokens=0))
+    messages = server.requests[0]["body"]["messages"]
+    assert outcome.prefix_messages == 2
+    assert messages[0] == {"role": "user", "content": [{"type": "text", "text": "Hello there."}]}
+    assert messages[1] == {"role": "assistant", "content": [{"type": "text", "text": "Hi.", "cache_control": {"type": "ephemeral"}}]}
+    assert messages[2]["role"] == "user" and messages[2]["content"][0]["text"].startswith("Do NOT continue the conversation.")
+    assert outcome.write.entries[0]["firstKeptEntryId"] == "a1" and outcome.write.entries[0]["tokensBefore"] == 4  # ceil(12/4) + ceil(3/4)
+
+
+def test_anthropic_instruction_merges_into_a_trailing_prompt(shared_dir: Path, tmp_path: Path) -> None:
+    """B10: the anchor is l0000002 (the zero and missing usages do not count), the aborted reply
+    is dropped on the wire, so the instruction joins the trailing user message."""
+    path = copy_old(shared_dir / "bad-inputs" / "B10-usage-missing-or-zero.jsonl", tmp_path)
+    with Server(_anthropic_reply) as server:
+        outcome = compact(path, endpoint=Endpoint("anthropic", server.base, "m", KEY),
+                          settings=CompactionSettings(keep_recent_tokens=0))
+    messages = server.requests[0]["body"]["messages"]
+    assert outcome.prefix_messages == 1
+    assert messages[0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    last = messages[-1]["content"]
+    assert len(last) == 2 and last[1]["text"].startswith("Do NOT continue the conversation.")
+    assert sum("cache_control" in b for m in messages for b in m["content"]) == 1

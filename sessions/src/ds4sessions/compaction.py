@@ -824,14 +824,15 @@ def summary_request(state: FileState, preview: CompactionPreview, endpoint: Endp
         endpoint.api, endpoint.model, messages, extra_user_text=summary_instruction(preview),
         max_tokens=preview.settings.reserve_tokens,
     )
+    n = len(previous["messages"])
     if endpoint.api == "anthropic":  # the cache breakpoint belongs where the previous request ended
         for message in body["messages"]:
             for block in message["content"]:
                 block.pop("cache_control", None)
-        n = len(previous["messages"])
         if n:
-            body["messages"][n - 1] = json.loads(json.dumps(previous["messages"][n - 1]))
-    return body, len(previous["messages"])
+            last = len(previous["messages"][n - 1]["content"]) - 1
+            body["messages"][n - 1]["content"][last]["cache_control"] = {"type": "ephemeral"}
+    return body, n
 
 
 @dataclass(frozen=True)
