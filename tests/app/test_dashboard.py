@@ -156,3 +156,36 @@ async def test_every_action_is_in_the_command_palette(sample01: Path) -> None:
         follow = next(c for c in app.get_system_commands(app.screen) if c.title == "Follow")
         await follow.callback()
         assert app.following is False
+
+
+async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None:
+    from ds4tui.widgets.manifest import ManifestView
+
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        target = snap.context.message_entry_ids[5]
+        app.query_one(ManifestView).post_message(ManifestView.EntrySelected(target, None))
+        await pilot.pause()
+        assert app._selected == 5
+        # An entry outside the context (none here) is shown from the file instead.
+        app.query_one(ManifestView).post_message(ManifestView.EntrySelected("nope", None))
+        await pilot.pause()
+        assert app._selected == 5
+
+
+async def test_cached_prefix_greys_when_the_cache_is_cold(sample01: Path) -> None:
+    from ds4tui.palette import COLD
+
+    last_request = 1772441024.433
+    app = Ds4App(sample01, watch=False, now=lambda: last_request + 3600)  # an hour later: cold
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause(1.2)  # one countdown tick
+        app._apply_overlays()
+        pixel_map = app.query_one(PixelMap)
+        assert app.derived.cache.cached_prefix_end == 18
+        first = pixel_map.cells[0]
+        assert pixel_map._cached_cold(first)
+        assert pixel_map._style(first, 0).color.name == COLD
