@@ -52,18 +52,26 @@ def _session_file(path: Path) -> Path:
     return path
 
 
-def _run_tui(path: Path, demo: bool) -> None:
+ConfigOption = Annotated[
+    Optional[Path], typer.Option("--config", help="A DS4 configuration file used instead of the user's and project's")
+]
+
+
+def _run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     from ds4sessions.discovery import load_model_table
     from ds4tui.app import Ds4App
 
     models = load_model_table()
-    Ds4App(path, demo=demo, models=models).run()
+    Ds4App(path, demo=demo, models=models, config_file=config).run()
     for warning in models.warnings:
         typer.echo(f"ds4tui: {warning}", err=True)
 
 
 @app.command("open")
-def open_cmd(path: Annotated[Optional[Path], typer.Argument(help="A Pi session .jsonl file")] = None) -> None:
+def open_cmd(
+    path: Annotated[Optional[Path], typer.Argument(help="A Pi session .jsonl file")] = None,
+    config: ConfigOption = None,
+) -> None:
     """Open a session in the dashboard (default: the newest Pi session, else the bundled demo)."""
     from ds4sessions.discovery import newest_session
 
@@ -74,7 +82,7 @@ def open_cmd(path: Annotated[Optional[Path], typer.Argument(help="A Pi session .
             path, demo = demo_session_path(), True
     else:
         path = _session_file(path)
-    _run_tui(path, demo)
+    _run_tui(path, demo, config)
 
 
 @app.command("sessions")
