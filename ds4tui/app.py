@@ -33,6 +33,7 @@ from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
+from ds4tui.steering import StatusLine, SteeringMixin
 from ds4tui.widgets.retrieval import RetrievalView
 
 MIN_MAP_HEIGHT = 20
@@ -69,7 +70,7 @@ class FileChanged(Message):
         return isinstance(message, FileChanged)
 
 
-class Ds4App(App[None]):
+class Ds4App(SteeringMixin, App[None]):
     """ds4tui's dashboard for one session file.
 
     `path` is the session file (it may not exist yet); `demo` shows a "demo" badge;
@@ -86,6 +87,10 @@ class Ds4App(App[None]):
         Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now"),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
         Binding("i", "toggle_inspector", "Inspector", id="inspector", tooltip="Show or hide the entry inspector"),
+        Binding("p", "pin", "Pin", id="pin", tooltip="Pin or unpin the selected entry (a ds4:pin label; confirmed first)"),
+        Binding("P", "pins", "Pins", id="pins", tooltip="List the pinned entries"),
+        Binding("c", "collapse", "Collapse", id="collapse", tooltip="Collapse finished turns into a summary (preview first)"),
+        Binding("C", "compact", "Compact", id="compact", tooltip="Preview and trigger a cache-friendly compaction"),
         Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list"),
         Binding("M", "show_tab('manifest')", "Manifest", id="tab-manifest", tooltip="Show the DS4 plan: every item and why"),
         Binding("K", "show_tab('cache')", "Cache", id="tab-cache", tooltip="Show the prompt-cache history and DS4's cache-aware decision"),
@@ -167,6 +172,7 @@ class Ds4App(App[None]):
                             yield DiagnosticsView(id="diagnostics-view")
                 with VerticalScroll(id="inspector-scroll"):
                     yield EntryInspector(id="inspector")
+        yield StatusLine("", id="status")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -189,3 +189,65 @@ async def test_cached_prefix_greys_when_the_cache_is_cold(sample01: Path) -> Non
         first = pixel_map.cells[0]
         assert pixel_map._cached_cold(first)
         assert pixel_map._style(first, 0).color.name == COLD
+
+
+async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Path, sample01: Path) -> None:
+    from ds4sessions.pi import read_session
+    from ds4tui.widgets.steer import PinScreen
+
+    import os
+    import time
+
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample01, copy)
+    old = time.time() - 60
+    os.utime(copy, (old, old))  # an idle session (the writer refuses a file written seconds ago)
+    original = copy.read_bytes()
+    app = Ds4App(copy, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        app._select_message(3, sync_turns=True)
+        target = app.snapshot.context.message_entry_ids[3]
+        await pilot.press("p")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, PinScreen):
+                break
+        assert isinstance(app.screen, PinScreen)
+        await pilot.press("y")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if target in app.snapshot.context.labels:
+                break
+        status = str(app.query_one("#status").render())
+    data = copy.read_bytes()
+    assert data[: len(original)] == original  # append-only: the old bytes are untouched
+    session = read_session(copy)
+    assert session.labels[target] == "ds4:pin"
+    assert session.entries[-1].type == "label" and session.entries[-1].parent_id == "7060d0dd"
+    assert "appended" in status and str(copy) in status
+
+
+async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sample01: Path) -> None:
+    from ds4tui.widgets.steer import PinScreen
+
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample01, copy)  # just written: an agent may be mid-append
+    original = copy.read_bytes()
+    app = Ds4App(copy, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        app._select_message(3, sync_turns=True)
+        await pilot.press("p")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, PinScreen):
+                break
+        await pilot.press("y")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if "nothing written" in str(app.query_one("#status").render()):
+                break
+        status = str(app.query_one("#status").render())
+    assert status.startswith("nothing written:") and "written" in status
+    assert copy.read_bytes() == original
