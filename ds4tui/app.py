@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
@@ -23,6 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane
 
 from ds4core.models import ModelTable
@@ -204,11 +205,21 @@ class Ds4App(SteeringMixin, App[None]):
     def refresh_session(self, force: bool = False) -> None:
         """Poll the file and post new snapshots (fast counts first, then exact cl100k)."""
         with self._lock:
-            for update in self._pipeline.updates(force=force, now=self._now()):
-                if isinstance(update, Derived):
-                    self.post_message(DerivedUpdated(update))
-                else:
-                    self.post_message(SessionUpdated(update))
+            try:
+                for update in self._pipeline.updates(force=force, now=self._now()):
+                    if isinstance(update, Derived):
+                        self.post_message(DerivedUpdated(update))
+                    else:
+                        self.post_message(SessionUpdated(update))
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                self.call_from_thread(self._status, f"cannot read {self.session_path}: {reason}", error=True)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """One place where a failed worker becomes a visible error (never a silent stop)."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self._status(f"{event.worker.group or 'worker'} failed: {type(error).__name__}: {error}", error=True)
 
     def on_session_updated(self, message: SessionUpdated) -> None:
         self._latest = message.snapshot
@@ -262,9 +273,14 @@ class Ds4App(SteeringMixin, App[None]):
         self.snapshot = snap
         self.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
         best = snap.best
+        segments = best.segments
+        if snap.provider is not None and best.estimate > snap.provider.context_tokens > 0:
+            # The provider's count is the truth: scale the estimate's cells down to it.
+            scale = snap.provider.context_tokens / best.estimate
+            segments = [replace(seg, tokens=max(round(seg.tokens * scale), 1)) for seg in segments]
         window = snap.context_window or max(best.estimate + best.unattributed, 1)
         pixel_map = self.query_one(PixelMap)
-        pixel_map.set_data(best.segments, window)
+        pixel_map.set_data(segments, window)
         self.query_one(CategoryList).show(snap)
         self.query_one(TurnList).show(snap)
         self.query_one(DiagnosticsView).show(snap)
@@ -280,7 +296,10 @@ class Ds4App(SteeringMixin, App[None]):
 
     @on(PixelMap.CellSelected)
     def _cell_selected(self, event: PixelMap.CellSelected) -> None:
-        if self.snapshot is None or event.message_index is None:
+        if self.snapshot is None:
+            return
+        if event.message_index is None:
+            self.query_one(EntryInspector).show_cell(self.snapshot, event.category, event.map.tokens_per_cell)
             return
         self._select_message(event.message_index, sync_turns=True)
 
@@ -345,8 +364,14 @@ class Ds4App(SteeringMixin, App[None]):
         self.query_one(PixelMap).focus()
 
     def action_show_tab(self, tab: str) -> None:
-        """Switch the right-hand tabs."""
+        """Switch the right-hand tabs and move the focus into the tab (its table, when any)."""
         self.query_one(TabbedContent).active = tab
+        pane = self.query_one(f"#{tab}", TabPane)
+        focusable = [w for w in pane.query("DataTable, Input") if w.focusable]
+        tables = [w for w in focusable if isinstance(w, DataTable)]
+        target = (tables or focusable or [None])[0]
+        if target is not None:
+            target.focus()
 
     def action_help(self) -> None:
         """Show the key bindings panel."""

@@ -88,7 +88,7 @@ def open_cmd(
 @app.command("sessions")
 def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """List discovered Pi sessions (newest first): modified, name or cwd, model, entries, size."""
-    from ds4sessions.discovery import list_sessions, session_roots
+    from ds4sessions.discovery import list_sessions, session_roots, unreadable_sessions
 
     infos = list_sessions()
     if as_json:
@@ -104,16 +104,24 @@ def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     from rich.console import Console
     from rich.table import Table
 
+    from rich.text import Text
+
     table = Table(box=None)
-    for col in ("modified", "name", "cwd", "model", "entries", "size", "path"):
-        table.add_column(col, overflow="fold")
+    table.add_column("modified", no_wrap=True)
+    table.add_column("name / cwd", overflow="ellipsis", max_width=48)
+    table.add_column("model", no_wrap=True)
+    table.add_column("entries", justify="right", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("path", no_wrap=True, overflow="ignore")
     for i in infos:
+        label = literal(i.name, keep_newlines=False) if i.name else literal(i.cwd, keep_newlines=False)
         table.add_row(
             dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"),
-            literal(i.name or "", keep_newlines=False), literal(i.cwd, keep_newlines=False), i.model or "",
-            str(i.entries), fmt_bytes(i.size), str(i.path),
+            Text(label), Text(i.model or ""), str(i.entries), fmt_bytes(i.size), Text(literal(str(i.path))),
         )
-    Console().print(table)
+    Console(soft_wrap=True).print(table)
+    for path, reason in unreadable_sessions():
+        typer.echo(f"ds4tui: skipped {path}: {reason}", err=True)
 
 
 @app.command("map")
@@ -125,7 +133,7 @@ def map_cmd(
     """Print the context map panel (categories, totals), or its numbers as JSON."""
     from ds4sessions.discovery import load_model_table
     from ds4sessions.live import open_snapshot
-    from ds4tui.render import category_lines, rows_json, summary_line
+    from ds4tui.render import category_lines, problem_lines, rows_json, summary_line
 
     snap = open_snapshot(_session_file(path), load_model_table(), exact=exact)
     bd = snap.best
@@ -152,6 +160,7 @@ def map_cmd(
                 for t in snap.turns
             ],
             "diagnostics": snap.reader.diagnostics.total,
+            "problems": problem_lines(snap),
         }, indent=2, ensure_ascii=False))
         return
     from rich.console import Console, Group
@@ -161,11 +170,11 @@ def map_cmd(
     console = Console()
     used = snap.provider.context_tokens if snap.provider else bd.estimate
     window = snap.context_window
-    title = f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}"
+    title = Text(f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
     lines = [Text(fill, style="bold"), *category_lines(bd, width=min(console.width - 4, 60)), summary_line(bd.estimate, snap.provider, bd.counter)]
-    if snap.reader.diagnostics.total:
-        lines.append(Text(literal(snap.reader.diagnostics.summary()), style="yellow"))
+    for problem in problem_lines(snap):
+        lines.append(Text(literal(problem), style="yellow"))
     console.print(Panel(Group(*lines), title=title, title_align="left", expand=False))
 
 
@@ -178,9 +187,14 @@ def context_cmd(
     from ds4sessions.pi.context import build_context
     from ds4sessions.pi.reader import read_session
 
+    from ds4sessions.pi.context import convert_to_llm
+
     session = read_session(_session_file(path))
     ctx = build_context(session)
     out = ctx.to_json()
+    out["header"] = session.header
+    out["messageCount"] = len(ctx.messages)
+    out["llmMessages"] = convert_to_llm(ctx.messages)
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
     if session.diagnostics.total:
         typer.echo(f"ds4tui: {session.diagnostics.summary()}", err=True)

@@ -71,3 +71,15 @@ def rows_json(rows: list[CategoryRow]) -> list[dict[str, Any]]:
          "children": [{"name": n, "tokens": t} for n, t in r.children]}
         for r in rows
     ]
+
+
+def problem_lines(snap: Any) -> list[str]:
+    """Every problem worth a user's attention, one line each: the reader's diagnostics (with
+    line numbers), a torn last line, and the context builder's warnings (metadata leaf, unknown
+    entry types, cycles, unpaired tool calls)."""
+    lines: list[str] = []
+    summary = snap.reader.diagnostics.summary()
+    if summary != "no problems":
+        lines += summary.splitlines()
+    lines += [f"{w.kind}: {w.message}" for w in snap.context.warnings]
+    return lines

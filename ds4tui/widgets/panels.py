@@ -33,6 +33,10 @@ class SessionHeader(Static):
             self.update(text)
             return
         reader = snap.reader
+        if reader.status == "empty" and not reader.entries:
+            text.append(f" · empty session ({fmt_bytes(snap.file_size)}): waiting for Pi to write", style="dim")
+            self.update(text)
+            return
         used = snap.provider.context_tokens if snap.provider else snap.best.estimate
         window = snap.context_window
         text.append(" · ")
@@ -53,17 +57,27 @@ class SessionHeader(Static):
             text.append(" · file deleted", style="bold red")
         if not following:
             text.append(" · paused", style="bold yellow")
-        diag = reader.diagnostics
-        if diag.total:
-            text.append(f" · ⚠ {diag.total} diagnostics", style="yellow")
+        problems = reader.diagnostics.total + len(snap.context.warnings)
+        if reader.status == "not_a_session":
+            text.append(" · header invalid (read-only salvage)", style="bold red")
+        if problems:
+            text.append(f" · ⚠ {problems} problems (d)", style="yellow")
         self.update(text)
 
 
 class CategoryList(Static):
     """Categories with dotted leaders and token counts, then the estimate/provider line."""
 
+    _snap: Snapshot | None = None
+
+    def on_resize(self) -> None:
+        """Re-fit the dotted leaders to the new width."""
+        if self._snap is not None:
+            self.show(self._snap)
+
     def show(self, snap: Snapshot) -> None:
         """Redraw for `snap` using its best breakdown."""
+        self._snap = snap
         bd = snap.best
         width = max(self.size.width or 46, 24)
         lines = category_lines(bd, width=width)
@@ -175,6 +189,20 @@ def _content_preview(message: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _usage_flag(message: Mapping[str, Any]) -> str:
+    """Why an assistant reply's usage does not measure the context (bad input B10), or ""."""
+    from ds4core.usage import usage_of
+
+    usage = usage_of(message)
+    if usage.missing:
+        return "no usage recorded: cost unknown (not $0.00)"
+    if usage.partial:
+        return f"{message.get('stopReason')} reply: partial usage, not a context measurement"
+    if usage.is_zero:
+        return "usage all zero: cost unknown (not $0.00), not a context measurement"
+    return ""
+
+
 class EntryInspector(Static):
     """The selected entry: id, type/role, tool, tokens by estimator, content preview."""
 
@@ -182,6 +210,19 @@ class EntryInspector(Static):
         super().__init__(*args, **kwargs)
         self._chars = TokenLedger(CharsV1Counter(), message_parts)
         self._cl100k = TokenLedger(Cl100kCounter(), message_parts)
+
+    def show_cell(self, snap: Snapshot, category: str, tokens_per_cell: int) -> None:
+        """A cell that belongs to no entry: free space, unattributed or inferred system tokens."""
+        from ds4core.categories import CATEGORIES
+
+        label = CATEGORIES.get(category, category)
+        row = next((r for r in snap.best.rows if r.id == category), None)
+        total = f"{fmt_tokens(row.tokens)} tokens in all" if row else ""
+        self.update(Group(
+            Text(f"{label}", style="bold"),
+            Text(f"one cell = {tokens_per_cell:,} tokens · {total}", style="dim"),
+            Text("not an entry of the session" + (" (provider total − our estimate)" if category == "unattributed" else "")),
+        ))
 
     def show_entry(self, snap: Snapshot, entry_id: str) -> None:
         """Show a session entry that is not in the context (e.g. a retrieval source)."""
@@ -213,6 +254,10 @@ class EntryInspector(Static):
         )
         usage = message.get("usage") if message.get("role") == "assistant" else None
         lines = [head, tokens]
+        if message.get("role") == "assistant":
+            flag = _usage_flag(message)
+            if flag:
+                lines.append(Text(flag, style="yellow"))
         if isinstance(usage, Mapping):
             lines.append(Text(
                 f"usage: input {usage.get('input', 0)} · cache read {usage.get('cacheRead', 0)}"
@@ -251,13 +296,16 @@ class DiagnosticsView(Static):
 
     def show(self, snap: Snapshot) -> None:
         """List the reader's diagnostics and context warnings for `snap`."""
+        from ds4tui.render import problem_lines
+
         diag = snap.reader.diagnostics
         lines = [Text(f"{snap.path} · {fmt_bytes(snap.file_size)} · {len(snap.reader.entries)} entries", style="bold")]
-        lines.append(Text(literal(diag.summary())))
+        problems = problem_lines(snap)
+        lines += [literal_text(p, keep_newlines=False, style="yellow") for p in problems] or [Text("no problems", style="green")]
+        if diag.items:
+            lines.append(Text("\nevery diagnostic, in file order:", style="bold"))
         for item in diag.items[:500]:
             lines.append(literal_text(str(item), keep_newlines=False))
-        for warning in snap.context.warnings:
-            lines.append(literal_text(f"context: {warning.kind}: {warning.message}", keep_newlines=False))
-        if snap.pending_bytes:
-            lines.append(Text(f"a partial last line of {snap.pending_bytes} bytes is waiting for its newline", style="yellow"))
+        if len(diag.items) > 500:
+            lines.append(Text(f"… {len(diag.items) - 500} more", style="dim"))
         self.update(Group(*lines))

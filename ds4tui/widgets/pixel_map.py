@@ -42,6 +42,7 @@ class PixelMap(Widget, can_focus=True):
         entry_id: str | None
         message_index: int | None
         map: "PixelMap"
+        category: str = ""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -163,7 +164,7 @@ class PixelMap(Widget, can_focus=True):
         self.refresh()
         if 0 <= new < len(self._cells):
             cell = self._cells[new]
-            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self))
+            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self, cell.category))
 
     def on_focus(self) -> None:
         if self.cursor < 0 and self._cells:
@@ -185,7 +186,7 @@ class PixelMap(Widget, can_focus=True):
         """Re-announce the cell under the cursor (Enter)."""
         if 0 <= self.cursor < len(self._cells):
             cell = self._cells[self.cursor]
-            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self))
+            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self, cell.category))
 
     def on_click(self, event) -> None:  # type: ignore[no-untyped-def]
         """Clicking a cell moves the cursor there."""

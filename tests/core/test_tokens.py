@@ -52,3 +52,15 @@ def test_ledger_counts_each_content_once() -> None:
     assert ledger.counted == 1
     assert ledger.count(c).parts[0].category == "assistant_text"
     assert ledger.counted == 2
+
+
+def test_cl100k_counts_huge_texts_in_chunks() -> None:
+    counter = Cl100kCounter()
+    words = "alpha beta gamma delta\n" * 20_000  # 460 kB of ordinary text
+    chunked = counter.text(words)
+    whole = len(counter._encoding.encode_ordinary(words))
+    assert abs(chunked - whole) <= whole // 1000  # boundary effects only
+    giant = "x" * 2_000_000  # one 2 MB "word": BPE would be quadratic if it were encoded whole
+    assert counter.text(giant) == sum(len(counter._encoding.encode_ordinary("x" * 64_000)) for _ in range(31)) + len(
+        counter._encoding.encode_ordinary("x" * (2_000_000 - 31 * 64_000))
+    )

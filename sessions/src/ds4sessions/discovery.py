@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +23,9 @@ from ds4core.models import ModelTable
 
 HEADER_SCAN_BYTES = 1 << 20
 """Bytes scanned for the header line, as Pi does during discovery (1 MiB)."""
+
+_LISTED_TYPES = re.compile(rb'"type"\s*:\s*"(session_info|model_change)"')
+"""Entry types the listing parses (any JSON spacing); other lines are only counted."""
 
 
 def agent_dir() -> Path:
@@ -108,7 +112,7 @@ def describe(path: Path) -> SessionInfo | None:
             if not raw.endswith(b"\n") or not raw.startswith(b"{"):
                 continue
             entries += 1
-            if b'"type":"session_info"' in raw[:64] or b'"type":"model_change"' in raw[:64]:
+            if _LISTED_TYPES.search(raw, 0, 200):
                 try:
                     obj = json.loads(raw)
                 except ValueError:
@@ -121,6 +125,19 @@ def describe(path: Path) -> SessionInfo | None:
         path=path, session_id=header["id"], cwd=str(header.get("cwd", "")), started=str(header.get("timestamp", "")),
         modified=st.st_mtime, size=st.st_size, name=name, model=model, entries=max(entries - 1, 0),
     )
+
+
+def unreadable_sessions() -> list[tuple[Path, str]]:
+    """`*.jsonl` files under the session roots that cannot be read, with the reason (the
+    listing leaves them out; callers say so)."""
+    out = []
+    for p in _iter_files():
+        try:
+            with p.open("rb"):
+                pass
+        except OSError as exc:
+            out.append((p, exc.strerror or str(exc)))
+    return out
 
 
 def list_sessions() -> list[SessionInfo]:

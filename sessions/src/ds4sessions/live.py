@@ -304,6 +304,18 @@ class LiveSession:
         )
         return result, view, inferred is not None
 
+    def finish(self) -> Snapshot | None:
+        """Final read of an idle file: the held partial last line is read as complete (a whole
+        JSON object without its newline becomes an entry, as Pi reads it; a fragment is counted
+        as a partial last line). Returns the rebuilt snapshot, or None when nothing was held."""
+        tail = self._tailer.pending_line()
+        if tail is None:
+            return None
+        self._reader.set_pending_tail(0)
+        self._reader.feed_final_tail(*tail)
+        self.last = self._build(0, self.last.file_size if self.last else 0)
+        return self.last
+
     def refine(self, snapshot: Snapshot) -> Snapshot:
         """Return `snapshot` with the exact cl100k breakdown added (turn tokens stay chars-v1's
         until then; afterwards they use cl100k)."""
@@ -322,8 +334,10 @@ def _replace(snapshot: Snapshot, **changes: Any) -> Snapshot:
 
 
 def open_snapshot(path: Path, models: ModelTable | None = None, exact: bool = False) -> Snapshot:
-    """Read a whole session file once and return its snapshot (CLI use; no watching)."""
+    """Read a whole session file once (a final read: see `LiveSession.finish`) and return its
+    snapshot (CLI use; no watching)."""
     live = LiveSession(path, models)
     snap = live.refresh(force=True)
     assert snap is not None
+    snap = live.finish() or snap
     return live.refine(snap) if exact else snap

@@ -114,6 +114,14 @@ class Tailer:
         self._head = b""  # first min(HEAD_BYTES, bytes read) bytes of the file
         self._anchor = b""  # the ANCHOR_BYTES (or fewer) bytes before _offset
 
+    def pending_line(self) -> TailLine | None:
+        """The held partial last line as the `TailLine` it would become (its line number and
+        offset), or None. For a final read of an idle file (bad input B01: report the fragment
+        as one unparseable trailing record)."""
+        if not self._pending:
+            return None
+        return TailLine(self._line_no + 1, self._offset, self._pending)
+
     def poll(self) -> TailBatch:
         """Read what was appended since the last poll and return it as a `TailBatch`.
 
