@@ -102,24 +102,17 @@ def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
         typer.echo("no Pi sessions found in " + ", ".join(str(r) for r in session_roots()))
         return
     from rich.console import Console
-    from rich.table import Table
-
     from rich.text import Text
 
-    table = Table(box=None)
-    table.add_column("modified", no_wrap=True)
-    table.add_column("name / cwd", overflow="ellipsis", max_width=48)
-    table.add_column("model", no_wrap=True)
-    table.add_column("entries", justify="right", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("path", no_wrap=True, overflow="ignore")
+    console = Console(soft_wrap=True)
     for i in infos:
-        label = literal(i.name, keep_newlines=False) if i.name else literal(i.cwd, keep_newlines=False)
-        table.add_row(
-            dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"),
-            Text(label), Text(i.model or ""), str(i.entries), fmt_bytes(i.size), Text(literal(str(i.path))),
-        )
-    Console(soft_wrap=True).print(table)
+        line = Text()
+        line.append(dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"), style="bold")
+        line.append("  " + literal(i.name or "(no name)", keep_newlines=False))
+        line.append(f"  ·  {literal(i.cwd, keep_newlines=False)}", style="dim")
+        line.append(f"  ·  {i.model or 'model unknown'}  ·  {i.entries} entries  ·  {fmt_bytes(i.size)}")
+        console.print(line)
+        console.print(Text("  " + literal(str(i.path), keep_newlines=False), style="dim"))
     for path, reason in unreadable_sessions():
         typer.echo(f"ds4tui: skipped {path}: {reason}", err=True)
 

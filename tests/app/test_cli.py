@@ -76,3 +76,40 @@ def test_sessions_lists_the_agent_dir(tmp_path: Path, sample01: Path, monkeypatc
     assert data[0]["cwd"] == "/home/dev/projects/widget-service"
     assert data[0]["model"] == "anthropic/claude-sonnet-4-5"
     assert data[0]["entries"] == 22 and data[0]["size"] == sample01.stat().st_size
+
+
+def test_markup_in_names_is_shown_literally(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--y--"
+    folder.mkdir(parents=True)
+    text = sample01.read_text(encoding="utf-8").replace("Fix 404 for unknown widget ids", "[red]Fix[/] [link=https://x.example]404[/link] [/]")
+    target = folder / "[red]x[-].jsonl"
+    target.write_text(text, encoding="utf-8")
+    result = runner.invoke(app, ["map", str(target)])
+    assert result.exit_code == 0, result.output
+    assert "[red]Fix[/] [link=https://x.example]404[/link] [/]" in result.stdout.replace("\n", "")
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    listing = runner.invoke(app, ["sessions"], terminal_width=300)
+    assert listing.exit_code == 0, listing.output
+    assert "[red]Fix[/]" in listing.stdout and "[red]x[-].jsonl" in listing.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("B01-torn-tail", "partial_last_line: 1 (line 4)"), ("B03-metadata-leaf", "metadata_leaf: leaf is a metadata entry")],
+)
+def test_map_reports_problems(name: str, problem: str, shared_dir: Path) -> None:
+    result = runner.invoke(app, ["map", "--json", str(shared_dir / "bad-inputs" / f"{name}.jsonl")])
+    problems = json.loads(result.stdout)["problems"]
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_sessions_listing_reads_spaced_json(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--p--"
+    folder.mkdir(parents=True)
+    lines = [json.loads(line) for line in sample01.read_text(encoding="utf-8").splitlines()]
+    (folder / "s.jsonl").write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")  # ", " and ": "
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    data = json.loads(runner.invoke(app, ["sessions", "--json"]).stdout)
+    assert data[0]["name"] == "Fix 404 for unknown widget ids" and data[0]["model"] == "anthropic/claude-sonnet-4-5"

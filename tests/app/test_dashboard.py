@@ -251,3 +251,20 @@ async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sampl
         status = str(app.query_one("#status").render())
     assert status.startswith("nothing written:") and "written" in status
     assert copy.read_bytes() == original
+
+
+async def test_a_file_that_cannot_be_read_is_reported(tmp_path: Path, sample01: Path) -> None:
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample01, copy)
+    app = Ds4App(copy, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        copy.unlink()
+        copy.mkdir()  # the path now names a directory: reading fails
+        app.refresh_session()
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if "cannot read" in str(app.query_one("#status").render()):
+                break
+        status = str(app.query_one("#status").render())
+    assert status.startswith(f"cannot read {copy}")
