@@ -315,6 +315,9 @@ class Ds4App(SteeringMixin, App[None]):
         snap = self.snapshot
         if snap is None or event.entry_id is None:
             return
+        tab = "manifest" if isinstance(event, ManifestView.EntrySelected) else "retrieval"
+        if self.query_one(TabbedContent).active != tab:
+            return  # a table filling in a hidden tab is not the user's choice
         ids = snap.context.message_entry_ids
         if event.entry_id in ids:
             self._select_message(ids.index(event.entry_id), sync_turns=True, sync_manifest=False)

@@ -166,6 +166,7 @@ async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None
         await settle(pilot, app)
         snap = app.snapshot
         target = snap.context.message_entry_ids[5]
+        await pilot.press("M")  # the manifest tab
         app.query_one(ManifestView).post_message(ManifestView.EntrySelected(target, None))
         await pilot.pause()
         assert app._selected == 5
@@ -268,3 +269,14 @@ async def test_a_file_that_cannot_be_read_is_reported(tmp_path: Path, sample01: 
                 break
         status = str(app.query_one("#status").render())
     assert status.startswith(f"cannot read {copy}")
+
+
+async def test_hidden_tabs_do_not_steal_the_selection(shared_dir: Path) -> None:
+    app = Ds4App(shared_dir / "sessions-pi" / "03-compaction.jsonl", watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        await pilot.pause(0.2)
+        assert app.query_one("#tabs").active == "turns"
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "not in the current context" not in screen  # not a retrieval source from a hidden tab
+        assert f"entry {app.snapshot.context.message_entry_ids[app._selected]}" in screen
