@@ -21,6 +21,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ds4tui.commands import session_file
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
 app = typer.Typer(
@@ -39,17 +40,6 @@ def demo_session_path() -> Path:
     return Path(str(resources.files("ds4tui").joinpath("data", "demo-session.jsonl")))
 
 
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"ds4tui: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _session_file(path: Path) -> Path:
-    if not path.exists():
-        _fail(f"{path}: no such file")
-    if path.is_dir():
-        _fail(f"{path}: is a directory; give a session .jsonl file")
-    return path
 
 
 ConfigOption = Annotated[
@@ -81,7 +71,7 @@ def open_cmd(
         if path is None:
             path, demo = demo_session_path(), True
     else:
-        path = _session_file(path)
+        path = session_file(path)
     _run_tui(path, demo, config)
 
 
@@ -128,7 +118,7 @@ def map_cmd(
     from ds4sessions.live import open_snapshot
     from ds4tui.render import category_lines, problem_lines, rows_json, summary_line
 
-    snap = open_snapshot(_session_file(path), load_model_table(), exact=exact)
+    snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
     if as_json:
         prov = snap.provider
@@ -182,7 +172,7 @@ def context_cmd(
 
     from ds4sessions.pi.context import convert_to_llm
 
-    session = read_session(_session_file(path))
+    session = read_session(session_file(path))
     ctx = build_context(session)
     out = ctx.to_json()
     out["header"] = session.header
@@ -234,7 +224,7 @@ def demo_cmd(
             writer.join(timeout=5)
 
 
-from ds4tui.commands import register_all  # noqa: E402  (after the core commands, for --help order)
+from ds4tui.commands import register_all  # noqa: E402
 
 COMMANDS |= register_all(app)
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import typer
 
@@ -25,3 +26,18 @@ def register_all(app: typer.Typer) -> set[str]:
             continue
         names |= set(module.register(app))
     return names
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print `ds4tui: message` to stderr and exit with `code` (2: bad input)."""
+    typer.echo(f"ds4tui: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def session_file(path: Path) -> Path:
+    """`path` when it names an existing file; otherwise a clear error and exit code 2."""
+    if not path.exists():
+        fail(f"{path}: no such file")
+    if path.is_dir():
+        fail(f"{path}: is a directory; give a session .jsonl file")
+    return path

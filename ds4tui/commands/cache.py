@@ -18,6 +18,8 @@ from typing import Annotated
 
 import typer
 
+from ds4tui.commands import session_file
+
 from ds4tui.text import fmt_tokens, literal
 
 NAMES = {"cache"}
@@ -48,12 +50,7 @@ def cache_cmd(
     from ds4sessions.ds4config import load_ds4_config
     from ds4sessions.live import LiveSession
 
-    if not path.exists():
-        typer.echo(f"ds4tui: {path}: no such file", err=True)
-        raise typer.Exit(2)
-    if path.is_dir():
-        typer.echo(f"ds4tui: {path}: is a directory; give a session .jsonl file", err=True)
-        raise typer.Exit(2)
+    session_file(path)
     models = load_model_table()
     snapshot = LiveSession(path, models).refresh(force=True)
     assert snapshot is not None

@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ds4tui.commands import session_file
+
 from ds4tui.text import literal
 
 NAMES = {"plan"}
@@ -42,12 +44,7 @@ def plan_cmd(
     from ds4sessions.live import open_snapshot
     from ds4sessions.planning import LivePlanner, explain_lines, tokens_lines
 
-    if not path.exists():
-        typer.echo(f"ds4tui: {path}: no such file", err=True)
-        raise typer.Exit(2)
-    if path.is_dir():
-        typer.echo(f"ds4tui: {path}: is a directory; give a session .jsonl file", err=True)
-        raise typer.Exit(2)
+    session_file(path)
     snapshot = open_snapshot(path, load_model_table())
     loaded = load_ds4_config(snapshot.reader.cwd, config_file=config)
     view = LivePlanner(loaded).plan(snapshot)

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from ds4tui.commands import session_file
+
 from ds4tui.text import fmt_tokens, literal
 
 NAMES = {"retrieve", "index-rebuild"}
@@ -28,12 +30,7 @@ def retrieve_cmd(
     from ds4sessions.retrieval import LiveRetrieval
     from ds4sessions.retrieval_index import RetrievalIndex
 
-    if not path.exists():
-        typer.echo(f"ds4tui: {path}: no such file", err=True)
-        raise typer.Exit(2)
-    if path.is_dir():
-        typer.echo(f"ds4tui: {path}: is a directory; give a session .jsonl file", err=True)
-        raise typer.Exit(2)
+    session_file(path)
     index = RetrievalIndex()
     if rebuild_index:
         index.rebuild()
