@@ -14,7 +14,6 @@ import json
 import sys
 import tempfile
 import threading
-import time
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Optional

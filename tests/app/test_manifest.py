@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 

@@ -3,7 +3,6 @@ table, the estimator, calibration and model awareness, compared on the full expe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,22 +20,16 @@ from ds4core.budgets import (
 from ds4core.calibration import ModelAwarenessConfig, analyze_model_calibration
 from ds4core.estimate import message_tokens, text_tokens
 from ds4core.jsjson import stable_stringify
-from tests.conftest import SHARED
+from tests.core.vectors import case_names, load_cases
 
 VECTORS = "ds4-vectors/budgets.json"
 
 
-def _case_names() -> list[str]:
-    if SHARED is None:
-        return ["(shared folder absent)"]
-    data = json.loads((SHARED / VECTORS).read_text(encoding="utf-8"))
-    return [case["name"] for case in data["cases"]]
 
 
 @pytest.fixture(scope="module")
 def cases(shared_dir: Path) -> dict[str, dict[str, Any]]:
-    data = json.loads((shared_dir / VECTORS).read_text(encoding="utf-8"))
-    return {case["name"]: case for case in data["cases"]}
+    return load_cases(shared_dir, VECTORS)
 
 
 def _run(inp: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +79,7 @@ def _run(inp: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError(f"unknown vector kind {kind}")
 
 
-@pytest.mark.parametrize("name", _case_names())
+@pytest.mark.parametrize("name", case_names(VECTORS))
 def test_budget_vector(cases: dict[str, dict[str, Any]], name: str) -> None:
     case = cases[name]
     result = _run(case["input"])

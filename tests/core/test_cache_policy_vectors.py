@@ -38,14 +38,13 @@ from ds4core.cache_policy import (
     run_cache_aware_turn,
 )
 from tests.conftest import SHARED
+from tests.core.vectors import expand, load_cases
 
 PRICING = CachePricing(0.22, 0.007, 0.22, 0.66)
 
 
 def _cases() -> list[dict[str, Any]]:
-    if SHARED is None:
-        return []
-    return json.loads((SHARED / "ds4-vectors" / "cache-policy.json").read_text(encoding="utf-8"))["cases"]
+    return [] if SHARED is None else list(load_cases(SHARED, "ds4-vectors/cache-policy.json").values())
 
 
 def _params(kinds: set[str]) -> list[Any]:
@@ -97,16 +96,6 @@ def test_decision_vector(case: dict[str, Any]) -> None:
         assert tuple(failed) == (() if decision.eligible else decision.reasons)
 
 
-def _expand(value: Any) -> Any:
-    """Apply the vectors' message encoding: `{"$text": [prefix, char, count, suffix?]}` -> a string."""
-    if isinstance(value, dict):
-        if set(value) == {"$text"}:
-            prefix, char, count, *suffix = value["$text"]
-            return prefix + char * count + (suffix[0] if suffix else "")
-        return {key: _expand(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_expand(item) for item in value]
-    return value
 
 
 def _replay(case: dict[str, Any]) -> list[tuple[CacheAwareTurn, Any]]:
@@ -128,7 +117,7 @@ def _replay(case: dict[str, Any]) -> list[tuple[CacheAwareTurn, Any]]:
     state = CacheAwareRuntimeState()
     replay = []
     for turn in spec["turns"]:
-        messages = _expand(turn["messages"])
+        messages = expand(turn["messages"])
         plans: dict[int | None, Any] = {}
 
         def plan(

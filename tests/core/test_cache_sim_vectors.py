@@ -9,7 +9,6 @@ too.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -27,21 +26,14 @@ from ds4core.cache_sim import (
     simulate_sequence,
 )
 
-from tests.conftest import SHARED
+from tests.core.vectors import case_names, load_cases
 
-
-def _case_names() -> list[str]:
-    """Case names for the test ids (one placeholder when ../shared is absent: it then skips)."""
-    if SHARED is None:
-        return ["simulator-vectors"]
-    data = json.loads((SHARED / "ds4-vectors" / "simulator.json").read_text(encoding="utf-8"))
-    return [case["name"] for case in data["cases"]]
+VECTORS = "ds4-vectors/simulator.json"
 
 
 @pytest.fixture(scope="module")
 def cases(shared_dir: Path) -> dict[str, dict[str, Any]]:
-    data = json.loads((shared_dir / "ds4-vectors" / "simulator.json").read_text(encoding="utf-8"))
-    return {case["name"]: case for case in data["cases"]}
+    return load_cases(shared_dir, VECTORS)
 
 
 def _round9(value: float) -> float:
@@ -149,7 +141,7 @@ def _check(case: dict[str, Any]) -> None:
         assert costs["cacheAware"].total < costs["nominal"].total  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("name", _case_names())
+@pytest.mark.parametrize("name", case_names(VECTORS))
 def test_simulator_vector(cases: dict[str, dict[str, Any]], name: str) -> None:
     _check(cases[name])
 

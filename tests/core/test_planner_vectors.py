@@ -4,7 +4,6 @@ on the full expected structures."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,34 +18,18 @@ from ds4core.budgets import (
 )
 from ds4core.jsjson import stable_stringify
 from ds4core.planner import ManagedContextPlan, SupplementalMessage, plan_managed_context
-from tests.conftest import SHARED
+from tests.core.vectors import case_names, expand, load_cases
 
 VECTORS = "ds4-vectors/planner.json"
 
 
-def _case_names() -> list[str]:
-    if SHARED is None:
-        return ["(shared folder absent)"]
-    data = json.loads((SHARED / VECTORS).read_text(encoding="utf-8"))
-    return [case["name"] for case in data["cases"]]
 
 
 @pytest.fixture(scope="module")
 def cases(shared_dir: Path) -> dict[str, dict[str, Any]]:
-    data = json.loads((shared_dir / VECTORS).read_text(encoding="utf-8"))
-    return {case["name"]: case for case in data["cases"]}
+    return load_cases(shared_dir, VECTORS)
 
 
-def expand(value: Any) -> Any:
-    """The vectors' `messageSpec`: {"$text": [prefix, char, count, suffix?]} -> a string."""
-    if isinstance(value, dict):
-        if set(value) == {"$text"}:
-            prefix, char, count, *suffix = value["$text"]
-            return prefix + char * count + (suffix[0] if suffix else "")
-        return {k: expand(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand(v) for v in value]
-    return value
 
 
 def _budget(spec: dict[str, Any]) -> ContextBudget:
@@ -101,7 +84,7 @@ def plan_as_vector(plan: ManagedContextPlan) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("name", _case_names())
+@pytest.mark.parametrize("name", case_names(VECTORS))
 def test_planner_vector(cases: dict[str, dict[str, Any]], name: str) -> None:
     case = cases[name]
     plan = run_plan(case["input"])
