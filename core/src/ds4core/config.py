@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 _MAX_OVERRIDE_TOKENS = 10_000_000
+_CA = CacheAwareConfig()
+_CTX = ContextConfig()
+"""DS4's defaults live once, in `ds4core.budgets`; the sections below only validate."""
 
 
 class _Model(BaseModel):
@@ -66,34 +69,34 @@ class CacheAwareSection(_Model):
     """`context.cacheAware` (DS4 0.3.7, spec §4.1): shares and ratios are fractions, counts are
     samples, requests, turns or epochs."""
 
-    mode: Literal["off", "auto"] = "off"
-    minimum_cache_sample_count: int = Field(3, ge=0)
-    minimum_cache_read_share: float = Field(0.5, ge=0, le=1)
-    minimum_miss_hit_ratio: float = Field(20, ge=0)
-    minimum_improvement_ratio: float = Field(0.1, ge=0, le=1)
-    max_tail_budget_share: float = Field(0.5, ge=0, le=1)
-    expected_requests_per_turn: int = Field(4, ge=1)
-    expected_turns_per_epoch: int = Field(4, ge=1)
-    stickiness_epochs: int = Field(2, ge=0)
+    mode: Literal["off", "auto"] = _CA.mode  # type: ignore[assignment]
+    minimum_cache_sample_count: int = Field(_CA.minimum_cache_sample_count, ge=0)
+    minimum_cache_read_share: float = Field(_CA.minimum_cache_read_share, ge=0, le=1)
+    minimum_miss_hit_ratio: float = Field(_CA.minimum_miss_hit_ratio, ge=0)
+    minimum_improvement_ratio: float = Field(_CA.minimum_improvement_ratio, ge=0, le=1)
+    max_tail_budget_share: float = Field(_CA.max_tail_budget_share, ge=0, le=1)
+    expected_requests_per_turn: int = Field(_CA.expected_requests_per_turn, ge=1)
+    expected_turns_per_epoch: int = Field(_CA.expected_turns_per_epoch, ge=1)
+    stickiness_epochs: int = Field(_CA.stickiness_epochs, ge=0)
 
 
 class ContextSection(_Model):
     """`context`: ratios are fractions of the context window; token limits are estimator tokens
     (output reserves: provider tokens). Validation follows DS4's `validateConfig`."""
 
-    mode: Literal["observer", "managed"] = "managed"
-    target_fill_ratio: float = 0.7
-    soft_limit_ratio: float = 0.8
-    hard_limit_ratio: float = 0.9
-    minimum_output_reserve: float = 8192
-    preferred_output_reserve: float = 32768
-    recent_tail_tokens: float = 64000
-    rescue_immediate_predecessor: bool = True
-    max_pinned_tokens: float = 16000
-    max_memory_tokens: float = 8000
-    max_retrieved_history_tokens: float = 16000
-    max_project_tokens: float = 20000
-    max_summary_tokens: float = 12000
+    mode: Literal["observer", "managed"] = _CTX.mode  # type: ignore[assignment]
+    target_fill_ratio: float = _CTX.target_fill_ratio
+    soft_limit_ratio: float = _CTX.soft_limit_ratio
+    hard_limit_ratio: float = _CTX.hard_limit_ratio
+    minimum_output_reserve: float = _CTX.minimum_output_reserve
+    preferred_output_reserve: float = _CTX.preferred_output_reserve
+    recent_tail_tokens: float = _CTX.recent_tail_tokens
+    rescue_immediate_predecessor: bool = _CTX.rescue_immediate_predecessor
+    max_pinned_tokens: float = _CTX.max_pinned_tokens
+    max_memory_tokens: float = _CTX.max_memory_tokens
+    max_retrieved_history_tokens: float = _CTX.max_retrieved_history_tokens
+    max_project_tokens: float = _CTX.max_project_tokens
+    max_summary_tokens: float = _CTX.max_summary_tokens
     cache_aware: CacheAwareSection = Field(default_factory=CacheAwareSection)
 
     @field_validator("target_fill_ratio", "soft_limit_ratio", "hard_limit_ratio")
