@@ -84,7 +84,7 @@ class ManifestView(Widget):
     ManifestView #manifest-filter { height: 3; }
     ManifestView #manifest-table { height: 1fr; }
     ManifestView #manifest-detail { height: 3; padding: 0 1; color: $text-muted; }
-    ManifestView #manifest-side { width: 58; border-left: solid $panel; padding: 0 1; }
+    ManifestView #manifest-side { width: 38%; max-width: 58; border-left: solid $panel; padding: 0 1; }
     ManifestView #manifest-diff { margin-bottom: 1; }
     """
 
