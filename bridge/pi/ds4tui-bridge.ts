@@ -377,7 +377,8 @@ export default function ds4tuiBridge(pi: ExtensionAPI) {
       if (cmd.kind === "pin" && label === undefined) return { status: "refused", reason: "pin needs a label" };
       if (sm.getLabel(target) === label) return { status: "refused", reason: `entry ${target} already has that label` };
       pi.setLabel(target, label);
-      return { status: "applied", reason: label ? `labelled ${target} "${label}"` : `cleared the label of ${target}`, entryIds: appendedSince(ctx, before) };
+      const what = label ? `labelled ${target}` : `cleared the label of ${target}`;
+      return { status: "applied", reason: what, entryIds: appendedSince(ctx, before) };
     }
 
     if (cmd.kind === "collapse") {

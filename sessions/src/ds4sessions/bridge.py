@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -53,6 +54,7 @@ STALE_SECONDS = 5.0
 """A heartbeat older than this (seconds) is stale; the bridge rewrites it about every second."""
 KINDS = ("pin", "unpin", "collapse", "compact")
 PROTOCOL_VERSION = 1
+_SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 class BridgeUnavailable(Exception):
@@ -134,9 +136,10 @@ def purge_channels(agent: Path | None = None) -> Path | None:
 
 def channel_dir(session_id: str, agent: Path | None = None) -> Path:
     """The session's channel folder `<agentDir>/ds4tui/<session-id>/`. Raises ValueError for a
-    session id that is not a plain file name (Pi: `[A-Za-z0-9._-]`, Pi session format §1)."""
-    if not session_id or "/" in session_id or "\\" in session_id or session_id in (".", ".."):
-        raise ValueError(f"not a session id: {session_id!r}")
+    session id Pi would not accept (`[A-Za-z0-9]` at both ends, `[A-Za-z0-9._-]` inside; Pi
+    session format §1), so no header can point the channel elsewhere."""
+    if not _SESSION_ID.fullmatch(session_id or ""):
+        raise ValueError(f"not a Pi session id: {session_id!r}")
     return (agent or agent_dir()) / "ds4tui" / session_id
 
 

@@ -1,0 +1,185 @@
+"""ds4sessions.bridge without Node: install/uninstall, status states, the inbox/outbox protocol,
+private side files, request metadata (a `requests.jsonl` the real bridge wrote in
+test_bridge_e2e, kept in tests/fixtures/bridge), and the `ds4tui bridge` CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from ds4sessions import bridge
+from ds4sessions.pi import read_session
+from ds4sessions.writer import WriteRefused
+from typer.testing import CliRunner
+
+from tests.conftest import FIXTURES, ROOT
+
+SESSION = "01a2298b-7440-7087-a742-b3c429074251"
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    return tmp_path / "agent"
+
+
+def beat(agent: Path, session_id: str = SESSION, *, pid: int | None = None, age: float = 0.0) -> None:
+    folder = bridge.channel_dir(session_id, agent)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "heartbeat.json").write_text(json.dumps({
+        "v": 1, "pid": os.getpid() if pid is None else pid, "sessionId": session_id, "sessionFile": "/x.jsonl",
+        "leafId": "abcd1234", "idle": True, "mode": "rpc", "processed": 2, "pending": 0,
+        "timeMs": int((time.time() - age) * 1000),
+    }))
+
+
+def test_install_uninstall(agent: Path) -> None:
+    source = ROOT / "bridge" / "pi" / "ds4tui-bridge.ts"
+    assert bridge.extension_source() == source
+    first = bridge.install(agent)
+    assert first.path == agent / "extensions" / "ds4tui-bridge.ts" and first.previous == "none"
+    assert first.path.read_bytes() == source.read_bytes()
+    assert bridge.install(agent).previous == "same"
+    first.path.write_text("// old version\n")
+    assert bridge.install(agent).previous == "replaced" and first.path.read_bytes() == source.read_bytes()
+    assert bridge.uninstall(agent) == first.path and not first.path.exists()
+    assert bridge.uninstall(agent) is None
+
+
+def test_extension_source_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS4TUI_BRIDGE_SOURCE", str(tmp_path / "missing.ts"))
+    with pytest.raises(FileNotFoundError, match="missing.ts"):
+        bridge.install(tmp_path / "agent")
+
+
+def test_status_states(agent: Path) -> None:
+    state = bridge.status(SESSION, agent)
+    assert (state.state, state.installed, state.header) == ("not installed", False, "bridge: not installed")
+    bridge.install(agent)
+    assert bridge.status(SESSION, agent).state == "not running"
+    assert bridge.status(None, agent).state == "not running"
+    beat(agent)
+    live = bridge.status(SESSION, agent)
+    assert live.live and live.header == "bridge: live" and live.heartbeat is not None
+    assert (live.heartbeat.leaf_id, live.heartbeat.processed, live.heartbeat.mode) == ("abcd1234", 2, "rpc")
+    beat(agent, age=bridge.STALE_SECONDS + 1)
+    old = bridge.status(SESSION, agent)
+    assert old.state == "stale" and old.reason.startswith("last heartbeat 6 s ago")
+
+
+def test_status_dead_pid_is_stale(agent: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    beat(agent, pid=child.pid)
+    state = bridge.status(SESSION, agent)
+    assert state.state == "stale" and state.reason == f"Pi (pid {child.pid}) is no longer running"
+    assert not state.installed  # a heartbeat without the installed file: loaded with `pi -e`
+
+
+def test_channel_dir_rejects_foreign_ids(agent: Path) -> None:
+    assert bridge.channel_dir("a.b-c_d", agent) == agent / "ds4tui" / "a.b-c_d"
+    for bad in ("", "..", "../x", "a/b", ".hidden", "x-"):
+        with pytest.raises(ValueError):
+            bridge.channel_dir(bad, agent)
+
+
+def test_submit_and_results(agent: Path) -> None:
+    command = bridge.submit(SESSION, "collapse", {"anchorId": "a1"}, "leaf0001", private={"summary": "secret text"},
+                            agent=agent, deadline_seconds=5)
+    folder = bridge.channel_dir(SESSION, agent)
+    (line,) = (folder / "inbox.jsonl").read_text().splitlines()
+    sent = json.loads(line)
+    side = folder / f"{command.id}.private.json"
+    assert sent == {"v": 1, "id": command.id, "kind": "collapse", "leafId": "leaf0001", "time": command.time,
+                    "deadline": command.time + 5000,
+                    "args": {"anchorId": "a1", "privateFile": side.name,
+                             "privateSha256": hashlib.sha256(side.read_bytes()).hexdigest()}}
+    assert "secret" not in line and json.loads(side.read_text()) == {"summary": "secret text"}
+    assert stat.S_IMODE(side.stat().st_mode) == 0o600
+    with pytest.raises(ValueError, match="unknown bridge command kind"):
+        bridge.submit(SESSION, "delete", {}, None, agent=agent)
+
+    # no answer: timeout, and the private file goes
+    with pytest.raises(bridge.BridgeTimeout):
+        bridge.wait_result(SESSION, command.id, agent=agent, timeout=0.2, poll=0.05)
+    assert not side.exists()
+
+    outbox = folder / "outbox.jsonl"
+    outbox.write_text(
+        json.dumps({"v": 1, "id": command.id, "kind": "collapse", "status": "applied", "reason": "branch summary at a1",
+                    "entryIds": ["e1"], "leafBefore": "leaf0001", "leafAfter": "e1", "time": "t"}) + "\n"
+        + '{"id": "torn'
+    )
+    result = bridge.wait_result(SESSION, command.id, agent=agent, timeout=1)
+    assert result.applied and result.entry_ids == ("e1",) and (result.leaf_before, result.leaf_after) == ("leaf0001", "e1")
+    assert result.describe() == "via Pi bridge: collapse applied (branch summary at a1); Pi appended e1"
+    assert list(bridge.read_results(SESSION, agent)) == [command.id]
+
+
+def test_send_command_needs_a_live_bridge(agent: Path) -> None:
+    bridge.install(agent)
+    with pytest.raises(bridge.BridgeUnavailable, match="bridge: not running"):
+        bridge.send_command(SESSION, "pin", {"targetId": "x", "label": "ds4:pin"}, "leaf", agent=agent)
+    assert not (bridge.channel_dir(SESSION, agent) / "inbox.jsonl").exists()
+
+
+def test_pin_label_rules(sample01: Path) -> None:
+    session = read_session(sample01)
+    entry = next(e for e in session.entries if e.role == "assistant").id
+    assert bridge.pin_label(session, entry) == "ds4:pin"
+    assert bridge.pin_label(session, entry, note=" keep ") == "ds4:pin keep"
+    with pytest.raises(WriteRefused) as refused:
+        bridge.pin_label(session, entry, clear=True)
+    assert refused.value.code == "nothing_to_do"
+    with pytest.raises(WriteRefused) as refused:
+        bridge.pin_label(session, "nope0000")
+    assert refused.value.code == "unknown_entry"
+
+
+def test_request_metadata(agent: Path) -> None:
+    folder = bridge.channel_dir(SESSION, agent)
+    folder.mkdir(parents=True)
+    data = (FIXTURES / "bridge" / "requests.jsonl").read_bytes()
+    (folder / "requests.jsonl").write_bytes(data + b'{"seq": 5, "torn')
+    metas = bridge.read_requests(SESSION, agent)
+    assert [m.seq for m in metas] == [1, 2, 3, 4]
+    first = metas[0]
+    assert (first.provider, first.model, first.api, first.cache_retention) == ("fake", "fake-model", "openai-completions", "short")
+    assert (first.system_tokens, first.tool_tokens, first.fixed_tokens) == (584, 727, 1311)
+    assert first.tool_names == ("read", "bash", "edit", "write")
+    assert [m.role for m in metas[3].messages] == ["system", "compactionSummary", "branchSummary", "user", "assistant", "user"]
+    assert bridge.prefix_change(metas[0], metas[1]) is None  # the second turn extends the first
+    assert bridge.prefix_change(metas[1], metas[2]) == 3  # the collapse replaced message 3
+    assert bridge.prefix_change(metas[2], metas[3]) == 0  # the compaction replaced the system message
+    assert b"question" not in data and b"answer" not in data  # no content in the metadata
+
+
+def test_cli(agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ds4tui.commands.bridge import register
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    app = typer.Typer()
+    assert register(app) == {"bridge"}
+    runner = CliRunner()
+    session = tmp_path / "s.jsonl"
+    session.write_text(json.dumps({"type": "session", "version": 3, "id": SESSION, "timestamp": "t", "cwd": "/"}) + "\n")
+
+    out = runner.invoke(app, ["bridge", "status", str(session)])
+    assert out.exit_code == 3 and "bridge: not installed" in out.output
+    out = runner.invoke(app, ["bridge", "install"])
+    assert out.exit_code == 0 and out.output.startswith(f"installed: {agent / 'extensions' / 'ds4tui-bridge.ts'}")
+    beat(agent)
+    out = runner.invoke(app, ["bridge", "status", str(session), "--json"])
+    report = json.loads(out.output)
+    assert out.exit_code == 0 and (report["state"], report["installed"], report["sessionId"], report["pid"]) == (
+        "live", True, SESSION, os.getpid())
+    out = runner.invoke(app, ["bridge", "uninstall", "--purge"])
+    assert out.exit_code == 0 and out.output.splitlines() == [
+        f"removed {agent / 'extensions' / 'ds4tui-bridge.ts'}", f"removed {agent / 'ds4tui'}"]
