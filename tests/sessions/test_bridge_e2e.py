@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from ds4core.cache_policy import message_fingerprint
+from ds4core.estimate import system_prompt_tokens, tool_tokens
 from ds4sessions import bridge
 from ds4sessions.discovery import agent_dir
 from ds4sessions.pi import build_context, convert_to_llm, read_session
@@ -43,10 +44,14 @@ SUMMARY_MARK = "FAKE-COMPACTION-SUMMARY"
 class FakeModel:
     """OpenAI chat-completions streaming server on 127.0.0.1: records each request body and
     answers `answer <n>`, or, for Pi's compaction call (its system prompt names the context
-    summarization assistant), a summary with `SUMMARY_MARK`."""
+    summarization assistant), a summary with `SUMMARY_MARK`. Clear `release` to hold replies
+    (`received` is set when a request arrives)."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.received = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +61,8 @@ class FakeModel:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
+                fake.received.set()
+                fake.release.wait(30)
                 n = len(fake.requests)
                 text = f"## Goal\n{SUMMARY_MARK} {n}" if fake.is_summary(body) else f"answer {n}"
                 self.send_response(200)
@@ -305,7 +312,11 @@ def test_bridge_steers_real_pi(pi_setup: tuple[PiRpc, FakeModel, Path], tmp_path
     assert len(metas) == len(fake.agent_requests()) == 4
     last = metas[-1]
     assert (last.provider, last.model, last.api, last.cache_retention) == ("fake", "fake-model", "openai-completions", "short")
-    assert last.tool_names == ("read", "bash", "edit", "write") and last.fixed_tokens > 0
+    assert last.tool_names == ("read", "bash", "edit", "write")
+    wire = fake.requests[-1]
+    assert wire["messages"][0]["role"] == "system"
+    assert last.system_tokens == system_prompt_tokens(wire["messages"][0]["content"])
+    assert last.tool_tokens == sum(tool_tokens(t["function"]) for t in wire["tools"])
     prompt_entry = next(e for e in reversed(session.entries) if e.role == "user")
     sent_context = build_context(session, leaf_id=prompt_entry.id)
     assert [m.fp for m in last.messages] == [message_fingerprint(m) for m in sent_context.messages]
@@ -319,3 +330,45 @@ def test_bridge_steers_real_pi(pi_setup: tuple[PiRpc, FakeModel, Path], tmp_path
         assert text.encode() not in blob, text
     results = bridge.read_results(session_id, agent)
     assert [r.status for r in results.values()] == ["applied", "refused", "applied", "applied"]
+
+    # --- Pi gone: the heartbeat is stale, commands are not sent -----------------------------------
+    pi.close()
+    gone = bridge.status(session_id, agent)
+    assert gone.state == "stale" and gone.reason == f"Pi (pid {pi.proc.pid}) is no longer running"
+    with pytest.raises(bridge.BridgeUnavailable):
+        bridge.bridge_pin(path, first_answer.id, clear=True, agent=agent)
+
+
+def test_command_waits_for_the_turn_to_end(pi_setup: tuple[PiRpc, FakeModel, Path]) -> None:
+    """A command sent mid-turn is applied only once the agent is idle: with the leaf seen
+    mid-turn it is refused then (the turn moved the leaf), with the current leaf it applies."""
+    pi, fake, agent = pi_setup
+    pi.prompt("first question")
+    state = pi.call({"type": "get_state"})
+    path, session_id = Path(state["sessionFile"]), state["sessionId"]
+    assert _wait_live(session_id, agent).live
+    answer = next(e for e in read_state(path).session.entries if e.role == "assistant")
+
+    fake.release.clear()
+    fake.received.clear()
+    pi.send({"type": "prompt", "message": "slow question"})
+    assert fake.received.wait(10)
+    mid = read_state(path)
+    assert mid.session.by_id[mid.leaf_id].role == "user"  # the prompt is written, the answer is not
+    label = bridge.pin_label(mid.session, answer.id)
+    command = bridge.submit(session_id, "pin", {"targetId": answer.id, "label": label}, mid.leaf_id, agent=agent)
+    time.sleep(1.0)  # several bridge polls while the turn runs
+    assert bridge.read_results(session_id, agent) == {}
+    fake.release.set()
+    result = bridge.wait_result(session_id, command.id, agent=agent, timeout=15)
+    after = read_state(path)
+    assert after.session.by_id[after.leaf_id].role == "assistant"
+    assert result.status == "refused"
+    assert result.reason == f"leaf changed: you saw {mid.leaf_id}, Pi is at {after.leaf_id}"
+    assert after.size == path.stat().st_size and "label" not in {e.type for e in after.session.entries}
+
+    pinned = bridge.bridge_pin(path, answer.id, note="kept", agent=agent)
+    assert pinned.applied and read_session(path).labels == {answer.id: "ds4:pin kept"}
+    unpinned = bridge.bridge_pin(path, answer.id, clear=True, agent=agent)
+    assert unpinned.applied and read_session(path).labels == {answer.id: "kept"}  # the note stays as a plain label
+    assert [e["type"] for e in _new_lines(path, after.size)] == ["label", "label"]
