@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from operator import attrgetter
+from typing import Any, Literal, NamedTuple
 
 from ds4core.budgets import (
     DEFAULT_CONTEXT_CONFIG,
@@ -37,6 +38,7 @@ from ds4core.jsjson import round6
 
 __all__ = [
     "AtomicGroup",
+    "AtomicGrouper",
     "ManagedContextPlan",
     "PlanItem",
     "Planning",
@@ -98,25 +100,45 @@ class ToolRelations:
     results: dict[str, list[int]]
 
 
+_SUMMARY_ROLES = ("compactionSummary", "branchSummary")
+_NO_CALLS: tuple[str, ...] = ()
+
+
+def _links(message: Any) -> tuple[str | None, Sequence[str], str | None]:
+    """A message's role and tool links (spec §3.2): the toolCall block ids of an assistant
+    message with array content, and the `toolCallId` of a `toolResult`."""
+    if not isinstance(message, dict):
+        return None, _NO_CALLS, None
+    role = message.get("role")
+    if not isinstance(role, str):
+        return None, _NO_CALLS, None
+    if role == "assistant":
+        content = message.get("content")
+        if isinstance(content, list):
+            return role, [
+                block["id"]
+                for block in content
+                if isinstance(block, dict)
+                and block.get("type") == "toolCall"
+                and isinstance(block.get("id"), str)
+            ], None
+    elif role == "toolResult":
+        call_id = message.get("toolCallId")
+        if isinstance(call_id, str):
+            return role, _NO_CALLS, call_id
+    return role, _NO_CALLS, None
+
+
 def tool_relations(messages: Sequence[Any]) -> ToolRelations:
     """Collect `ToolRelations` (0.3.x semantics: the last call with an id wins, spec §3.2)."""
     calls: dict[str, int] = {}
     results: dict[str, list[int]] = {}
     for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        content = message.get("content")
-        if role == "assistant" and isinstance(content, list):
-            for block in content:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "toolCall"
-                    and isinstance(block.get("id"), str)
-                ):
-                    calls[block["id"]] = index
-        if role == "toolResult" and isinstance(message.get("toolCallId"), str):
-            results.setdefault(message["toolCallId"], []).append(index)
+        _, call_ids, result_id = _links(message)
+        for call_id in call_ids:
+            calls[call_id] = index
+        if result_id is not None:
+            results.setdefault(result_id, []).append(index)
     return ToolRelations(calls, results)
 
 
@@ -151,93 +173,163 @@ class AtomicGroup:
         }
 
 
-def _draft_groups(messages: Sequence[Any]) -> tuple[list[str], list[int]]:
-    """Draft kinds and, per message, its draft index (spec §3.2 step 1)."""
-    kinds: list[str] = []
-    draft_of: list[int] = []
-    turn: int | None = None
-    prefix: int | None = None
-    for message in messages:
-        role = _role(message)
-        if role in ("compactionSummary", "branchSummary"):
-            kinds.append("summary")
-            turn = prefix = None
-            draft_of.append(len(kinds) - 1)
-        elif role == "user":
-            kinds.append("turn")
-            turn, prefix = len(kinds) - 1, None
-            draft_of.append(turn)
-        elif turn is not None:
-            draft_of.append(turn)
-        else:
-            if prefix is None:
-                kinds.append("prefix")
-                prefix = len(kinds) - 1
-            draft_of.append(prefix)
-    return kinds, draft_of
+class _Component:
+    """One union-find set of drafts: its messages (ascending), token sum, kinds and the group
+    built from it (None until rebuilt after a change)."""
+
+    __slots__ = ("members", "tokens", "has_turn", "all_summary", "exchange", "group")
+
+    def __init__(self, kind: str) -> None:
+        self.members: list[int] = []
+        self.tokens = 0
+        self.has_turn = kind == "turn"
+        self.all_summary = kind == "summary"
+        self.exchange = False
+        self.group: AtomicGroup | None = None
+
+    def build(self) -> AtomicGroup:
+        kind: GroupKind = "turn" if self.has_turn else "summary" if self.all_summary else "prefix"
+        first, last = self.members[0], self.members[-1]
+        return AtomicGroup(
+            id=f"group:{first}-{last}",
+            kind=kind,
+            message_indices=tuple(self.members),
+            start_index=first,
+            end_index=last,
+            estimated_tokens=self.tokens,
+            contains_tool_exchange=self.exchange,
+            reason=_TOOL_EXCHANGE_REASON if self.exchange else _GROUP_REASONS[kind],
+        )
 
 
-def _build_groups(
-    messages: Sequence[Any], tokens: Sequence[int]
-) -> tuple[list[AtomicGroup], ToolRelations]:
-    kinds, draft_of = _draft_groups(messages)
-    relations = tool_relations(messages)
-    parent = list(range(len(kinds)))
+class AtomicGrouper:
+    """DS4's `buildAtomicGroups` (0.3.x semantics, spec §3.2), incremental over a growing array.
 
-    def find(i: int) -> int:
-        root = i
+    `update(messages, tokens)` returns the atomic groups of `messages` (sorted by start index)
+    and their `ToolRelations`. When the previous call's messages and tokens are a prefix of these
+    (compared by equality, identity first: the append of a live session), only the new messages
+    are drafted and their tool links unioned in; the groups they do not touch are the same
+    `AtomicGroup` objects as before. Anything else (a compaction, a branch switch, supplements
+    spliced in the middle, a later call re-using the id of an earlier call that already has
+    results) regroups from scratch. The result equals a cold build in every case.
+
+    Method (as DS4): messages are cut into drafts (a turn from each user message, each summary
+    alone, a prefix for messages before any turn), then the draft of each tool call is unioned
+    with the drafts of its results. A union-find root is its set's smallest draft, so the sets
+    in root order are the groups in start-index order. Cost per update: O(new messages + touched
+    groups), plus an O(n) prefix comparison in C and an O(groups) list of the result.
+    Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        """An empty grouper (the first `update` is a cold build)."""
+        self._reset()
+
+    def _reset(self) -> None:
+        self._messages: list[Any] = []
+        self._tokens: list[int] = []
+        self._draft_of: list[int] = []  # per message: its draft
+        self._parent: list[int] = []  # per draft: union-find parent
+        self._turn: int | None = None  # the open turn draft
+        self._prefix: int | None = None  # the open prefix draft
+        self._components: dict[int, _Component] = {}  # root draft -> set, in root order
+        self._calls: dict[str, int] = {}
+        self._results: dict[str, list[int]] = {}
+
+    def update(
+        self, messages: Sequence[Any], tokens: Sequence[int]
+    ) -> tuple[list[AtomicGroup], ToolRelations]:
+        """Groups and tool relations of `messages` with per-message estimates `tokens` (same
+        length). The relations' dicts belong to the grouper: read them before the next update."""
+        start = len(self._messages)
+        if (
+            len(messages) < start
+            or self._tokens != list(tokens[:start])
+            or self._messages != list(messages[:start])
+        ):
+            self._reset()
+            start = 0
+        if not self._extend(messages, tokens, start):
+            self._reset()
+            self._extend(messages, tokens, 0)
+        return [c.group for c in self._components.values()], ToolRelations(self._calls, self._results)  # type: ignore[misc]
+
+    def _find(self, draft: int) -> int:
+        parent = self._parent
+        root = draft
         while parent[root] != root:
             root = parent[root]
-        while parent[i] != root:
-            parent[i], i = root, parent[i]
+        while parent[draft] != root:
+            parent[draft], draft = root, parent[draft]
         return root
 
-    exchange_calls: list[int] = []
-    for call_id, result_indices in relations.results.items():
-        call_index = relations.calls.get(call_id)
-        if call_index is None:
-            continue
-        exchange_calls.append(call_index)
-        for result_index in result_indices:
-            a, b = find(draft_of[call_index]), find(draft_of[result_index])
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+    def _union(self, a: int, b: int) -> int:
+        ra, rb = self._find(a), self._find(b)
+        if ra == rb:
+            return ra
+        low, high = min(ra, rb), max(ra, rb)
+        self._parent[high] = low
+        keep, gone = self._components[low], self._components.pop(high)
+        keep.members.extend(gone.members)
+        keep.members.sort()
+        keep.tokens += gone.tokens
+        keep.has_turn = keep.has_turn or gone.has_turn
+        keep.all_summary = keep.all_summary and gone.all_summary
+        keep.exchange = keep.exchange or gone.exchange
+        keep.group = None
+        return low
 
-    # A call and all its results end up in one merged group, so a group "contains a tool
-    # exchange" exactly when it holds a call that has at least one result.
-    members: dict[int, list[int]] = {}
-    draft_roots: dict[int, list[str]] = {}
-    for index, draft in enumerate(draft_of):
-        members.setdefault(find(draft), []).append(index)
-    for draft, kind in enumerate(kinds):
-        draft_roots.setdefault(find(draft), []).append(kind)
-    exchange_roots = {find(draft_of[i]) for i in exchange_calls}
+    def _extend(self, messages: Sequence[Any], tokens: Sequence[int], start: int) -> bool:
+        """Add `messages[start:]`; False when a re-used call id needs a cold build instead."""
+        touched: dict[str, None] = {}
+        components, parent, draft_of = self._components, self._parent, self._draft_of
+        calls, results = self._calls, self._results
+        for index in range(start, len(messages)):
+            role, call_ids, result_id = _links(messages[index])
+            if role == "user" or role in _SUMMARY_ROLES or (self._turn is None and self._prefix is None):
+                # A user message opens a turn, a summary stands alone, anything else before the
+                # first turn (or after a summary) opens a prefix (spec §3.2 step 1).
+                draft = len(parent)
+                parent.append(draft)
+                kind = "turn" if role == "user" else "summary" if role in _SUMMARY_ROLES else "prefix"
+                components[draft] = _Component(kind)
+                self._turn = draft if kind == "turn" else None
+                self._prefix = draft if kind == "prefix" else None
+            else:
+                draft = self._turn if self._turn is not None else self._prefix  # type: ignore[assignment]
+            draft_of.append(draft)
+            component = components[draft if parent[draft] == draft else self._find(draft)]
+            component.members.append(index)
+            component.tokens += tokens[index]
+            component.group = None
 
-    groups: list[AtomicGroup] = []
-    for root, indices in members.items():
-        draft_kinds = draft_roots[root]
-        kind: GroupKind = (
-            "turn"
-            if "turn" in draft_kinds
-            else "summary"
-            if all(k == "summary" for k in draft_kinds)
-            else "prefix"
-        )
-        exchange = root in exchange_roots
-        groups.append(
-            AtomicGroup(
-                id=f"group:{indices[0]}-{indices[-1]}",
-                kind=kind,
-                message_indices=tuple(indices),
-                start_index=indices[0],
-                end_index=indices[-1],
-                estimated_tokens=sum(tokens[i] for i in indices),
-                contains_tool_exchange=exchange,
-                reason=_TOOL_EXCHANGE_REASON if exchange else _GROUP_REASONS[kind],
-            )
-        )
-    groups.sort(key=lambda g: g.start_index)
-    return groups, relations
+            for call_id in call_ids:
+                previous = calls.get(call_id)
+                if previous is not None and previous < start and results.get(call_id):
+                    return False  # the earlier call's unions would have to be undone
+                calls[call_id] = index
+                touched[call_id] = None
+            if result_id is not None:
+                results.setdefault(result_id, []).append(index)
+                touched[result_id] = None
+
+        # A call and all its results end up in one group, so a group "contains a tool exchange"
+        # exactly when it holds a call that has at least one result.
+        for call_id in touched:
+            call_index = calls.get(call_id)
+            result_indices = results.get(call_id)
+            if call_index is None or not result_indices:
+                continue
+            for result_index in result_indices:
+                self._union(draft_of[call_index], draft_of[result_index])
+            components[self._find(draft_of[call_index])].exchange = True
+
+        for component in components.values():
+            if component.group is None:
+                component.group = component.build()
+        self._messages.extend(messages[start:])
+        self._tokens.extend(tokens[start:])
+        return True
 
 
 def build_atomic_groups(
@@ -250,8 +342,9 @@ def build_atomic_groups(
     `message_tokens` may carry precomputed per-message estimates (same length as `messages`),
     e.g. cached per session entry by a live re-planner, so that grouping costs O(n) without
     re-estimating; otherwise `estimator` is applied. Raises ValueError on a length mismatch.
+    Plans of a growing session reuse groups through one `AtomicGrouper` instead.
     """
-    return _build_groups(messages, _tokens_for(messages, estimator, message_tokens))[0]
+    return AtomicGrouper().update(messages, _tokens_for(messages, estimator, message_tokens))[0]
 
 
 def validate_atomic_selection(relations: ToolRelations, selected: set[int] | frozenset[int]) -> list[str]:
@@ -327,12 +420,13 @@ class SupplementalMessage:
         )
 
 
-@dataclass(frozen=True)
-class PlanItem:
+class PlanItem(NamedTuple):
     """DS4's `PlannedMessageMetadata` (spec §3.10): one message of a selected or excluded group.
 
     `original_index` indexes the planned array (the native array in fallback mode); `tokens` is
     that message's own estimate; `reason` is `"<selection or exclusion reason>; <group reason>"`.
+    An immutable named tuple: a plan builds one per message, and tuples are the cheapest to build
+    (a frozen dataclass costs several times more).
     """
 
     original_index: int
@@ -455,8 +549,7 @@ class ManagedContextPlan:
 # Planner
 
 
-@dataclass(frozen=True)
-class _Choice:
+class _Choice(NamedTuple):
     """How one group is classified: kind, score, reason and provenance."""
 
     group: AtomicGroup
@@ -466,6 +559,9 @@ class _Choice:
     source_id: str | None = None
     retrieved_event_ids: tuple[str, ...] | None = None
     project_snippet: Mapping[str, Any] | None = None
+
+
+_ORIGINAL_INDEX = attrgetter("original_index")
 
 
 def _score(group: AtomicGroup, priority: float, message_count: int) -> float:
@@ -479,21 +575,34 @@ def _items(
     classifications: Sequence[str | None] | None,
     privacy_reasons: Sequence[str | None] | None,
 ) -> list[PlanItem]:
+    """The `PlanItem`s of one classified group, one per message (in group order)."""
+    group_id, kind, score, source_id, event_ids = (
+        choice.group.id,
+        choice.kind,
+        choice.score,
+        choice.source_id,
+        choice.retrieved_event_ids,
+    )
+    reason = f"{choice.reason}; {choice.group.reason}"
+    snippet = dict(choice.project_snippet) if choice.project_snippet is not None else None
+    if classifications is None and privacy_reasons is None:
+        return [
+            PlanItem(index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet)
+            for index in choice.group.message_indices
+        ]
     return [
         PlanItem(
-            original_index=index,
-            group_id=choice.group.id,
-            kind=choice.kind,
-            tokens=tokens[index],
-            score=choice.score,
-            reason=f"{choice.reason}; {choice.group.reason}",
-            source_id=choice.source_id,
-            retrieved_event_ids=choice.retrieved_event_ids,
-            project_snippet=dict(choice.project_snippet)
-            if choice.project_snippet is not None
-            else None,
-            classification=_at(classifications, index),
-            privacy_reason=_at(privacy_reasons, index),
+            index,
+            group_id,
+            kind,
+            tokens[index],
+            score,
+            reason,
+            source_id,
+            event_ids,
+            snippet,
+            _at(classifications, index),
+            _at(privacy_reasons, index),
         )
         for index in choice.group.message_indices
     ]
@@ -528,15 +637,18 @@ def _current_and_pinned(
         current = {pos for pos, g in enumerate(groups) if g.end_index >= last_user}
     else:
         current = {len(groups) - 1} if groups else set()
-    pinned_groups = {
-        pos for pos, g in enumerate(groups) if any(i in pinned for i in g.message_indices)
-    }
+    pinned_groups = (
+        {pos for pos, g in enumerate(groups) if not pinned.isdisjoint(g.message_indices)}
+        if pinned
+        else set()
+    )
     return current, pinned_groups
 
 
 def _fallback_plan(
     messages: Sequence[Any],
     tokens: Sequence[int],
+    groups: Sequence[AtomicGroup],
     *,
     fixed_tokens: int,
     budget: ContextBudget,
@@ -546,8 +658,8 @@ def _fallback_plan(
     privacy_reasons: Sequence[str | None] | None,
     reason: str,
 ) -> ManagedContextPlan:
-    """Fail-open plan over the native messages, no supplements (spec §3.11)."""
-    groups, _ = _build_groups(messages, tokens)
+    """Fail-open plan over the native messages, no supplements (spec §3.11); `groups` are the
+    atomic groups of `messages`."""
     pinned = {
         i for i in (_valid_index(v, len(messages)) for v in pinned_message_indices) if i is not None
     }
@@ -568,7 +680,7 @@ def _fallback_plan(
             group, kind, _score(group, priority, len(messages)), f"Pi context retained by fail-open: {reason}"
         )
         selected.extend(_items(choice, tokens, classifications, privacy_reasons))
-    selected.sort(key=lambda item: item.original_index)
+    selected.sort(key=_ORIGINAL_INDEX)
     budget_for_messages = message_budget(budget, fixed_tokens)
     return ManagedContextPlan(
         mode="fallback",
@@ -607,6 +719,7 @@ def plan_managed_context(
     cache_aware_tail_tokens: int | None = None,
     estimator: Estimator = CHARS_V1,
     native_tokens: Sequence[int] | None = None,
+    grouper: AtomicGrouper | None = None,
 ) -> ManagedContextPlan:
     """DS4's `planManagedContext` (spec §3): choose which messages to send.
 
@@ -629,6 +742,11 @@ def plan_managed_context(
         estimator: message estimator (default `chars-v1`).
         native_tokens: optional precomputed estimates of `messages` (same length), e.g. cached
             per session entry by a live re-planner.
+        grouper: an `AtomicGrouper` kept between plans of one growing session, so that an
+            append regroups only the new messages (same plan as without it).
+
+    Cost: O(n) in the messages (one `PlanItem` each) plus sorts of the groups, and the grouping
+    of the new messages only when `grouper` saw the previous array.
 
     Returns a managed plan, or a fallback plan (all native messages, `planning.fallback_reason`
     set) when the mandatory set does not fit or the selection fails validation. Raises
@@ -642,17 +760,16 @@ def plan_managed_context(
     )
     insertion = native_last_user if native_last_user >= 0 else len(native)
     n_supp = len(supplements)
-    planned = native[:insertion] + [s.message for s in supplements] + native[insertion:]
-    tokens = (
-        native_token_list[:insertion]
-        + [estimator.message_tokens(s.message) for s in supplements]
-        + native_token_list[insertion:]
-    )
-    sources: list[int | str] = [
-        *range(insertion),
-        *(s.id for s in supplements),
-        *range(insertion, len(native)),
-    ]
+    planned, tokens = native, native_token_list
+    sources: tuple[int | str, ...] = tuple(range(len(native)))
+    if supplements:
+        planned = native[:insertion] + [s.message for s in supplements] + native[insertion:]
+        tokens = (
+            native_token_list[:insertion]
+            + [estimator.message_tokens(s.message) for s in supplements]
+            + native_token_list[insertion:]
+        )
+        sources = (*range(insertion), *(s.id for s in supplements), *range(insertion, len(native)))
     supplement_at = {insertion + offset: s for offset, s in enumerate(supplements)}
 
     def spliced(per_native: Sequence[str | None], per_supplement: list[str | None]) -> list[str | None]:
@@ -663,10 +780,11 @@ def plan_managed_context(
         native_classes = [_at(message_classifications, i) or "normal" for i in range(len(native))]
         classifications = spliced(native_classes, [s.classification or "normal" for s in supplements])
     privacy_reasons: list[str | None] | None = None
-    native_reasons = [_at(message_privacy_reasons, i) for i in range(len(native))]
-    planned_reasons = spliced(native_reasons, [s.privacy_reason for s in supplements])
-    if any(r is not None for r in planned_reasons):
-        privacy_reasons = planned_reasons
+    if message_privacy_reasons is not None or any(s.privacy_reason is not None for s in supplements):
+        native_reasons = [_at(message_privacy_reasons, i) for i in range(len(native))]
+        planned_reasons = spliced(native_reasons, [s.privacy_reason for s in supplements])
+        if any(r is not None for r in planned_reasons):
+            privacy_reasons = planned_reasons
 
     recent_tail_limit = (
         cache_aware_tail_tokens
@@ -679,9 +797,11 @@ def plan_managed_context(
     def fallback(reason: str) -> ManagedContextPlan:
         native_classes = list(message_classifications) if message_classifications is not None else None
         native_privacy = list(message_privacy_reasons) if message_privacy_reasons is not None else None
+        native_groups = AtomicGrouper().update(native, native_token_list)[0] if supplements else groups
         return _fallback_plan(
             native,
             native_token_list,
+            native_groups,
             fixed_tokens=fixed_tokens,
             budget=budget,
             recent_tail_token_limit=recent_tail_limit,
@@ -691,7 +811,7 @@ def plan_managed_context(
             reason=reason,
         )
 
-    groups, relations = _build_groups(planned, tokens)
+    groups, relations = (grouper or AtomicGrouper()).update(planned, tokens)
     count = len(planned)
     shifted = [
         v + n_supp if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= insertion else v
@@ -707,7 +827,9 @@ def plan_managed_context(
                 return supplement_at[index]
         return None
 
-    group_supplement = [supplement_of(g) for g in groups]
+    group_supplement: list[SupplementalMessage | None] = (
+        [supplement_of(g) for g in groups] if supplements else [None] * len(groups)
+    )
 
     if fixed_tokens > budget.hard_input_limit:
         return fallback("mandatory system prompt and tool definitions exceed the hard input limit")
@@ -863,7 +985,7 @@ def plan_managed_context(
     # Output order and validation (spec §3.8).
     selected = sorted(
         (item for c in chosen.values() for item in _items(c, tokens, classifications, privacy_reasons)),
-        key=lambda item: item.original_index,
+        key=_ORIGINAL_INDEX,
     )
     selected_indices = {item.original_index for item in selected}
     errors = validate_atomic_selection(relations, selected_indices)
@@ -910,7 +1032,7 @@ def plan_managed_context(
                 "retrieval evidence",
             )
         excluded.extend(_items(choice, tokens, classifications, privacy_reasons))
-    excluded.sort(key=lambda item: item.original_index)
+    excluded.sort(key=_ORIGINAL_INDEX)
 
     oversized = (
         sum(
@@ -927,7 +1049,7 @@ def plan_managed_context(
     return ManagedContextPlan(
         mode="managed",
         original_messages=tuple(planned),
-        planned_sources=tuple(sources),
+        planned_sources=sources,
         messages=tuple(planned[item.original_index] for item in selected),
         selected=tuple(selected),
         excluded=tuple(excluded),
