@@ -28,19 +28,27 @@ Supplements (persistent pins, memory, retrieval, project snippets) live in DS4's
 in the session, and the cache-aware policy needs DS4's previous-request state; neither is
 reconstructed: the plan is the nominal one with labelled pins.
 
-Incremental: per-message `chars-v1` estimates are cached by message identity (the reader hands
-out the same dict for an entry on every rebuild; rebuilt summary dicts are matched by the
-identity of their field values), so a re-plan after one appended entry estimates only the new
-messages (`PlanView.estimated_messages`). Grouping and selection still run over the whole
-context: O(n) plus sorts, well under the 20 ms target at 1,000 groups (see docs/performance.md).
+Incremental (issue 3: one appended entry must not re-tokenize or re-group the whole session):
+`LivePlanner` keeps the latest context's per-message facts (estimates, roles, manifest keys,
+running estimates for calibration, the system-message replay) and extends them when the next
+snapshot only appends to that context (the Pi reader hands out the same dict for an entry on
+every rebuild; rebuilt summary dicts compare equal). The planner's `AtomicGrouper` then regroups
+only the new messages, and unchanged groups keep their explain-panel references. What remains
+O(n) per plan is one `PlanItem` and one manifest row per message (their scores depend on the
+message count, so they change with every append) and C-level prefix comparisons. Anything
+else (a compaction, a branch switch) re-indexes the context, still reusing the per-message
+estimates of messages seen in the previous plan (`PlanView.estimated_messages` counts the
+misses). Timings are in docs/performance.md.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -56,7 +64,7 @@ from ds4core.budgets import (
 from ds4core.config import Ds4Config
 from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
 from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
-from ds4core.planner import AtomicGroup, ManagedContextPlan, plan_managed_context
+from ds4core.planner import AtomicGroup, AtomicGrouper, ManagedContextPlan, plan_managed_context
 from ds4core.usage import Usage, is_valid_measurement, usage_of
 
 from ds4sessions.ds4config import LoadedDs4Config
@@ -424,8 +432,23 @@ class _TokenCache:
         self.misses = 0
 
     def estimate(self, messages: Sequence[Any]) -> list[int]:
+        """Estimates of `messages`; the cache then holds these messages only."""
         by_id: dict[int, tuple[int, Any]] = {}
         by_value: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        out = self._estimate(messages, by_id, by_value)
+        self._by_id, self._by_value = by_id, by_value
+        return out
+
+    def extend(self, messages: Sequence[Any]) -> list[int]:
+        """Estimates of messages appended to the latest ones; the cache holds both."""
+        return self._estimate(messages, self._by_id, self._by_value)
+
+    def _estimate(
+        self,
+        messages: Sequence[Any],
+        by_id: dict[int, tuple[int, Any]],
+        by_value: dict[tuple[Any, ...], tuple[int, Any]],
+    ) -> list[int]:
         out: list[int] = []
         for message in messages:
             hit = self._by_id.get(id(message))
@@ -439,7 +462,6 @@ class _TokenCache:
                     by_value[key] = hit
             by_id[id(message)] = (hit[0], message)
             out.append(hit[0])
-        self._by_id, self._by_value = by_id, by_value
         return out
 
 
@@ -485,6 +507,94 @@ class _SystemReplay:
         return system_prompt_tokens(self.prompt) + sum(tool_tokens(t) for t in self.tools.values())
 
 
+class _ContextIndex:
+    """Per-message facts of the latest planned context, kept by a `LivePlanner` between plans.
+
+    `update(ctx, reader)` extends the index in place when the new context only appends to the
+    indexed one (the indexed messages, entry ids and branch are a prefix of the new ones, same
+    first context entry): a live session's tail update then costs O(new messages). Anything else
+    (a compaction, a branch switch, an edit) re-indexes from scratch.
+    """
+
+    def __init__(self, cache: _TokenCache) -> None:
+        self._cache = cache
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the indexed context."""
+        self.messages: list[dict[str, Any]] = []  # the context messages
+        self.entry_ids: list[str | None] = []
+        self.branch: list[str] = []
+        self.first_entry: str | None = None
+        self.native: list[dict[str, Any]] = []  # the non-system messages: what DS4 plans
+        self.tokens: list[int] = []  # chars-v1 estimate per native message
+        self.rows: list[tuple[str, str | None, Any, int]] = []  # per native: key, entry id, role, context index
+        self.native_to_ctx: list[int] = []
+        self.before: list[int] = []  # per context message: estimate of the native messages before it
+        self.replay = _SystemReplay()  # system messages replayed so far
+        self.system_at: list[tuple[int, int]] = []  # (context index, fixed tokens after that message)
+        self.first_fresh = 0
+        self._occurrence: dict[str | None, int] = {}
+        self._running = 0
+
+    def update(self, ctx: Any, reader: Any) -> bool:
+        """Index `ctx` (a `SessionContext` of `reader`'s session); True when the previous index
+        was extended rather than rebuilt."""
+        messages, entry_ids, branch = ctx.messages, ctx.message_entry_ids, ctx.branch_entry_ids
+        first = ctx.context_entry_ids[0] if ctx.context_entry_ids else None
+        start = len(self.messages)
+        extended = (
+            start > 0
+            and len(messages) >= start
+            and first == self.first_entry
+            and self.entry_ids == entry_ids[:start]
+            and self.branch == branch[: len(self.branch)]
+            and self.messages == messages[:start]
+        )
+        if not extended:
+            self.reset()
+            start = 0
+        new_native = [m for m in messages[start:] if m.get("role") != "system"]
+        tokens = iter((self._cache.extend if extended else self._cache.estimate)(new_native))
+        for index in range(start, len(messages)):
+            message, entry_id = messages[index], entry_ids[index]
+            n = self._occurrence.get(entry_id, 0)
+            self._occurrence[entry_id] = n + 1
+            self.before.append(self._running)
+            role = message.get("role")
+            if role == "system":
+                self.replay.apply(message)
+                self.system_at.append((index, self.replay.fixed()))
+                continue
+            estimate = next(tokens)
+            self._running += estimate
+            self.native.append(message)
+            self.tokens.append(estimate)
+            self.native_to_ctx.append(index)
+            self.rows.append((f"{entry_id}#{n}" if entry_id is not None else f"@{index}", entry_id, role, index))
+        self.messages.extend(messages[start:])
+        self.entry_ids.extend(entry_ids[start:])
+        self.branch, self.first_entry = list(branch), first
+        if not extended or self.first_fresh >= start:
+            self.first_fresh = _first_fresh(ctx, reader)
+        return extended
+
+
+def _first_fresh(ctx: Any, reader: Any) -> int:
+    """Index of the first context message recorded after the latest compaction (0 if none)."""
+    if not ctx.context_entry_ids:
+        return 0
+    first = reader.by_id.get(ctx.context_entry_ids[0])
+    if first is None or first.type != "compaction":
+        return 0
+    position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
+    cut = position.get(first.id, -1)
+    for i, eid in enumerate(ctx.message_entry_ids):
+        if eid is not None and position.get(eid, -1) > cut:
+            return i
+    return len(ctx.messages)
+
+
 def _descriptor(model: ModelInfo | None, key: str | None) -> tuple[ModelDescriptor, bool]:
     if model is not None and model.context_window > 0:
         pricing = model.pricing
@@ -506,9 +616,34 @@ def _descriptor(model: ModelInfo | None, key: str | None) -> tuple[ModelDescript
     return ModelDescriptor(provider, model_id or "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS), True
 
 
-def _group_ref(group: AtomicGroup, plan_kind: str, entry_ids: Sequence[str | None]) -> GroupRef:
-    ids = tuple(dict.fromkeys(e for e in (entry_ids[i] for i in group.message_indices) if e))
+def _group_ref(
+    group: AtomicGroup, plan_kind: str, sources: Sequence[int | str], rows: Sequence[tuple[str, str | None, Any, int]]
+) -> GroupRef:
+    """The `GroupRef` of `group`; `sources` are the plan's `planned_sources`, `rows` the context
+    index's per-native-message rows (for the entry ids)."""
+    planned = (sources[i] for i in group.message_indices)
+    ids = tuple(dict.fromkeys(e for e in (rows[s][1] if isinstance(s, int) else None for s in planned) if e))
     return GroupRef(group.id, group.kind, plan_kind, group.estimated_tokens, len(group.message_indices), ids)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (restored on exit, even on error).
+
+    A plan builds two small tuples per message (`PlanItem`, `ManifestItem`) that outlive the call.
+    With the collector running, every 700 of them trigger a young collection, and because they
+    survive, they reach the old generation and set off full collections that rescan the whole
+    session heap: at 10,000 groups those cost more than the plan itself (docs/performance.md).
+    Nothing built here forms reference cycles, so pausing only defers the young collection to
+    after the call, by which time the previous plan's rows are freed by reference counting.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,10 +651,16 @@ def _group_ref(group: AtomicGroup, plan_kind: str, entry_ids: Sequence[str | Non
 
 
 class LivePlanner:
-    """Re-plans a live session with DS4's planner; keeps per-message estimates between calls.
+    """Re-plans a live session with DS4's planner, reusing work between consecutive plans.
+
+    Kept between calls, for the latest plan's context only: per-message estimates, the context
+    index (roles, manifest keys, running estimates for calibration, system replay), the planner's
+    `AtomicGrouper` and the explain panel's group references. When a snapshot only appends to
+    the previous one, a re-plan handles the new messages and what they touch, plus one O(n)
+    pass building the plan's and the manifest's rows (their scores move with every append).
 
     `config` is the user's DS4 configuration (default: DS4's defaults, no warnings). One
-    instance per session (or reuse it: the cache only keeps the latest plan's messages). Not
+    instance per session (or reuse it: the caches only keep the latest plan's context). Not
     thread-safe; call `plan` from the worker that owns the snapshots.
     """
 
@@ -529,6 +670,9 @@ class LivePlanner:
         self._context = self.config.context
         self._awareness = self.config.awareness
         self._cache = _TokenCache()
+        self._index = _ContextIndex(self._cache)
+        self._grouper = AtomicGrouper()
+        self._refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}  # by id(group)
 
     @property
     def estimates(self) -> int:
@@ -541,23 +685,25 @@ class LivePlanner:
         Returns a managed plan or the planner's explicit fallback (`PlanView.fallback_reason`).
         Never raises for session content; configuration problems are in `warnings`.
         """
+        with _gc_paused():
+            return self._plan(snapshot)
+
+    def _plan(self, snapshot: Any) -> PlanView:
         started = time.perf_counter()
         misses_before = self._cache.misses
         ctx = snapshot.context
         messages: list[dict[str, Any]] = ctx.messages
-        entry_ids: list[str | None] = ctx.message_entry_ids
         warnings = list(self.config.warnings)
         if not self.config.config.enabled:
             warnings.append("DS4 is disabled in the configuration (enabled: false); showing the plan it would make")
         if self._context.cache_aware.mode == "auto":
             warnings.append("context.cacheAware.mode is auto: the cache-aware tail needs DS4's request history; the nominal plan is shown")
 
-        native_to_ctx = [i for i, m in enumerate(messages) if m.get("role") != "system"]
-        native = [messages[i] for i in native_to_ctx]
-        tokens = self._cache.estimate(native)
-
-        fixed, fixed_source, samples = self._fixed_and_samples(messages, tokens, self._first_fresh(ctx, snapshot.reader))
-        pins, pinned_ids, unmapped = self._pins(ctx.labels, entry_ids, native_to_ctx)
+        index = self._index
+        if not index.update(ctx, snapshot.reader):
+            self._refs = {}  # group references name entry ids of the previous context
+        fixed, fixed_source, samples = self._fixed_and_samples(messages, index)
+        pins, pinned_ids, unmapped = self._pins(ctx.labels, index.entry_ids, index.native_to_ctx)
 
         descriptor, assumed = _descriptor(snapshot.model, snapshot.model_key)
         if assumed:
@@ -575,16 +721,17 @@ class LivePlanner:
 
         planner_started = time.perf_counter()
         plan = plan_managed_context(
-            native,
+            index.native,
             fixed_tokens=fixed,
             budget=budget,
             config=awareness.context_config,
             pinned_message_indices=pins,
-            native_tokens=tokens,
+            native_tokens=index.tokens,
+            grouper=self._grouper,
         )
         planner_ms = (time.perf_counter() - planner_started) * 1000
 
-        items, groups = self._items(snapshot, plan, native_to_ctx, fixed, fixed_source, pinned_ids)
+        items, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids)
         totals = _totals(items)
         anchor_usage = None
         for message in reversed(messages):
@@ -624,26 +771,13 @@ class LivePlanner:
         )
 
     def _fixed_and_samples(
-        self, messages: Sequence[Mapping[str, Any]], tokens: Sequence[int], fresh_from: int
+        self, messages: Sequence[Mapping[str, Any]], indexed: _ContextIndex
     ) -> tuple[int, Literal["system", "inferred", "none"], list[dict[str, Any]]]:
         """Fixed tokens (replayed system messages, else inferred) and the newest
         `calibration_window` calibration samples, newest first (see the module docstring).
 
-        Cost: one pass over the roles plus usage parsing of the replies actually sampled."""
-        before: list[int] = []  # per context message: estimate of the native messages before it
-        system_at: list[tuple[int, int]] = []  # (context index, fixed tokens after that message)
-        replay = _SystemReplay()
-        running = 0
-        position = 0
-        for index, message in enumerate(messages):
-            before.append(running)
-            if message.get("role") == "system":
-                replay.apply(message)
-                system_at.append((index, replay.fixed()))
-            else:
-                running += tokens[position]
-                position += 1
-
+        Cost: the replies actually sampled (the running estimates come from `indexed`)."""
+        before, system_at, fresh_from = indexed.before, indexed.system_at, indexed.first_fresh
         inferred: int | None = None
         if not system_at:
             for index in range(fresh_from, len(messages)):
@@ -699,27 +833,15 @@ class LivePlanner:
         self,
         snapshot: Any,
         plan: ManagedContextPlan,
-        native_to_ctx: Sequence[int],
+        indexed: _ContextIndex,
         fixed: int,
         fixed_source: str,
         pinned_ids: Sequence[str],
     ) -> tuple[tuple[ManifestItem, ...], dict[str, list[GroupRef]]]:
         ctx = snapshot.context
-        messages = ctx.messages
-        entry_ids = ctx.message_entry_ids
         pinned = set(pinned_ids)
-        occurrence: dict[str | None, int] = {}
-        keys: list[str] = []
-        for i, eid in enumerate(entry_ids):
-            n = occurrence.get(eid, 0)
-            occurrence[eid] = n + 1
-            keys.append(f"{eid}#{n}" if eid is not None else f"@{i}")
-
         included: list[ManifestItem] = []
-        replay = _SystemReplay()
-        for message in messages:
-            if message.get("role") == "system":
-                replay.apply(message)
+        replay = indexed.replay
         if fixed_source == "system":
             system_tokens = system_prompt_tokens(replay.prompt)
             included.append(
@@ -737,26 +859,26 @@ class LivePlanner:
                 )
             )
 
-        def item(entry: Any, included_: bool) -> ManifestItem:
-            source = plan.planned_sources[entry.original_index]
-            ctx_index = native_to_ctx[source] if isinstance(source, int) else None
-            eid = entry_ids[ctx_index] if ctx_index is not None else None
-            return ManifestItem(
-                key=keys[ctx_index] if ctx_index is not None else f"supplement:{source}",
-                included=included_,
-                kind=entry.kind,
-                entry_id=eid,
-                role=messages[ctx_index].get("role") if ctx_index is not None else "user",
-                message_index=ctx_index,
-                group_id=entry.group_id,
-                tokens=entry.tokens,
-                score=entry.score,
-                reason=entry.reason,
-                pinned=eid in pinned,
-            )
+        sources, rows = plan.planned_sources, indexed.rows
+        kind_of: dict[str, str] = {}
 
-        included.extend(item(e, True) for e in plan.selected)
-        excluded = [item(e, False) for e in plan.excluded]
+        def add(out: list[ManifestItem], entries: Sequence[Any], included_: bool) -> None:
+            for entry in entries:
+                source = sources[entry.original_index]
+                kind_of[entry.group_id] = entry.kind
+                if isinstance(source, int):
+                    key, eid, role, ctx_index = rows[source]
+                    out.append(
+                        ManifestItem(key, included_, entry.kind, eid, role, ctx_index, entry.group_id, entry.tokens, entry.score, entry.reason, eid in pinned)
+                    )
+                else:
+                    out.append(
+                        ManifestItem(f"supplement:{source}", included_, entry.kind, None, "user", None, entry.group_id, entry.tokens, entry.score, entry.reason)
+                    )
+
+        excluded: list[ManifestItem] = []
+        add(included, plan.selected, True)
+        add(excluded, plan.excluded, False)
         in_context = set(ctx.context_entry_ids)
         for entry in list(snapshot.reader.entries):
             if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in in_context:
@@ -765,18 +887,20 @@ class LivePlanner:
                     ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
                 )
 
-        native_ids = [entry_ids[i] for i in native_to_ctx]
-        planned_ids = [
-            native_ids[s] if isinstance(s, int) else None for s in plan.planned_sources
-        ]
-        kind_of = {e.group_id: e.kind for e in (*plan.selected, *plan.excluded)}
         selected_ids = {e.group_id for e in plan.selected}
         groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
         tail_limit = plan.planning.recent_tail_token_limit
         rescue_reason = "Immediate-predecessor turn rescued"
         rescued_group = next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
+        refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
         for group in plan.groups:
-            ref = _group_ref(group, kind_of.get(group.id, group.kind), planned_ids)
+            plan_kind = kind_of.get(group.id, group.kind)
+            cached = self._refs.get(id(group))
+            if cached is None or cached[0] is not group:
+                ref = _group_ref(group, plan_kind, sources, rows)
+            else:
+                ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
+            refs[id(group)] = (group, ref)
             if group.id in selected_ids:
                 groups["selected"].append(ref)
             else:
@@ -785,46 +909,38 @@ class LivePlanner:
                     groups["oversized"].append(ref)
             if group.id == rescued_group:
                 groups["rescued"].append(ref)
+        self._refs = refs
         return (*included, *excluded), groups
-
-    @staticmethod
-    def _first_fresh(ctx: Any, reader: Any) -> int:
-        """Index of the first context message recorded after the latest compaction (0 if none)."""
-        if not ctx.context_entry_ids:
-            return 0
-        first = reader.by_id.get(ctx.context_entry_ids[0])
-        if first is None or first.type != "compaction":
-            return 0
-        position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
-        cut = position.get(first.id, -1)
-        for i, eid in enumerate(ctx.message_entry_ids):
-            if eid is not None and position.get(eid, -1) > cut:
-                return i
-        return len(ctx.messages)
 
 
 def _totals(items: Sequence[ManifestItem]) -> PlanTotals:
-    system = sum(i.tokens for i in items if i.included and i.kind == "system")
-    tools = [i for i in items if i.included and i.kind == "tool"]
-    messages = [i for i in items if i.included and i.kind not in ("system", "tool")]
-    excluded = [i for i in items if not i.included]
+    system = tool_tokens_ = tool_count = message_tokens_ = message_count = 0
+    excluded_tokens = excluded_count = 0
     by_kind: dict[str, int] = {}
-    for i in messages:
-        by_kind[i.kind] = by_kind.get(i.kind, 0) + i.tokens
-    message_tokens_ = sum(i.tokens for i in messages)
-    tool_tokens_ = sum(i.tokens for i in tools)
+    for item in items:
+        if not item.included:
+            excluded_tokens += item.tokens
+            excluded_count += 1
+        elif item.kind == "system":
+            system += item.tokens
+        elif item.kind == "tool":
+            tool_tokens_ += item.tokens
+            tool_count += 1
+        else:
+            message_tokens_ += item.tokens
+            message_count += 1
+            by_kind[item.kind] = by_kind.get(item.kind, 0) + item.tokens
     return PlanTotals(
         system_tokens=system,
         tool_tokens=tool_tokens_,
-        tool_count=len(tools),
+        tool_count=tool_count,
         message_tokens=message_tokens_,
-        message_count=len(messages),
+        message_count=message_count,
         estimated_input_tokens=system + tool_tokens_ + message_tokens_,
-        excluded_tokens=sum(i.tokens for i in excluded),
-        excluded_count=len(excluded),
+        excluded_tokens=excluded_tokens,
+        excluded_count=excluded_count,
         by_kind=by_kind,
     )
-
 
 # ---------------------------------------------------------------------------------------------
 # Slash-command text (spec §7.2)
