@@ -35,6 +35,7 @@ import { getCurrentSystemPrompt, getCurrentTools } from "@earendil-works/pi-ai";
 const BRIDGE_VERSION = 1;
 const POLL_MS = 250;
 const HEARTBEAT_MS = 1000;
+const REDISPATCH_MS = 5000;
 const APPLY_COMMAND = "ds4tui-bridge-apply";
 const KINDS = new Set(["pin", "unpin", "collapse", "compact"]);
 
@@ -255,7 +256,7 @@ export default function ds4tuiBridge(pi: ExtensionAPI) {
   let timer: ReturnType<typeof setInterval> | undefined;
   let lastBeat = 0;
   let applying = false;
-  let dispatched = false;
+  let dispatchedAt = 0;
   let requestSeq = 0;
   let lastTranscript: any[] | undefined;
   let pendingTree: { anchorId: string; summary: string; details: unknown; spanEntryIds?: string[] } | undefined;
@@ -289,8 +290,9 @@ export default function ds4tuiBridge(pi: ExtensionAPI) {
     try {
       channel.poll();
       if (Date.now() - lastBeat >= HEARTBEAT_MS) beat(ctx);
-      if (channel.queue.length > 0 && !applying && !dispatched && ctx.isIdle()) {
-        dispatched = true;
+      const waiting = Date.now() - dispatchedAt < REDISPATCH_MS; // a dispatch is on its way
+      if (channel.queue.length > 0 && !applying && !waiting && ctx.isIdle()) {
+        dispatchedAt = Date.now();
         pi.sendUserMessage(`/${APPLY_COMMAND}`, { expandPromptTemplates: true });
       }
     } catch (err) {
@@ -328,7 +330,7 @@ export default function ds4tuiBridge(pi: ExtensionAPI) {
   pi.registerCommand(APPLY_COMMAND, {
     description: "Apply pending ds4tui steering commands (internal to the ds4tui bridge)",
     handler: async (_args, ctx) => {
-      dispatched = false;
+      dispatchedAt = 0;
       const ch = channel;
       if (applying || !ch) return;
       applying = true;

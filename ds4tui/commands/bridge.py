@@ -26,7 +26,7 @@ def install_cmd() -> None:
 
     try:
         result = install()
-    except (OSError, FileNotFoundError) as err:
+    except OSError as err:  # FileNotFoundError included: no extension source
         typer.echo(f"ds4tui: bridge not installed: {literal(str(err), keep_newlines=False)}", err=True)
         raise typer.Exit(1) from None
     typer.echo(literal(result.describe(), keep_newlines=False))
@@ -63,7 +63,11 @@ def status_cmd(
         if session_id is None:
             typer.echo(f"ds4tui: {path}: not a Pi session (no header)", err=True)
             raise typer.Exit(2)
-    state = status(session_id)
+    try:
+        state = status(session_id)
+    except ValueError as err:  # a header id Pi would not write
+        typer.echo(f"ds4tui: {literal(str(err), keep_newlines=False)}", err=True)
+        raise typer.Exit(2) from None
     if as_json:
         beat = state.heartbeat
         typer.echo(json.dumps({

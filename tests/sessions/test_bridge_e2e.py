@@ -32,7 +32,7 @@ from ds4sessions import bridge
 from ds4sessions.discovery import agent_dir
 from ds4sessions.pi import build_context, convert_to_llm, read_session
 from ds4sessions.steer import plan_collapse
-from ds4sessions.writer import Expected, read_state
+from ds4sessions.writer import Expected, WriteRefused, read_state
 
 from tests.sessions.test_real_pi import NODE, NODE_REASON, PI_PACKAGE, SCRIPT
 
@@ -248,7 +248,11 @@ def test_bridge_steers_real_pi(pi_setup: tuple[PiRpc, FakeModel, Path], tmp_path
 
     # --- (d) a stale leaf is refused and nothing is written --------------------------------------
     size = path.stat().st_size
-    stale = bridge.bridge_pin(path, first_answer.id, clear=True, expected=Expected(leaf_id=before.leaf_id), agent=agent)
+    with pytest.raises(WriteRefused) as early:  # ds4tui's own check against the file
+        bridge.bridge_pin(path, first_answer.id, clear=True, expected=Expected(leaf_id=before.leaf_id), agent=agent)
+    assert early.value.code == "leaf_changed"
+    # the bridge's check against Pi's leaf (the file moved on after ds4tui looked)
+    stale = bridge.send_command(session_id, "unpin", {"targetId": first_answer.id}, before.leaf_id, agent=agent)
     assert stale.status == "refused"
     assert stale.reason == f"leaf changed: you saw {before.leaf_id}, Pi is at {label['id']}"
     assert path.stat().st_size == size and stale.entry_ids == ()

@@ -46,7 +46,7 @@ from ds4core.models import ModelInfo
 from ds4sessions.discovery import agent_dir
 from ds4sessions.pi.reader import PiSession
 from ds4sessions.steer import PIN_PREFIX, CollapsePlan, is_pin, plan_collapse
-from ds4sessions.writer import Expected, WriteRefused, read_state
+from ds4sessions.writer import Expected, FileState, WriteRefused, read_state
 
 EXTENSION_FILE = "ds4tui-bridge.ts"
 """File name of the extension, in the repository (`bridge/pi/`) and in `<agentDir>/extensions/`."""
@@ -433,12 +433,18 @@ def collapse_args(plan: CollapsePlan) -> tuple[dict[str, Any], dict[str, Any]]:
     return args, {"summary": plan.entry["summary"], "details": plan.entry.get("details", {})}
 
 
-def _session_and_leaf(path: str | Path, expected: Expected | None) -> tuple[PiSession, str | None]:
+def _checked_state(path: str | Path, expected: Expected | None) -> FileState:
+    """The file as read now, after checking that its leaf (the leaf sent) is still the leaf the
+    user saw (`expected.leaf_id`; WriteRefused `leaf_changed` otherwise, as the
+    direct writer). The bridge checks again against Pi's in-memory leaf."""
     state = read_state(path)
     if state.session.session_id is None:
         raise WriteRefused("not_a_session", f"{path} is not a Pi session (no header id)")
-    leaf = expected.leaf_id if expected is not None and expected.leaf_id is not None else state.leaf_id
-    return state.session, leaf
+    if expected is not None and expected.leaf_id is not None and expected.leaf_id != state.leaf_id:
+        raise WriteRefused(
+            "leaf_changed", f"{path}: the leaf moved since you looked at it ({expected.leaf_id} → {state.leaf_id})"
+        )
+    return state
 
 
 def bridge_pin(
@@ -452,14 +458,16 @@ def bridge_pin(
     timeout: float = 15.0,
 ) -> CommandResult:
     """Pin (or with `clear`, unpin) `entry_id` through the live bridge (`pi.setLabel`).
-    `expected.leaf_id` is the leaf the user saw (default: the file's leaf now). Raises
-    WriteRefused (nothing to do, unknown entry), BridgeUnavailable, BridgeTimeout."""
-    session, leaf = _session_and_leaf(path, expected)
-    label = pin_label(session, entry_id, clear=clear, note=note)
+    `expected.leaf_id` is the leaf the user saw (default: the file's leaf now; `expected.size` is
+    not used: Pi checks the leaf). Raises WriteRefused (`leaf_changed`, `nothing_to_do`,
+    `unknown_entry`), BridgeUnavailable, BridgeTimeout."""
+    state = _checked_state(path, expected)
+    label = pin_label(state.session, entry_id, clear=clear, note=note)
     args: dict[str, Any] = {"targetId": entry_id}
     if label is not None:
         args["label"] = label
-    return send_command(str(session.session_id), "unpin" if clear else "pin", args, leaf, agent=agent, timeout=timeout)
+    kind = "unpin" if clear else "pin"
+    return send_command(str(state.session.session_id), kind, args, state.leaf_id, agent=agent, timeout=timeout)
 
 
 def bridge_collapse(
@@ -473,14 +481,12 @@ def bridge_collapse(
 ) -> CommandResult:
     """Collapse the last `turns` finished turns through the live bridge: Pi moves its leaf to the
     plan's anchor and appends a `branch_summary` holding ds4tui's summary (no model call).
-    Raises WriteRefused (`cannot_collapse`, as `steer.plan_collapse`), BridgeUnavailable,
-    BridgeTimeout."""
-    state = read_state(path)
-    plan = plan_collapse(state, turns, model)
-    leaf = expected.leaf_id if expected is not None and expected.leaf_id is not None else plan.from_id
-    args, private = collapse_args(plan)
+    Raises WriteRefused (`leaf_changed`; `cannot_collapse`, as `steer.plan_collapse`),
+    BridgeUnavailable, BridgeTimeout."""
+    state = _checked_state(path, expected)
+    args, private = collapse_args(plan_collapse(state, turns, model))
     return send_command(
-        str(state.session.session_id), "collapse", args, leaf, private=private, agent=agent, timeout=timeout
+        str(state.session.session_id), "collapse", args, state.leaf_id, private=private, agent=agent, timeout=timeout
     )
 
 
@@ -493,10 +499,13 @@ def bridge_compact(
     timeout: float = 180.0,
 ) -> CommandResult:
     """Compact through the live bridge (`ctx.compact` with the user's `instructions`; Pi, or a
-    compaction extension, makes the summary call). Raises BridgeUnavailable, BridgeTimeout."""
-    session, leaf = _session_and_leaf(path, expected)
+    compaction extension, makes the summary call). Raises WriteRefused (`leaf_changed`),
+    BridgeUnavailable, BridgeTimeout."""
+    state = _checked_state(path, expected)
     private = {"instructions": instructions} if instructions else None
-    return send_command(str(session.session_id), "compact", {}, leaf, private=private, agent=agent, timeout=timeout)
+    return send_command(
+        str(state.session.session_id), "compact", {}, state.leaf_id, private=private, agent=agent, timeout=timeout
+    )
 
 
 # --------------------------------------------------------------------------------------------
