@@ -21,6 +21,8 @@ from ds4core.calibration import (
     ModelAwarenessConfig,
     ModelCalibration,
     ModelProfileOverride,
+    _camel,
+    _fields_from_json,
     analyze_model_calibration,
     detect_token_drift,
     is_valid_sample,
@@ -51,19 +53,6 @@ __all__ = [
     "model_profile_key",
     "resolve_model_awareness",
 ]
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-def _fields_from_json(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
-    names = {_camel(f.name): f.name for f in fields(cls)}
-    unknown = set(data) - set(names)
-    if unknown:
-        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
-    return {names[k]: v for k, v in data.items()}
 
 
 # ---------------------------------------------------------------------------------------------

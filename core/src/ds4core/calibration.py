@@ -44,8 +44,21 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def _camel(name: str) -> str:
+    """DS4's JSON name of a Python field name (`recent_tail_tokens` -> `recentTailTokens`).
+    Shared with `ds4core.budgets`."""
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
+
+
+def _fields_from_json(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """`data`'s DS4 JSON names mapped to the field names of dataclass `cls` (values unchanged).
+    Raises ValueError `unknown <what> keys: [...]` on a key that names no field. Shared with
+    `ds4core.budgets`."""
+    names = {_camel(f.name): f.name for f in fields(cls)}
+    unknown = set(data) - set(names)
+    if unknown:
+        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+    return {names[k]: v for k, v in data.items()}
 
 
 @dataclass(frozen=True)
@@ -67,11 +80,7 @@ class ModelProfileOverride:
     def from_json(cls, data: Mapping[str, Any]) -> ModelProfileOverride:
         """Build from DS4's JSON names (`contextWindow`, `recentTailTokens`, ...).
         Raises ValueError on an unknown key."""
-        names = {_camel(f.name): f.name for f in fields(cls)}
-        unknown = set(data) - set(names)
-        if unknown:
-            raise ValueError(f"unknown modelAwareness override keys: {sorted(unknown)}")
-        return cls(**{names[k]: v for k, v in data.items()})
+        return cls(**_fields_from_json(cls, data, "modelAwareness override"))
 
     def merged(self, other: ModelProfileOverride) -> ModelProfileOverride:
         """Field-by-field merge where `other`'s set fields win (JS object spread)."""
@@ -105,11 +114,7 @@ class ModelAwarenessConfig:
     def from_json(cls, data: Mapping[str, Any]) -> ModelAwarenessConfig:
         """Defaults overlaid with DS4's JSON (`calibrationWindow`, `overrides`, ...).
         Raises ValueError on an unknown key."""
-        names = {_camel(f.name): f.name for f in fields(cls)}
-        unknown = set(data) - set(names)
-        if unknown:
-            raise ValueError(f"unknown modelAwareness keys: {sorted(unknown)}")
-        values: dict[str, Any] = {names[k]: v for k, v in data.items()}
+        values = _fields_from_json(cls, data, "modelAwareness")
         if "overrides" in values:
             values["overrides"] = {
                 key: ModelProfileOverride.from_json(value)
