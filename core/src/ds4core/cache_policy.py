@@ -329,6 +329,15 @@ class CacheAwareDecision:
         )
         return result
 
+    def to_detail_json(self) -> dict[str, Any]:
+        """For display: `to_json()` plus `gates` (each gate's JSON, in gate order) and
+        `candidateTailTokens` (tokens)."""
+        return {
+            **self.to_json(),
+            "gates": [gate.to_json() for gate in self.gates],
+            "candidateTailTokens": self.candidate_tail_tokens,
+        }
+
 
 def _miss_hit_ratio(pricing: CachePricing | None) -> float | None:
     """input / cacheRead price, or None if either is missing or non-finite, cacheRead <= 0 or input < 0."""
@@ -707,15 +716,8 @@ class CandidateSelection:
         """Full detail for display: the DS4 decision plus `gates` and `candidateTailTokens`, both
         candidates' epochs, the comparison, the hysteresis before and after, and the override
         (null where DS4 computed nothing)."""
-        decision = None
-        if self.decision is not None:
-            decision = {
-                **self.decision.to_json(),
-                "gates": [gate.to_json() for gate in self.decision.gates],
-                "candidateTailTokens": self.decision.candidate_tail_tokens,
-            }
         return {
-            "decision": decision,
+            "decision": self.decision.to_detail_json() if self.decision is not None else None,
             "nominal": self.nominal_epoch.to_json() if self.nominal_epoch else None,
             "extended": self.extended_epoch.to_json() if self.extended_epoch else None,
             "comparison": self.comparison.to_json() if self.comparison else None,

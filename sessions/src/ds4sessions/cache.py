@@ -237,19 +237,12 @@ class DecisionView:
 
     def to_json(self) -> dict[str, Any]:
         """JSON for the CLI: modes, decision (with gates), candidates, comparison, hysteresis."""
-        decision = None
-        if self.decision is not None:
-            decision = {
-                **self.decision.to_json(),
-                "gates": [g.to_json() for g in self.decision.gates],
-                "candidateTailTokens": self.decision.candidate_tail_tokens,
-            }
         return {
             "mode": self.mode,
             "configuredMode": self.configured_mode,
             "whatIf": self.what_if,
             "comparedByDs4": self.compared_by_ds4,
-            "decision": decision,
+            "decision": self.decision.to_detail_json() if self.decision is not None else None,
             "nominal": self.nominal.to_json() if self.nominal else None,
             "extended": self.extended.to_json() if self.extended else None,
             "comparison": self.comparison.to_json() if self.comparison else None,
