@@ -184,6 +184,21 @@ class Ds4App(SteeringMixin, App[None]):
             self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
             self._watcher.start()
         self.refresh_session()
+        self.set_interval(2.0, self._poll_bridge)
+
+    def _poll_bridge(self) -> None:
+        """Show the bridge state of the open session (cheap: one small heartbeat file and a pid
+        check, so it runs on the UI thread, every 2 s and with each snapshot)."""
+        from ds4sessions import bridge
+
+        snap = self.snapshot
+        if snap is None or not snap.reader.session_id:
+            return
+        try:
+            text = bridge.status(snap.reader.session_id).header
+        except ValueError:
+            text = "bridge: n/a"
+        self.query_one(SessionHeader).set_bridge(text)
 
     def on_unmount(self) -> None:
         if self._watcher is not None:
@@ -271,6 +286,7 @@ class Ds4App(SteeringMixin, App[None]):
     def show_snapshot(self, snap: Snapshot) -> None:
         """Redraw every panel from `snap`."""
         self.snapshot = snap
+        self._poll_bridge()
         self.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
         best = snap.best
         segments = best.segments

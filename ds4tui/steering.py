@@ -5,6 +5,10 @@ Each action reads the file's state off the UI thread, shows a confirm dialog
 (`ds4sessions.steer`, `ds4sessions.compaction`) in a worker, passing the state the user saw so a
 changed file is refused. The outcome — what was written where, or why nothing was — goes to the
 status line and a notification. The tailer then picks the new entries up like any other append.
+
+When a live ds4tui bridge runs inside Pi for this session (issue 7, `docs/bridge.md`), the
+action goes through it instead: Pi applies it with its own API, so a running agent sees it at
+once; otherwise the direct writer (with its refusals) is used. The status line names the path.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from textual import work
 from textual.widgets import Static
 
+from ds4sessions import bridge
 from ds4sessions.compaction import CompactionFailed, Endpoint, compact, preview_compaction
 from ds4sessions.steer import collapse, list_pins, pin
 from ds4sessions.writer import Journal, WriteRefused, open_holders, read_state
@@ -71,9 +76,10 @@ class SteeringMixin:
 
             preview = _content_preview(entry.message)[:300]
         screen = PinScreen(state, entry_id, preview=preview, holders=open_holders(path))
+        clear = _is_pinned(state, entry_id)
         self._ask(screen, lambda decision: decision and self._write(
-            lambda: pin(path, entry_id, clear=_is_pinned(state, entry_id), expected=decision.expected,
-                        force=decision.force, journal=Journal())
+            lambda: pin(path, entry_id, clear=clear, expected=decision.expected, force=decision.force, journal=Journal()),
+            lambda: bridge.bridge_pin(path, entry_id, clear=clear, expected=decision.expected),
         ))
 
     def action_pins(self: "Ds4App") -> None:
@@ -117,7 +123,8 @@ class SteeringMixin:
         screen = CollapseScreen(state, model, turns=1, holders=open_holders(path))
         self._ask(screen, lambda decision: decision and self._write(
             lambda: collapse(path, decision.turns, expected=decision.expected, model=model,
-                             force=decision.force, journal=Journal())
+                             force=decision.force, journal=Journal()),
+            lambda: bridge.bridge_collapse(path, decision.turns, expected=decision.expected, model=model),
         ))
 
     # --- compaction --------------------------------------------------------------------------
@@ -146,21 +153,40 @@ class SteeringMixin:
                                   holders=open_holders(path))
         self._ask(screen, lambda decision: decision and self._write(
             lambda: compact(path, model=model, expected=decision.expected, force=decision.force,
-                            journal=Journal()).write
+                            journal=Journal()).write,
+            lambda: bridge.bridge_compact(path, expected=decision.expected),
         ))
 
     # --- the write ---------------------------------------------------------------------------
 
-    @work(thread=True, group="write", exit_on_error=False)
-    def _write(self: "Ds4App", do: Callable[[], Any]) -> None:
-        """Run one confirmed write; report what was written where, or why nothing was."""
+    def _bridge_live(self: "Ds4App") -> bool:
+        snap = self.snapshot
         try:
-            result = do()
-        except (WriteRefused, CompactionFailed) as exc:
+            return bool(snap and snap.reader.session_id and bridge.status(snap.reader.session_id).live)
+        except ValueError:  # a session id Pi would not write: no bridge channel for it
+            return False
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def _write(self: "Ds4App", direct: Callable[[], Any], via_bridge: Callable[[], Any] | None = None) -> None:
+        """Run one confirmed action through the live bridge when there is one (else, or when it
+        turns out unavailable, with the direct writer); report what was done where, or why not."""
+        try:
+            result = None
+            if via_bridge is not None and self._bridge_live():
+                try:
+                    result = via_bridge()
+                except bridge.BridgeUnavailable:
+                    result = None
+            if result is None:
+                result = direct()
+        except (WriteRefused, CompactionFailed, bridge.BridgeTimeout) as exc:
             self.call_from_thread(self._status, f"nothing written: {exc}", error=True)
             return
-        text = result.describe() if result is not None else "nothing written"
-        self.call_from_thread(self._status, text)
+        if result is None:
+            self.call_from_thread(self._status, "nothing written")
+            return
+        failed = getattr(result, "applied", True) is False
+        self.call_from_thread(self._status, result.describe(), error=failed)
         self.refresh_session()
 
 

@@ -1,7 +1,7 @@
 """Sub-commands that live in their own modules, each with `register(app: typer.Typer)`.
 
 `ds4tui.cli` calls `register_all(app)`; a module listed here that does not exist yet is skipped
-(modules are added by the issues that build them: plan, cache, retrieve, steer).
+(plan, cache, retrieve, steer, bridge).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-MODULES = ("plan", "cache", "retrieve", "steer")
+MODULES = ("plan", "cache", "retrieve", "steer", "bridge")
 
 
 def register_all(app: typer.Typer) -> set[str]:

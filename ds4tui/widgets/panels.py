@@ -20,10 +20,22 @@ PREVIEW_CHARS = 2000
 
 
 class SessionHeader(Static):
-    """One line: session name (cwd) · model · provider tokens / window (fill) · badges."""
+    """One line: session name (cwd) · model · provider tokens / window (fill) · badges; the
+    bridge state (`bridge: live | stale | not running | not installed`) when known."""
+
+    _bridge: str = ""
+    _last: tuple = ()
+
+    def set_bridge(self, text: str) -> None:
+        """Show the ds4tui bridge state (from `ds4sessions.bridge.status(...).header`)."""
+        if text != self._bridge:
+            self._bridge = text
+            if self._last:
+                self.show(*self._last[:1], **self._last[1])
 
     def show(self, snap: Snapshot | None, *, demo: bool, following: bool) -> None:
         """Redraw for `snap` (None: nothing loaded yet)."""
+        self._last = (snap, {"demo": demo, "following": following})
         text = Text()
         text.append(" ds4tui", style="bold")
         if demo:
@@ -57,6 +69,8 @@ class SessionHeader(Static):
             text.append(" · file deleted", style="bold red")
         if not following:
             text.append(" · paused", style="bold yellow")
+        if self._bridge:
+            text.append(f" · {self._bridge}", style="bold green" if self._bridge.endswith("live") else "dim")
         problems = reader.diagnostics.total + len(snap.context.warnings)
         if reader.status == "not_a_session":
             text.append(" · header invalid (read-only salvage)", style="bold red")
