@@ -13,17 +13,13 @@ from typing import Annotated
 
 import typer
 
+from ds4tui.commands import session_file
+
 from ds4tui.text import fmt_tokens, literal
 
 NAMES = {"pin", "collapse", "compact", "journal"}
 
 journal_app = typer.Typer(help="List ds4tui's writes to session files, and undo them.", no_args_is_help=True)
-
-
-def _check_path(path: Path) -> None:
-    if not path.is_file():
-        typer.echo(f"ds4tui: {path}: no such session file", err=True)
-        raise typer.Exit(2)
 
 
 def _refused(err: Exception) -> typer.Exit:
@@ -58,7 +54,7 @@ def pin_cmd(
     from ds4sessions.steer import pin
     from ds4sessions.writer import Journal, WriteRefused
 
-    _check_path(path)
+    session_file(path)
     try:
         result = pin(path, entry_id, clear=clear, note=note, journal=Journal(), force=force)
     except WriteRefused as err:
@@ -80,7 +76,7 @@ def collapse_cmd(
     from ds4sessions.steer import collapse, plan_collapse
     from ds4sessions.writer import Journal, WriteRefused, read_state
 
-    _check_path(path)
+    session_file(path)
     state = read_state(path)
     try:
         plan = plan_collapse(state, turns, _model(state.session))
@@ -135,7 +131,7 @@ def compact_cmd(
     from ds4sessions.compaction import CompactionFailed, compact, preview_compaction
     from ds4sessions.writer import Journal, WriteRefused, read_state
 
-    _check_path(path)
+    session_file(path)
     state = read_state(path)
     model = _model(state.session)
     try:
