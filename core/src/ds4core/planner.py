@@ -21,7 +21,7 @@ and sorts of the candidate groups: O(n log n) in the number of messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
@@ -357,10 +357,10 @@ def validate_atomic_selection(relations: ToolRelations, selected: set[int] | fro
         result_indices = relations.results.get(call_id, [])
         if not result_indices:
             errors[f"selected tool call {call_id} has no result"] = None
-        elif any(i not in selected for i in result_indices):
+        elif not selected.issuperset(result_indices):
             errors[f"selected tool call {call_id} is missing one or more results"] = None
     for call_id, result_indices in relations.results.items():
-        if not any(i in selected for i in result_indices):
+        if selected.isdisjoint(result_indices):
             continue
         call_index = relations.calls.get(call_id)
         if call_index is None or call_index not in selected:
@@ -565,47 +565,56 @@ _ORIGINAL_INDEX = attrgetter("original_index")
 
 
 def _score(group: AtomicGroup, priority: float, message_count: int) -> float:
-    """`round6(priority + (end + 1) / max(1, N + 1))` (spec §3.3)."""
-    return round6(priority + (group.end_index + 1) / max(1, message_count + 1))
+    """`round6(priority + (end + 1) / max(1, N + 1))` (spec §3.3); N >= 0, so the max is N + 1."""
+    return round6(priority + (group.end_index + 1) / (message_count + 1))
 
 
 def _items(
-    choice: _Choice,
+    choices: Iterable[_Choice],
     tokens: Sequence[int],
     classifications: Sequence[str | None] | None,
     privacy_reasons: Sequence[str | None] | None,
 ) -> list[PlanItem]:
-    """The `PlanItem`s of one classified group, one per message (in group order)."""
-    group_id, kind, score, source_id, event_ids = (
-        choice.group.id,
-        choice.kind,
-        choice.score,
-        choice.source_id,
-        choice.retrieved_event_ids,
-    )
-    reason = f"{choice.reason}; {choice.group.reason}"
-    snippet = dict(choice.project_snippet) if choice.project_snippet is not None else None
-    if classifications is None and privacy_reasons is None:
-        return [
-            PlanItem(index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet)
-            for index in choice.group.message_indices
-        ]
-    return [
-        PlanItem(
-            index,
-            group_id,
-            kind,
-            tokens[index],
-            score,
-            reason,
-            source_id,
-            event_ids,
-            snippet,
-            _at(classifications, index),
-            _at(privacy_reasons, index),
+    """The `PlanItem`s of classified groups, one per message, sorted by original index."""
+    per_group = [
+        (
+            c.group.id,
+            c.kind,
+            c.score,
+            f"{c.reason}; {c.group.reason}",
+            c.source_id,
+            c.retrieved_event_ids,
+            dict(c.project_snippet) if c.project_snippet is not None else None,
+            c.group.message_indices,
         )
-        for index in choice.group.message_indices
+        for c in choices
     ]
+    if classifications is None and privacy_reasons is None:
+        items = [
+            PlanItem(index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet)
+            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in per_group
+            for index in indices
+        ]
+    else:
+        items = [
+            PlanItem(
+                index,
+                group_id,
+                kind,
+                tokens[index],
+                score,
+                reason,
+                source_id,
+                event_ids,
+                snippet,
+                _at(classifications, index),
+                _at(privacy_reasons, index),
+            )
+            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in per_group
+            for index in indices
+        ]
+    items.sort(key=_ORIGINAL_INDEX)
+    return items
 
 
 def _at(values: Sequence[str | None] | None, index: int) -> str | None:
@@ -664,7 +673,7 @@ def _fallback_plan(
         i for i in (_valid_index(v, len(messages)) for v in pinned_message_indices) if i is not None
     }
     current, pinned_groups = _current_and_pinned(groups, _last_user_index(messages), pinned)
-    selected: list[PlanItem] = []
+    choices: list[_Choice] = []
     for pos, group in enumerate(groups):
         if pos in current:
             kind, priority = "current", PRIORITY_CURRENT
@@ -676,11 +685,10 @@ def _fallback_plan(
             kind, priority = "recent", PRIORITY_RECENT
         else:
             kind, priority = "history", PRIORITY_HISTORY
-        choice = _Choice(
-            group, kind, _score(group, priority, len(messages)), f"Pi context retained by fail-open: {reason}"
+        choices.append(
+            _Choice(group, kind, _score(group, priority, len(messages)), f"Pi context retained by fail-open: {reason}")
         )
-        selected.extend(_items(choice, tokens, classifications, privacy_reasons))
-    selected.sort(key=_ORIGINAL_INDEX)
+    selected = _items(choices, tokens, classifications, privacy_reasons)
     budget_for_messages = message_budget(budget, fixed_tokens)
     return ManagedContextPlan(
         mode="fallback",
@@ -868,13 +876,15 @@ def plan_managed_context(
 
     # Recent tail with the immediate-predecessor rescue (spec §3.5).
     recent_tokens = sum(groups[pos].estimated_tokens for pos in current)
+    end_of = [g.end_index for g in groups]  # newest first: descending end index (all distinct)
     candidates = sorted(
         (
             pos
             for pos, g in enumerate(groups)
             if g.kind == "turn" and pos not in chosen and group_supplement[pos] is None
         ),
-        key=lambda pos: -groups[pos].end_index,
+        key=end_of.__getitem__,
+        reverse=True,
     )
     rescued = False
     for rank, pos in enumerate(candidates):
@@ -963,7 +973,8 @@ def plan_managed_context(
     summary_tokens = 0
     summaries = sorted(
         (pos for pos, g in enumerate(groups) if g.kind == "summary" and pos not in chosen),
-        key=lambda pos: -groups[pos].end_index,
+        key=end_of.__getitem__,
+        reverse=True,
     )
     for pos in summaries:
         t = groups[pos].estimated_tokens
@@ -983,11 +994,8 @@ def plan_managed_context(
         summary_tokens += t
 
     # Output order and validation (spec §3.8).
-    selected = sorted(
-        (item for c in chosen.values() for item in _items(c, tokens, classifications, privacy_reasons)),
-        key=_ORIGINAL_INDEX,
-    )
-    selected_indices = {item.original_index for item in selected}
+    selected = _items(chosen.values(), tokens, classifications, privacy_reasons)
+    selected_indices = set(map(_ORIGINAL_INDEX, selected))
     errors = validate_atomic_selection(relations, selected_indices)
     if errors:
         return fallback("; ".join(errors))
@@ -997,7 +1005,7 @@ def plan_managed_context(
         return fallback("final estimated input exceeds the hard input limit")
 
     # Excluded metadata (spec §3.9).
-    excluded: list[PlanItem] = []
+    excluded_choices: list[_Choice] = []
     for pos, group in enumerate(groups):
         if pos in chosen:
             continue
@@ -1031,8 +1039,8 @@ def plan_managed_context(
                 "Excluded because managed planner does not select older background without "
                 "retrieval evidence",
             )
-        excluded.extend(_items(choice, tokens, classifications, privacy_reasons))
-    excluded.sort(key=_ORIGINAL_INDEX)
+        excluded_choices.append(choice)
+    excluded = _items(excluded_choices, tokens, classifications, privacy_reasons)
 
     oversized = (
         sum(
@@ -1050,7 +1058,7 @@ def plan_managed_context(
         mode="managed",
         original_messages=tuple(planned),
         planned_sources=sources,
-        messages=tuple(planned[item.original_index] for item in selected),
+        messages=tuple(map(planned.__getitem__, map(_ORIGINAL_INDEX, selected))),
         selected=tuple(selected),
         excluded=tuple(excluded),
         planning=Planning(

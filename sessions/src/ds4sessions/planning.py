@@ -49,6 +49,9 @@ import time
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
+from itertools import islice, repeat
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -580,6 +583,54 @@ class _ContextIndex:
         return extended
 
 
+class _PiExcludedRows:
+    """Manifest rows of the session entries Pi's context leaves out, kept between plans.
+
+    While the reader is the same, the pins are the same and the new context's entry ids extend
+    the previous ones, an update scans only the entries read since (and drops the rows of
+    entries that joined the context); anything else rescans the whole file's entries."""
+
+    def __init__(self) -> None:
+        self._reset(None, frozenset())
+
+    def _reset(self, reader: Any, pinned: frozenset[str]) -> None:
+        self._reader, self._pinned = reader, pinned
+        self._scanned = 0  # reader entries looked at
+        self._context_ids: list[str] = []
+        self._in_context: set[str] = set()
+        self._ids: set[str] = set()  # entry ids of `rows`
+        self.rows: list[ManifestItem] = []
+
+    def update(self, reader: Any, context_ids: Sequence[str], pinned: frozenset[str]) -> list[ManifestItem]:
+        """The rows for `reader`'s entries (file order) given the context's entry ids and the
+        pinned entry ids."""
+        known = len(self._context_ids)
+        if not (
+            reader is self._reader
+            and pinned == self._pinned
+            and len(reader.entries) >= self._scanned
+            and list(context_ids[:known]) == self._context_ids
+        ):
+            self._reset(reader, pinned)
+            known = 0
+        joined = set(context_ids[known:])
+        self._context_ids.extend(context_ids[known:])
+        self._in_context |= joined
+        if not joined.isdisjoint(self._ids):
+            self.rows = [row for row in self.rows if row.entry_id not in joined]
+            self._ids -= joined
+        entries = list(reader.entries[self._scanned :])
+        self._scanned += len(entries)
+        for entry in entries:
+            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in self._in_context:
+                role = entry.role if entry.type == "message" else entry.type
+                self.rows.append(
+                    ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
+                )
+                self._ids.add(entry.id)
+        return self.rows
+
+
 def _first_fresh(ctx: Any, reader: Any) -> int:
     """Index of the first context message recorded after the latest compaction (0 if none)."""
     if not ctx.context_entry_ids:
@@ -673,6 +724,7 @@ class LivePlanner:
         self._index = _ContextIndex(self._cache)
         self._grouper = AtomicGrouper()
         self._refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}  # by id(group)
+        self._pi_excluded = _PiExcludedRows()
 
     @property
     def estimates(self) -> int:
@@ -860,38 +912,20 @@ class LivePlanner:
             )
 
         sources, rows = plan.planned_sources, indexed.rows
-        kind_of: dict[str, str] = {}
+        included += _message_items(plan.selected, True, sources, rows, pinned)
+        excluded = _message_items(plan.excluded, False, sources, rows, pinned)
+        excluded += self._pi_excluded.update(snapshot.reader, ctx.context_entry_ids, frozenset(pinned))
 
-        def add(out: list[ManifestItem], entries: Sequence[Any], included_: bool) -> None:
-            for entry in entries:
-                source = sources[entry.original_index]
-                kind_of[entry.group_id] = entry.kind
-                if isinstance(source, int):
-                    key, eid, role, ctx_index = rows[source]
-                    out.append(
-                        ManifestItem(key, included_, entry.kind, eid, role, ctx_index, entry.group_id, entry.tokens, entry.score, entry.reason, eid in pinned)
-                    )
-                else:
-                    out.append(
-                        ManifestItem(f"supplement:{source}", included_, entry.kind, None, "user", None, entry.group_id, entry.tokens, entry.score, entry.reason)
-                    )
-
-        excluded: list[ManifestItem] = []
-        add(included, plan.selected, True)
-        add(excluded, plan.excluded, False)
-        in_context = set(ctx.context_entry_ids)
-        for entry in list(snapshot.reader.entries):
-            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in in_context:
-                role = entry.role if entry.type == "message" else entry.type
-                excluded.append(
-                    ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
-                )
-
-        selected_ids = {e.group_id for e in plan.selected}
+        selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
+        kind_of = {**dict(map(_GROUP_AND_KIND, plan.excluded)), **selected_kinds}
         groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
         tail_limit = plan.planning.recent_tail_token_limit
         rescue_reason = "Immediate-predecessor turn rescued"
-        rescued_group = next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
+        rescued_group = (
+            next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
+            if plan.planning.rescued_immediate_predecessor
+            else None
+        )
         refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
         for group in plan.groups:
             plan_kind = kind_of.get(group.id, group.kind)
@@ -901,7 +935,7 @@ class LivePlanner:
             else:
                 ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
             refs[id(group)] = (group, ref)
-            if group.id in selected_ids:
+            if group.id in selected_kinds:
                 groups["selected"].append(ref)
             else:
                 groups["excluded"].append(ref)
@@ -911,6 +945,38 @@ class LivePlanner:
                 groups["rescued"].append(ref)
         self._refs = refs
         return (*included, *excluded), groups
+
+
+_GROUP_AND_KIND = attrgetter("group_id", "kind")
+_new_manifest_item = partial(tuple.__new__, ManifestItem)
+"""`ManifestItem` from one tuple of its fields, in C (as `ManifestItem._make` without its check)."""
+
+
+def _message_items(
+    entries: Sequence[Any],
+    included: bool,
+    sources: Sequence[int | str],
+    rows: Sequence[tuple[str, str | None, Any, int]],
+    pinned: set[str],
+) -> list[ManifestItem]:
+    """Manifest rows of the planner's `PlanItem`s (`entries`), in their order.
+
+    Built column by column with C-level zips and maps: a plan has one row per message, so this
+    is the manifest's hot loop. `sources` are the plan's `planned_sources`; `rows` the context
+    index's (key, entry id, role, context index) per native message; a supplement has none."""
+    if not entries:
+        return []
+    index, group_id, kind, tokens, score, reason = islice(zip(*entries), 6)
+    static = [
+        rows[source] if isinstance(source, int) else (f"supplement:{source}", None, "user", None)
+        for source in map(sources.__getitem__, index)
+    ]
+    key, entry_id, role, message_index = zip(*static)
+    fields = zip(
+        key, repeat(included), kind, entry_id, role, message_index, group_id, tokens, score, reason,
+        map(pinned.__contains__, entry_id),
+    )
+    return list(map(_new_manifest_item, fields))
 
 
 def _totals(items: Sequence[ManifestItem]) -> PlanTotals:
