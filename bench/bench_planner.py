@@ -7,19 +7,24 @@ re-plan after one appended line of `../shared/sessions-pi/99-large.jsonl`.
 Synthetic sessions are Pi JSONL files of N turns (user prompt, assistant tool call, tool result,
 assistant answer: one atomic group each) with a 200k-token model. Reported, as medians over
 `--runs` runs in milliseconds:
-- `planner`: `plan_managed_context` alone, with precomputed estimates (`native_tokens`);
-- `re-plan`: `LivePlanner.plan` on an unchanged snapshot (estimates cached): what each tail
-  update costs besides reading the file;
-- `cold plan`: a fresh `LivePlanner` (every message estimated).
-Growth ratios compare each size with the previous one (10x the groups: linear is 10x).
+- `planner`: `plan_managed_context` alone, with precomputed estimates (`native_tokens`) and a cold
+  grouping (no `AtomicGrouper` kept between calls);
+- `append`: `LivePlanner.plan` of the snapshot after one more line was appended to the session
+  (the file is written without its last `--runs` lines, then they are appended one at a time):
+  what each tail update costs besides reading the file. This is the issue's "re-plan";
+- `unchanged`: `LivePlanner.plan` again on the same snapshot;
+- `cold plan`: a fresh `LivePlanner` (every message estimated and grouped).
+Growth ratios compare each size with the previous one (10x the groups: linear is x10).
 For 99-large: `refresh` (LiveSession.refresh of one more line) and `plan` (LivePlanner.plan of
 the new snapshot), over the last `--runs` lines appended one at a time.
+The load average (1 min) is printed before and after: the machine may be shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -28,7 +33,7 @@ from pathlib import Path
 
 from ds4core.estimate import message_tokens
 from ds4core.planner import plan_managed_context
-from ds4sessions.live import LiveSession, open_snapshot
+from ds4sessions.live import LiveSession, Snapshot
 from ds4sessions.planning import LivePlanner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,23 +80,47 @@ def median_ms(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times)
 
 
-def bench_sizes(runs: int, workdir: Path) -> list[tuple[int, float, float, float]]:
-    """(groups, planner ms, re-plan ms, cold plan ms) per synthetic size."""
+def appended_plans(path: Path, lines: list[bytes], runs: int) -> tuple[list[float], int, LivePlanner, Snapshot]:
+    """Write `lines` without the last `runs`, plan, then append those one at a time and time
+    `LivePlanner.plan` of each new snapshot. Returns (plan ms per append, most messages estimated
+    by one of those plans, the planner, the last snapshot)."""
+    path.write_bytes(b"".join(lines[:-runs]))
+    live = LiveSession(path)
+    planner = LivePlanner()
+    planner.plan(live.refresh())
+    plan_ms, estimated = [], []
+    snap = None
+    with path.open("ab") as f:
+        for line in lines[-runs:]:
+            f.write(line)
+            f.flush()
+            snap = live.refresh()
+            assert snap is not None
+            start = time.perf_counter()
+            view = planner.plan(snap)
+            plan_ms.append((time.perf_counter() - start) * 1000)
+            estimated.append(view.estimated_messages)
+    assert snap is not None
+    return plan_ms, max(estimated), planner, snap
+
+
+def bench_sizes(runs: int, workdir: Path) -> list[tuple[int, float, float, float, float, int]]:
+    """(groups, planner ms, append re-plan ms, unchanged re-plan ms, cold plan ms, most messages
+    estimated per append) per synthetic size."""
     rows = []
     for groups in SIZES:
         path = workdir / f"synthetic-{groups}.jsonl"
         synthetic_session(path, groups)
-        snap = open_snapshot(path)
-        planner = LivePlanner()
+        append_ms, estimated, planner, snap = appended_plans(path, path.read_bytes().splitlines(keepends=True), runs)
         view = planner.plan(snap)
         assert len(view.plan.groups) == groups, (len(view.plan.groups), groups)
         native = [m for m in snap.context.messages if m.get("role") != "system"]
         tokens = [message_tokens(m) for m in native]
         raw = median_ms(lambda: plan_managed_context(native, fixed_tokens=view.fixed_tokens, budget=view.budget,
                                                      config=view.awareness.context_config, native_tokens=tokens), runs)
-        replan = median_ms(lambda: planner.plan(snap), runs)
+        unchanged = median_ms(lambda: planner.plan(snap), runs)
         cold = median_ms(lambda: LivePlanner().plan(snap), max(3, runs // 2))
-        rows.append((groups, raw, replan, cold))
+        rows.append((groups, raw, statistics.median(append_ms), unchanged, cold, estimated))
     return rows
 
 
@@ -126,15 +155,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="DS4 planner timings")
     parser.add_argument("--runs", type=int, default=7, help="runs per measurement (median)")
     args = parser.parse_args()
+    print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = bench_sizes(args.runs, Path(tmp))
         print(f"Planner time, median of {args.runs} runs (ms)")
-        print(f"{'groups':>8} {'planner':>9} {'re-plan':>9} {'cold plan':>10} {'growth (planner, re-plan)':>27}")
-        previous = None
-        for groups, raw, replan, cold in rows:
-            growth = f"x{raw / previous[1]:.1f}, x{replan / previous[2]:.1f}" if previous else "—"
-            print(f"{groups:>8,} {raw:>9.2f} {replan:>9.2f} {cold:>10.2f} {growth:>27}")
-            previous = (groups, raw, replan)
+        print(f"{'groups':>8} {'planner':>9} {'append':>9} {'unchanged':>10} {'cold plan':>10}   estimated/append")
+        for groups, raw, append, unchanged, cold, estimated in rows:
+            print(f"{groups:>8,} {raw:>9.2f} {append:>9.2f} {unchanged:>10.2f} {cold:>10.2f}   {estimated}")
+        for (small, *a), (large, *b) in zip(rows, rows[1:]):
+            ratios = ", ".join(f"{name} x{after / before:.1f}" for name, before, after in
+                               zip(("planner", "append", "unchanged", "cold plan"), a[:4], b[:4]))
+            print(f"growth {small:,} -> {large:,} groups: {ratios}")
         if LARGE.exists():
             refresh, plan, groups, estimated = bench_append(args.runs, Path(tmp))
             print(f"\n99-large.jsonl, one appended line ({groups} groups in context), median of {args.runs} appends (ms)")
@@ -142,6 +173,7 @@ def main() -> int:
             print(f"  LivePlanner.plan     {plan:8.2f}   (messages estimated per append: at most {estimated})")
         else:
             print(f"\n{LARGE} is absent: append benchmark skipped", file=sys.stderr)
+    print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
     return 0
 
 
