@@ -539,6 +539,7 @@ class _ContextIndex:
         self.first_fresh = 0
         self._occurrence: dict[str | None, int] = {}
         self._running = 0
+        self._measurements: dict[int, Usage | None] = {}  # context index -> usage, filled on demand
 
     def update(self, ctx: Any, reader: Any) -> bool:
         """Index `ctx` (a `SessionContext` of `reader`'s session); True when the previous index
@@ -581,6 +582,14 @@ class _ContextIndex:
         if not extended or self.first_fresh >= start:
             self.first_fresh = _first_fresh(ctx, reader)
         return extended
+
+    def measurement(self, index: int) -> Usage | None:
+        """The usage of context message `index` when it is a valid measurement (an assistant
+        reply with non-zero usage, not aborted or an error), else None; parsed once per index."""
+        if index not in self._measurements:
+            message = self.messages[index]
+            self._measurements[index] = usage_of(message) if is_valid_measurement(message) else None
+        return self._measurements[index]
 
 
 class _PiExcludedRows:
@@ -785,11 +794,9 @@ class LivePlanner:
 
         items, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids)
         totals = _totals(items)
-        anchor_usage = None
-        for message in reversed(messages):
-            if is_valid_measurement(message):
-                anchor_usage = usage_of(message)
-                break
+        anchor_usage = next(
+            (u for u in map(index.measurement, range(len(messages) - 1, -1, -1)) if u is not None), None
+        )
         provider = snapshot.provider
         return PlanView(
             plan=plan,
@@ -833,9 +840,9 @@ class LivePlanner:
         inferred: int | None = None
         if not system_at:
             for index in range(fresh_from, len(messages)):
-                message = messages[index]
-                if message.get("role") == "assistant" and is_valid_measurement(message):
-                    inferred = max(0, usage_of(message).prompt_tokens - before[index])
+                usage = indexed.measurement(index)
+                if usage is not None:
+                    inferred = max(0, usage.prompt_tokens - before[index])
                     break
 
         def fixed_at(index: int) -> int:
@@ -846,11 +853,10 @@ class LivePlanner:
         for index in range(len(messages) - 1, fresh_from - 1, -1):
             if len(samples) >= self._awareness.calibration_window:
                 break
-            message = messages[index]
-            if message.get("role") != "assistant" or not is_valid_measurement(message):
+            usage = indexed.measurement(index)
+            if usage is None:
                 continue
-            usage = usage_of(message)
-            ts = message.get("timestamp")
+            ts = messages[index].get("timestamp")
             samples.append(
                 {
                     "estimatedTokens": fixed_at(index) + before[index],
