@@ -43,12 +43,10 @@ misses). Timings are in docs/performance.md.
 
 from __future__ import annotations
 
-import gc
 import re
 import time
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from functools import partial
 from itertools import islice, repeat
 from operator import attrgetter
@@ -67,7 +65,7 @@ from ds4core.budgets import (
 from ds4core.config import Ds4Config
 from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
 from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
-from ds4core.planner import AtomicGroup, AtomicGrouper, ManagedContextPlan, plan_managed_context
+from ds4core.planner import AtomicGroup, AtomicGrouper, ManagedContextPlan, paused_gc, plan_managed_context
 from ds4core.usage import Usage, is_valid_measurement, usage_of
 
 from ds4sessions.ds4config import LoadedDs4Config
@@ -686,26 +684,6 @@ def _group_ref(
     return GroupRef(group.id, group.kind, plan_kind, group.estimated_tokens, len(group.message_indices), ids)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block (restored on exit, even on error).
-
-    A plan builds two small tuples per message (`PlanItem`, `ManifestItem`) that outlive the call.
-    With the collector running, every 700 of them trigger a young collection, and because they
-    survive, they reach the old generation and set off full collections that rescan the whole
-    session heap: at 10,000 groups those cost more than the plan itself (docs/performance.md).
-    Nothing built here forms reference cycles, so pausing only defers the young collection to
-    after the call, by which time the previous plan's rows are freed by reference counting.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # ---------------------------------------------------------------------------------------------
 # The live planner
 
@@ -746,7 +724,7 @@ class LivePlanner:
         Returns a managed plan or the planner's explicit fallback (`PlanView.fallback_reason`).
         Never raises for session content; configuration problems are in `warnings`.
         """
-        with _gc_paused():
+        with paused_gc():  # the manifest adds a row per message to the planner's items
             return self._plan(snapshot)
 
     def _plan(self, snapshot: Any) -> PlanView:
