@@ -566,6 +566,7 @@ class _Choice(NamedTuple):
 
 
 _ORIGINAL_INDEX = attrgetter("original_index")
+_new_tuple = tuple.__new__
 
 
 def _score(group: AtomicGroup, priority: float, message_count: int) -> float:
@@ -594,8 +595,13 @@ def _items(
         for c in choices
     ]
     if classifications is None and privacy_reasons is None:
+        # The hot loop (one item per message): `tuple.__new__` builds the named tuple in C,
+        # skipping its Python-level `__new__`.
         items = [
-            PlanItem(index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet)
+            _new_tuple(
+                PlanItem,
+                (index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet, None, None),
+            )
             for group_id, kind, score, reason, source_id, event_ids, snippet, indices in per_group
             for index in indices
         ]

@@ -529,7 +529,10 @@ class _ContextIndex:
         self.first_entry: str | None = None
         self.native: list[dict[str, Any]] = []  # the non-system messages: what DS4 plans
         self.tokens: list[int] = []  # chars-v1 estimate per native message
-        self.rows: list[tuple[str, str | None, Any, int]] = []  # per native: key, entry id, role, context index
+        # Per native message: manifest key, entry id, role and context index.
+        self.keys: list[str] = []
+        self.native_entry_ids: list[str | None] = []
+        self.roles: list[Any] = []
         self.native_to_ctx: list[int] = []
         self.before: list[int] = []  # per context message: estimate of the native messages before it
         self.replay = _SystemReplay()  # system messages replayed so far
@@ -572,8 +575,10 @@ class _ContextIndex:
             self._running += estimate
             self.native.append(message)
             self.tokens.append(estimate)
+            self.keys.append(f"{entry_id}#{n}" if entry_id is not None else f"@{index}")
+            self.native_entry_ids.append(entry_id)
+            self.roles.append(role)
             self.native_to_ctx.append(index)
-            self.rows.append((f"{entry_id}#{n}" if entry_id is not None else f"@{index}", entry_id, role, index))
         self.messages.extend(messages[start:])
         self.entry_ids.extend(entry_ids[start:])
         self.branch, self.first_entry = list(branch), first
@@ -674,13 +679,9 @@ def _descriptor(model: ModelInfo | None, key: str | None) -> tuple[ModelDescript
     return ModelDescriptor(provider, model_id or "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS), True
 
 
-def _group_ref(
-    group: AtomicGroup, plan_kind: str, sources: Sequence[int | str], rows: Sequence[tuple[str, str | None, Any, int]]
-) -> GroupRef:
-    """The `GroupRef` of `group`; `sources` are the plan's `planned_sources`, `rows` the context
-    index's per-native-message rows (for the entry ids)."""
-    planned = (sources[i] for i in group.message_indices)
-    ids = tuple(dict.fromkeys(e for e in (rows[s][1] if isinstance(s, int) else None for s in planned) if e))
+def _group_ref(group: AtomicGroup, plan_kind: str, entry_ids: Sequence[str | None]) -> GroupRef:
+    """The `GroupRef` of `group`; `entry_ids` are the planned messages' entry ids."""
+    ids = tuple(dict.fromkeys(e for e in map(entry_ids.__getitem__, group.message_indices) if e))
     return GroupRef(group.id, group.kind, plan_kind, group.estimated_tokens, len(group.message_indices), ids)
 
 
@@ -770,8 +771,9 @@ class LivePlanner:
         )
         planner_ms = (time.perf_counter() - planner_started) * 1000
 
-        items, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids)
-        totals = _totals(items)
+        included, excluded, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids)
+        items = (*included, *excluded)
+        totals = _totals(included, excluded)
         anchor_usage = next(
             (u for u in map(index.measurement, range(len(messages) - 1, -1, -1)) if u is not None), None
         )
@@ -873,7 +875,9 @@ class LivePlanner:
         fixed: int,
         fixed_source: str,
         pinned_ids: Sequence[str],
-    ) -> tuple[tuple[ManifestItem, ...], dict[str, list[GroupRef]]]:
+    ) -> tuple[list[ManifestItem], list[ManifestItem], dict[str, list[GroupRef]]]:
+        """The included items in sent order, the excluded ones (the planner's, then Pi's) and the
+        group references for the explain panel."""
         ctx = snapshot.context
         pinned = set(pinned_ids)
         included: list[ManifestItem] = []
@@ -895,9 +899,10 @@ class LivePlanner:
                 )
             )
 
-        sources, rows = plan.planned_sources, indexed.rows
-        included += _message_items(plan.selected, True, sources, rows, pinned)
-        excluded = _message_items(plan.excluded, False, sources, rows, pinned)
+        # LivePlanner plans without supplements (they live in DS4's database): a planned index is
+        # a native index.
+        included += _message_items(plan.selected, True, indexed, pinned)
+        excluded = _message_items(plan.excluded, False, indexed, pinned)
         excluded += self._pi_excluded.update(snapshot.reader, ctx.context_entry_ids, frozenset(pinned))
 
         selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
@@ -915,7 +920,7 @@ class LivePlanner:
             plan_kind = kind_of.get(group.id, group.kind)
             cached = self._refs.get(id(group))
             if cached is None or cached[0] is not group:
-                ref = _group_ref(group, plan_kind, sources, rows)
+                ref = _group_ref(group, plan_kind, indexed.native_entry_ids)
             else:
                 ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
             refs[id(group)] = (group, ref)
@@ -928,50 +933,50 @@ class LivePlanner:
             if group.id == rescued_group:
                 groups["rescued"].append(ref)
         self._refs = refs
-        return (*included, *excluded), groups
+        return included, excluded, groups
 
 
 _GROUP_AND_KIND = attrgetter("group_id", "kind")
+_TOKENS = attrgetter("tokens")
 _new_manifest_item = partial(tuple.__new__, ManifestItem)
 """`ManifestItem` from one tuple of its fields, in C (as `ManifestItem._make` without its check)."""
 
 
 def _message_items(
-    entries: Sequence[Any],
-    included: bool,
-    sources: Sequence[int | str],
-    rows: Sequence[tuple[str, str | None, Any, int]],
-    pinned: set[str],
+    entries: Sequence[Any], included: bool, indexed: _ContextIndex, pinned: set[str]
 ) -> list[ManifestItem]:
-    """Manifest rows of the planner's `PlanItem`s (`entries`), in their order.
+    """Manifest rows of the planner's `PlanItem`s (`entries`, planned without supplements), in
+    their order.
 
     Built column by column with C-level zips and maps: a plan has one row per message, so this
-    is the manifest's hot loop. `sources` are the plan's `planned_sources`; `rows` the context
-    index's (key, entry id, role, context index) per native message; a supplement has none."""
+    is the manifest's hot loop."""
     if not entries:
         return []
     index, group_id, kind, tokens, score, reason = islice(zip(*entries), 6)
-    static = [
-        rows[source] if isinstance(source, int) else (f"supplement:{source}", None, "user", None)
-        for source in map(sources.__getitem__, index)
-    ]
-    key, entry_id, role, message_index = zip(*static)
+    entry_id = list(map(indexed.native_entry_ids.__getitem__, index))
     fields = zip(
-        key, repeat(included), kind, entry_id, role, message_index, group_id, tokens, score, reason,
+        map(indexed.keys.__getitem__, index),
+        repeat(included),
+        kind,
+        entry_id,
+        map(indexed.roles.__getitem__, index),
+        map(indexed.native_to_ctx.__getitem__, index),
+        group_id,
+        tokens,
+        score,
+        reason,
         map(pinned.__contains__, entry_id),
     )
     return list(map(_new_manifest_item, fields))
 
 
-def _totals(items: Sequence[ManifestItem]) -> PlanTotals:
+def _totals(included: Sequence[ManifestItem], excluded: Sequence[ManifestItem]) -> PlanTotals:
+    """Totals of a manifest's included and excluded items (a loop over the included ones only:
+    the excluded ones, most of a long session, are summed in C)."""
     system = tool_tokens_ = tool_count = message_tokens_ = message_count = 0
-    excluded_tokens = excluded_count = 0
     by_kind: dict[str, int] = {}
-    for item in items:
-        if not item.included:
-            excluded_tokens += item.tokens
-            excluded_count += 1
-        elif item.kind == "system":
+    for item in included:
+        if item.kind == "system":
             system += item.tokens
         elif item.kind == "tool":
             tool_tokens_ += item.tokens
@@ -987,8 +992,8 @@ def _totals(items: Sequence[ManifestItem]) -> PlanTotals:
         message_tokens=message_tokens_,
         message_count=message_count,
         estimated_input_tokens=system + tool_tokens_ + message_tokens_,
-        excluded_tokens=excluded_tokens,
-        excluded_count=excluded_count,
+        excluded_tokens=sum(map(_TOKENS, excluded)),
+        excluded_count=len(excluded),
         by_kind=by_kind,
     )
 
