@@ -267,10 +267,10 @@ class AtomicGrouper:
             parent[draft], draft = root, parent[draft]
         return root
 
-    def _union(self, a: int, b: int) -> int:
+    def _union(self, a: int, b: int) -> None:
         ra, rb = self._find(a), self._find(b)
         if ra == rb:
-            return ra
+            return
         low, high = min(ra, rb), max(ra, rb)
         self._parent[high] = low
         keep, gone = self._components[low], self._components.pop(high)
@@ -281,7 +281,6 @@ class AtomicGrouper:
         keep.all_summary = keep.all_summary and gone.all_summary
         keep.exchange = keep.exchange or gone.exchange
         keep.group = None
-        return low
 
     def _extend(self, messages: Sequence[Any], tokens: Sequence[int], start: int) -> bool:
         """Add `messages[start:]`; False when a re-used call id needs a cold build instead."""
