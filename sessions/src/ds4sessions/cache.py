@@ -8,6 +8,10 @@ Glue between a `ds4sessions.live.Snapshot` and the pure engines:
 - `ds4core.cache_policy` (DS4 0.3.7 cache-aware policy, ds4-planner-spec.md §4) around
   `ds4core.planner.plan_managed_context`, for the decision view and the mode-`auto` what-if.
 
+When the ds4tui bridge (docs/bridge.md) logs request metadata for the session, the replies are
+matched to their `requests.jsonl` lines, and the bridge's fingerprints take precedence over the
+rebuilt prompts for the miss explainer and the cached prefix; its fixed tokens are shown too.
+
 `CacheMonitor.view(snapshot, now)` returns a `CacheView`; it caches per-request results (prefix
 comparisons, the previous plan) so it can run on every update of a 30 MB session. It also carries
 DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is the one-shot form.
@@ -15,8 +19,11 @@ DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is th
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ds4core.budgets import ModelCost
@@ -50,6 +57,8 @@ from ds4core.models import ModelInfo, ModelTable, Pricing
 from ds4core.planner import plan_managed_context
 from ds4core.usage import usage_of
 
+from ds4sessions.bridge import RequestMeta, channel_dir
+from ds4sessions.bridge import prefix_change as request_prefix_change
 from ds4sessions.ds4config import LoadedDs4Config
 from ds4sessions.live import Snapshot
 from ds4sessions.pi.context import SessionContext, build_context, iso_to_ms
@@ -61,6 +70,8 @@ __all__ = [
     "CacheMonitor",
     "CacheView",
     "DecisionView",
+    "MATCH_WINDOW_S",
+    "bridge_prefix_change",
     "cache_events",
     "cache_view",
     "prefix_change",
@@ -139,6 +150,44 @@ def _describe(session: PiSession, entry_id: str | None, prefix: str) -> str:
     return f"{prefix} {entry_id}{when}"
 
 
+def _request_contexts(
+    session: PiSession, previous_id: str, request_id: str
+) -> tuple[Entry, Entry, SessionContext, SessionContext, list[Entry]] | None:
+    """The two replies' entries, the prompts they answered (`build_context` at each reply's
+    parent) and the branch entries from the earlier reply on; None when either id is unknown."""
+    previous_entry, request_entry = session.by_id.get(previous_id), session.by_id.get(request_id)
+    if previous_entry is None or request_entry is None:
+        return None
+    before = build_context(session, leaf_id=previous_entry.parent_id)
+    now = build_context(session, leaf_id=request_entry.parent_id)
+    branch = now.branch_entry_ids
+    start = branch.index(previous_id) if previous_id in branch else 0
+    between = [session.by_id[e] for e in branch[start:] if e is not None and e in session.by_id]
+    return previous_entry, request_entry, before, now, between
+
+
+def _classify(
+    session: PiSession, before: SessionContext, now: SessionContext, between: Sequence[Entry], index: int
+) -> tuple[str, str | None]:
+    """(kind, responsible entry id) of a prompt change at context message `index` of `now`."""
+    entry_id = now.message_entry_ids[index] if index < len(now.messages) else None
+    old_id = before.message_entry_ids[index] if index < len(before.messages) else None
+    edits = {e.raw.get("targetId"): e for e in between if e.type == CONTEXT_EDIT}
+    entry = session.by_id.get(entry_id) if entry_id else None
+    role = now.messages[index].get("role") if index < len(now.messages) else None
+    if entry is not None and entry.type == COMPACTION:
+        return "compaction", entry_id
+    if entry is not None and entry.type == BRANCH_SUMMARY:
+        return "branch summary", entry_id
+    if old_id in edits:
+        return "context edit", edits[old_id].id
+    if role == "system":
+        return "system prompt", entry_id
+    if entry_id == old_id:
+        return "edited context", entry_id
+    return "branch switch", entry_id
+
+
 def prefix_change(session: PiSession, previous_id: str, request_id: str) -> PrefixChange | None:
     """What changed between the prompt of the request `previous_id` and that of `request_id`
     (both assistant entry ids on one branch), or None when the earlier prompt is still a prefix.
@@ -150,14 +199,10 @@ def prefix_change(session: PiSession, previous_id: str, request_id: str) -> Pref
     `system prompt` patch, an `edited context` (same entry, other content) or a `branch switch`
     (another entry at that place); finally a `system` message added after the previous prompt.
     """
-    previous_entry, request_entry = session.by_id.get(previous_id), session.by_id.get(request_id)
-    if previous_entry is None or request_entry is None:
+    found = _request_contexts(session, previous_id, request_id)
+    if found is None:
         return None
-    before = build_context(session, leaf_id=previous_entry.parent_id)
-    now = build_context(session, leaf_id=request_entry.parent_id)
-    branch = now.branch_entry_ids
-    start = branch.index(previous_id) if previous_id in branch else 0
-    between = [session.by_id[e] for e in branch[start:] if e is not None and e in session.by_id]
+    previous_entry, request_entry, before, now, between = found
     old_model, new_model = _model_key(previous_entry), _model_key(request_entry)
     if old_model != new_model:
         switches = [e for e in between if e.type == MODEL_CHANGE]
@@ -167,31 +212,147 @@ def prefix_change(session: PiSession, previous_id: str, request_id: str) -> Pref
         return PrefixChange("model change", target, None, described)
     index = _first_difference(before, now)
     if index is not None:
-        entry_id = now.message_entry_ids[index] if index < len(now.messages) else None
-        old_id = before.message_entry_ids[index] if index < len(before.messages) else None
-        edits = {
-            e.raw.get("targetId"): e for e in between if e.type == CONTEXT_EDIT
-        }
-        entry = session.by_id.get(entry_id) if entry_id else None
-        role = now.messages[index].get("role") if index < len(now.messages) else None
-        if entry is not None and entry.type == COMPACTION:
-            kind, responsible = "compaction", entry_id
-        elif entry is not None and entry.type == BRANCH_SUMMARY:
-            kind, responsible = "branch summary", entry_id
-        elif old_id in edits:
-            kind, responsible = "context edit", edits[old_id].id
-        elif role == "system":
-            kind, responsible = "system prompt", entry_id
-        elif entry_id == old_id:
-            kind, responsible = "edited context", entry_id
-        else:
-            kind, responsible = "branch switch", entry_id
+        kind, responsible = _classify(session, before, now, between, index)
         return PrefixChange(kind, responsible, index, _describe(session, responsible, kind) + f" changed context message {index}")
     for index in range(len(before.messages), len(now.messages)):
         if now.messages[index].get("role") == "system":
             entry_id = now.message_entry_ids[index]
             return PrefixChange("system prompt", entry_id, index, _describe(session, entry_id, "system prompt") + " patched the prompt")
     return None
+
+
+# --- Request metadata from the ds4tui bridge (docs/bridge.md) --------------------------------
+
+#: How far (seconds) a request-metadata line may lie from its reply's request start. The bridge
+#: writes the line from Pi's `before_provider_request` hook, milliseconds after pi-ai stamps the
+#: reply's `timestamp` (pi-ai 1.6.0 `openai-completions.js`: `timestamp: Date.now()`, then
+#: `onPayload`); the window only guards against lines of an unrelated run on the same leaf.
+MATCH_WINDOW_S = 60.0
+
+
+def bridge_prefix_change(
+    session: PiSession, previous_id: str, request_id: str, previous: RequestMeta, current: RequestMeta
+) -> PrefixChange | None:
+    """What changed between two requests according to the bridge's request metadata: `previous`
+    and `current` are the `requests.jsonl` lines of the replies `previous_id` and `request_id`.
+
+    The index is the bridge's (`ds4sessions.bridge.prefix_change`: first differing message
+    fingerprint, or 0 for a changed system prompt or tool schema); None when `current` extends
+    `previous` unchanged. The entry at that index is named from the session (the prompts rebuilt
+    as in `prefix_change`, classified the same way: an `edited context` there is a message Pi sent
+    differently from the session file, e.g. changed by an extension's `context` hook).
+    Descriptions read "prefix changed at message N (bridge): …".
+    """
+    index = request_prefix_change(previous, current)
+    if index is None:
+        return None
+    head = f"prefix changed at message {index} (bridge)"
+    if previous.system_hash != current.system_hash:
+        return PrefixChange("system prompt", None, index, f"{head}: the system prompt changed")
+    if previous.tools_hash != current.tools_hash:
+        return PrefixChange("tool schema", None, index, f"{head}: the tool schemas changed")
+    found = _request_contexts(session, previous_id, request_id)
+    if found is None:
+        return PrefixChange("edited context", None, index, head)
+    _, _, before, now, between = found
+    kind, responsible = _classify(session, before, now, between, index)
+    return PrefixChange(kind, responsible, index, f"{head}: {_describe(session, responsible, kind)}")
+
+
+class _RequestLog:
+    """Incremental reader of one session's `requests.jsonl` (docs/bridge.md "Channel format").
+
+    `poll()` reads only the bytes appended since the last call (complete lines only: a torn last
+    line waits for its newline) and starts over when the file was replaced or truncated; a
+    missing or unreadable file reads as no requests. Malformed lines are skipped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.identity: tuple[int, int] | None = None
+        self.requests: list[RequestMeta] = []
+        self.by_leaf: dict[str, list[tuple[float, RequestMeta]]] = {}
+
+    def _reset(self) -> None:
+        self.offset, self.identity = 0, None
+        self.requests, self.by_leaf = [], {}
+
+    def poll(self) -> None:
+        """Read the lines appended since the last poll. Never raises for the file's contents or
+        its absence (OSError reads as no file)."""
+        try:
+            with self.path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                identity = (stat.st_dev, stat.st_ino)
+                if identity != self.identity or stat.st_size < self.offset:
+                    self._reset()
+                    self.identity = identity
+                if stat.st_size == self.offset:
+                    return
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            self._reset()
+            return
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            meta = _parse_request(line)
+            if meta is None:
+                continue
+            self.requests.append(meta)
+            ms = iso_to_ms(meta.time)
+            if meta.leaf_id is not None and ms is not None:
+                self.by_leaf.setdefault(meta.leaf_id, []).append((ms / 1000, meta))
+
+
+def _parse_request(line: bytes) -> RequestMeta | None:
+    """One `requests.jsonl` line, or None when it is not a well-formed request object."""
+    try:
+        data = json.loads(line)
+        if not isinstance(data, dict) or not isinstance(data.get("leafId"), (str, type(None))):
+            return None
+        return RequestMeta.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
+        return None
+
+
+def _match_requests(
+    session: PiSession, events: Sequence[CacheEvent], by_leaf: Mapping[str, Sequence[tuple[float, RequestMeta]]]
+) -> dict[str, RequestMeta]:
+    """Reply entry id → its request-metadata line, for the `reply` events of `events`.
+
+    The rule: a line belongs to a reply when its `leafId` is the reply's parent entry (Pi's leaf
+    when the request was sent is the entry the reply follows, docs/bridge.md), its
+    `provider`/`model` are the reply's (when the reply names them), and its `time` lies within
+    `MATCH_WINDOW_S` of the reply's request start (`message.timestamp`); among several (a retry
+    on the same leaf, a regenerated reply), the line nearest in time, each line used once, replies
+    taken in time order. `by_leaf` holds (time in epoch seconds, line) per `leafId` in file order
+    (lines without a `leafId` or a parsable `time` never match). `cache_warm` usage
+    entries have no line. Unmatched replies are absent from the result.
+    """
+    matched: dict[str, RequestMeta] = {}
+    used: set[int] = set()
+    for event in sorted(events, key=lambda e: e.time_s):
+        if event.kind != "reply" or event.entry_id is None:
+            continue
+        entry = session.by_id.get(event.entry_id)
+        if entry is None or entry.parent_id is None:
+            continue
+        best: tuple[float, RequestMeta] | None = None
+        for seconds, meta in by_leaf.get(entry.parent_id, ()):
+            if id(meta) in used:
+                continue
+            if event.model_key is not None and f"{meta.provider}/{meta.model}" != event.model_key:
+                continue
+            distance = abs(seconds - event.time_s)
+            if distance <= MATCH_WINDOW_S and (best is None or distance < best[0]):
+                best = (distance, meta)
+        if best is not None:
+            used.add(id(best[1]))
+            matched[event.entry_id] = best[1]
+    return matched
 
 
 # --- Decision view ---------------------------------------------------------------------------
@@ -300,7 +461,15 @@ class CacheView:
       configuration already says `auto`);
     - `cached_prefix_end`: end (exclusive) of the context messages the cache holds after the last
       request (0 when none); grey them on the map when `state.status == "cold"`;
-    - `pricing_source`: where the current model's prices come from (data, dated).
+    - `pricing_source`: where the current model's prices come from (data, dated);
+    - `bridge_fixed_tokens`: system prompt + tool schema tokens (chars-v1, DS4 `fixedTokens`) of
+      the newest request in the bridge's request metadata (None without metadata);
+      `bridge_requests`: metadata lines read; `bridge_matched`: history records matched to one.
+
+    With request metadata (docs/bridge.md), a cold request whose reply and previous reply (same
+    model) both have a line is explained from the fingerprints ("prefix changed at message N
+    (bridge)", or no prefix change when they agree), and
+    `cached_prefix_end` compares the last request's fingerprints with the current context's.
     """
 
     model_key: str | None
@@ -312,6 +481,9 @@ class CacheView:
     cached_prefix_end: int
     pricing_source: str | None
     expiring_s: float = DEFAULT_EXPIRING_SECONDS
+    bridge_fixed_tokens: int | None = None
+    bridge_requests: int = 0
+    bridge_matched: int = 0
 
     def state_at(self, now: float) -> CacheState:
         """The cache state at `now` (epoch seconds) with this view's expiring threshold."""
@@ -330,6 +502,9 @@ class CacheView:
             },
             "cachedPrefixEnd": self.cached_prefix_end,
             "pricingSource": self.pricing_source,
+            "bridgeFixedTokens": self.bridge_fixed_tokens,
+            "bridgeRequests": self.bridge_requests,
+            "bridgeMatched": self.bridge_matched,
             "history": self.history.to_json(),
             "decision": self.decision.to_json() if self.decision else None,
             "whatIf": self.what_if.to_json() if self.what_if else None,
@@ -349,6 +524,11 @@ class CacheMonitor:
     `PI_CACHE_RETENTION` value; `config` the user's DS4 configuration
     (`ds4sessions.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
     `ds4sessions.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
+    `agent` is Pi's agent dir holding the bridge's channel (default `discovery.agent_dir()`, read
+    at each view): when `<agent>/ds4tui/<session-id>/requests.jsonl` exists, each view reads the
+    lines appended since the previous view (one offset per session) and matches them to the
+    replies (`_match_requests`: same parent leaf, same model, nearest in time). Without the file
+    the views are exactly those without a bridge.
     Not thread-safe: call it from the worker that owns the snapshots.
     """
 
@@ -359,8 +539,10 @@ class CacheMonitor:
         retention: str | None = None,
         config: LoadedDs4Config | None = None,
         expiring_s: float = DEFAULT_EXPIRING_SECONDS,
+        agent: Path | None = None,
     ) -> None:
         self.models = models or ModelTable.bundled()
+        self.agent = agent
         self.retention = retention
         self.config = config or LoadedDs4Config(Ds4Config())
         self.expiring_s = expiring_s
@@ -369,6 +551,9 @@ class CacheMonitor:
         self._changes: dict[tuple[int, str, str], PrefixChange | None] = {}
         self._previous_plans: dict[tuple[int, str, int | None], tuple[str, ...]] = {}
         self._hysteresis: dict[str, tuple[str | None, HysteresisState, HysteresisState]] = {}
+        self._logs: dict[Path, _RequestLog] = {}
+        self._bridge_changes: dict[tuple[Any, ...], PrefixChange | None] = {}
+        self._fingerprints: dict[int, tuple[Any, str]] = {}
 
     @property
     def configured_mode(self) -> str:
@@ -396,7 +581,19 @@ class CacheMonitor:
             info = info_for(model_key)
             return info.prompt_cache if info is not None else None
 
+        log = self._request_log(session)
+        requests = log.requests if log is not None else []
+        matched = _match_requests(session, events, log.by_leaf) if log is not None and requests else {}
+
         def change(previous: CacheEvent, request: CacheEvent) -> PrefixChange | None:
+            old, new = matched.get(previous.entry_id or ""), matched.get(request.entry_id or "")
+            if old is not None and new is not None and previous.model_key == request.model_key:
+                bridge_key = (id(session), previous.entry_id, request.entry_id, old.seq, old.time, new.seq, new.time)
+                if bridge_key not in self._bridge_changes:
+                    self._bridge_changes[bridge_key] = bridge_prefix_change(
+                        session, previous.entry_id or "", request.entry_id or "", old, new
+                    )
+                return self._bridge_changes[bridge_key]
             cache_key = (id(session), previous.entry_id or "", request.entry_id or "")
             if cache_key not in self._changes:
                 self._changes[cache_key] = prefix_change(session, previous.entry_id or "", request.entry_id or "")
@@ -423,10 +620,29 @@ class CacheMonitor:
             history=history,
             decision=decision,
             what_if=what_if,
-            cached_prefix_end=self._cached_prefix_end(snapshot, last),
+            cached_prefix_end=self._cached_prefix_end(snapshot, last, matched.get(last.entry_id or "") if last else None),
             pricing_source=pricing_for(key)[1] if model is not None and model.pricing is not None else None,
             expiring_s=self.expiring_s,
+            bridge_fixed_tokens=requests[-1].fixed_tokens if requests else None,
+            bridge_requests=len(requests),
+            bridge_matched=sum(1 for r in history.records if r.event.entry_id in matched),
         )
+
+    def _request_log(self, session: PiSession) -> _RequestLog | None:
+        """The session's request-metadata log, polled for new lines; None when the session has
+        no usable id or no agent dir can be named."""
+        session_id = session.session_id
+        if not isinstance(session_id, str):
+            return None
+        try:
+            path = channel_dir(session_id, self.agent) / "requests.jsonl"
+        except (ValueError, RuntimeError):
+            return None
+        log = self._logs.get(path)
+        if log is None:
+            log = self._logs[path] = _RequestLog(path)
+        log.poll()
+        return log
 
     def _lookup(self, model_key: str | None) -> ModelInfo | None:
         if not model_key or "/" not in model_key:
@@ -434,21 +650,33 @@ class CacheMonitor:
         provider, model_id = model_key.split("/", 1)
         return self.models.get(provider, model_id)
 
-    def _cached_prefix_end(self, snapshot: Snapshot, last: CacheEvent | None) -> int:
+    def _cached_prefix_end(self, snapshot: Snapshot, last: CacheEvent | None, meta: RequestMeta | None) -> int:
         """Where the last request's cached prefix ends in the current context (see
-        `ds4core.cache_state.cached_prefix_end`)."""
+        `ds4core.cache_state.cached_prefix_end`).
+
+        With the last request's metadata line `meta`: the request sent `len(meta.messages)`
+        messages after `meta.fixed_tokens`, and the unchanged prefix is the run of its message
+        fingerprints equal to the current context's (`message_fingerprint`). Without: the request
+        is the reply's place in the current context and its prompt is rebuilt from the session.
+        """
         ctx = snapshot.context
-        if last is None or last.entry_id not in ctx.message_entry_ids:
+        if last is None:
             return 0
-        request_index = ctx.message_entry_ids.index(last.entry_id)
-        entry = snapshot.reader.by_id.get(last.entry_id or "")
-        unchanged = 0
-        if entry is not None:
-            sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
-            for left, right in zip(sent.messages, ctx.messages):
-                if not _same(left, right):
-                    break
-                unchanged += 1
+        if meta is not None:
+            request_index, fixed = len(meta.messages), meta.fixed_tokens
+            unchanged = self._unchanged_prefix(meta, ctx.messages)
+        else:
+            if last.entry_id not in ctx.message_entry_ids:
+                return 0
+            request_index, fixed = ctx.message_entry_ids.index(last.entry_id), 0
+            entry = snapshot.reader.by_id.get(last.entry_id or "")
+            unchanged = 0
+            if entry is not None:
+                sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
+                for left, right in zip(sent.messages, ctx.messages):
+                    if not _same(left, right):
+                        break
+                    unchanged += 1
         usage = last.usage
         return cached_prefix_end(
             snapshot.breakdown.message_tokens,
@@ -456,7 +684,27 @@ class CacheMonitor:
             unchanged_prefix=unchanged,
             cached_tokens=usage.cache_read + usage.cache_write,
             prompt_tokens=usage.prompt_tokens,
+            fixed_tokens=fixed,
         )
+
+    def _unchanged_prefix(self, meta: RequestMeta, messages: Sequence[Any]) -> int:
+        """How many leading messages of `messages` have the fingerprints `meta` sent. Fingerprints
+        are remembered per message object between views (only those of the compared run)."""
+        known, kept = self._fingerprints, {}
+        count = 0
+        for sent, message in zip(meta.messages, messages):
+            cached = known.get(id(message))
+            if cached is None or cached[0] is not message:
+                try:
+                    cached = (message, message_fingerprint(message))
+                except TypeError:
+                    cached = (message, "")
+            kept[id(message)] = cached
+            if cached[1] != sent.fp:
+                break
+            count += 1
+        self._fingerprints = kept
+        return count
 
     def _previous_hashes(self, snapshot: Snapshot, last: CacheEvent | None, tail: int | None) -> tuple[str, ...]:
         """Hashes of the plan DS4 would have sent for the last request (the context as of it,
