@@ -1,5 +1,5 @@
 """Prompt-cache widgets: the live `CacheCountdown` and the `CachePanel` (history, misses, cost
-check, DS4's cache-aware decision). Self-contained; fed with `ds4sessions.cache.CacheView`.
+check, bridge request metadata, DS4's cache-aware decision). Self-contained; fed with `ds4sessions.cache.CacheView`.
 
 Everything that comes from the session (entry ids, model names, miss details naming entries) is
 shown through `ds4tui.text.literal`, never parsed as markup.
@@ -205,10 +205,21 @@ def decision_renderable(view: DecisionView) -> RenderableType:
     return Group(*lines)
 
 
+def _bridge_line(view: CacheView) -> Text:
+    """The bridge's request metadata: exact fixed tokens of the last request, lines matched."""
+    line = Text("Bridge: ", style="bold")
+    line.append(f"fixed tokens {view.bridge_fixed_tokens or 0:,}")
+    line.append(" (system prompt + tools as Pi sent them in the last request, chars-v1)", style="dim")
+    line.append(f" · {view.bridge_matched} of {len(view.history.records)} requests matched to "
+                f"{view.bridge_requests} metadata lines", style="dim")
+    return line
+
+
 class CachePanel(Static):
     """The cache tab: history chart (sparkline and bar rows of the cache-read share per request),
-    miss explanations, cost cross-check and DS4's decision (configured mode and the `auto`
-    what-if). `rows` is how many recent requests get a bar row."""
+    miss explanations, cost cross-check, the bridge's request metadata (exact fixed tokens; only
+    when the session has some) and DS4's decision (configured mode and the `auto` what-if).
+    `rows` is how many recent requests get a bar row."""
 
     DEFAULT_CSS = """
     CachePanel { height: auto; padding: 0 1; }
@@ -259,6 +270,8 @@ class CachePanel(Static):
             checked = sum(1 for r in records if r.price.agrees is not None)
             parts.append(Text(f"Cost check: Pi's recorded costs match the catalog ({checked} requests; "
                               f"{literal(view.pricing_source or 'no prices', keep_newlines=False)})", style="dim"))
+        if view.bridge_fixed_tokens is not None:
+            parts.append(_bridge_line(view))
         for decision in (view.decision, view.what_if):
             if decision is not None:
                 parts.append(Text(""))
