@@ -183,3 +183,16 @@ def test_cli(agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     out = runner.invoke(app, ["bridge", "uninstall", "--purge"])
     assert out.exit_code == 0 and out.output.splitlines() == [
         f"removed {agent / 'extensions' / 'ds4tui-bridge.ts'}", f"removed {agent / 'ds4tui'}"]
+
+
+def test_read_requests_skips_hostile_lines(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ds4sessions import bridge
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    folder = bridge.channel_dir("019cadb5-6afd-7157-b0b4-7bc363b502d2", tmp_path)
+    folder.mkdir(parents=True)
+    good = (Path(__file__).parents[1] / "fixtures" / "bridge" / "requests.jsonl").read_bytes().splitlines()[0]
+    hostile = [b"[1, 2]", b'"text"', b'{"seq": 1e400}', b"[" * 100_000 + b"]" * 100_000, b"{not json"]
+    (folder / "requests.jsonl").write_bytes(b"\n".join([*hostile, good]) + b"\n")
+    metas = bridge.read_requests("019cadb5-6afd-7157-b0b4-7bc363b502d2", tmp_path)
+    assert len(metas) == 1

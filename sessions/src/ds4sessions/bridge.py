@@ -571,14 +571,16 @@ def read_requests(session_id: str, agent: Path | None = None) -> list[RequestMet
     path = channel_dir(session_id, agent) / "requests.jsonl"
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
+    except OSError:  # absent, a directory, unreadable: no metadata
         return []
     out = []
     for line in data[: data.rfind(b"\n") + 1].splitlines():
         try:
-            out.append(RequestMeta.from_json(json.loads(line)))
-        except (ValueError, KeyError, TypeError):
-            continue
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                out.append(RequestMeta.from_json(obj))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
+            continue  # a malformed line is skipped, never fatal
     return out
 
 
