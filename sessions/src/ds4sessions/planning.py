@@ -24,9 +24,14 @@ would have at the next request of the session on screen:
   unknown model is planned with Pi's default limits (128,000-token window, 16,384 output) and a
   warning.
 
-Supplements (persistent pins, memory, retrieval, project snippets) live in DS4's database, not
-in the session, and the cache-aware policy needs DS4's previous-request state; neither is
-reconstructed: the plan is the nominal one with labelled pins.
+**Supplements** (spec §3.1, §3.6): `plan(snapshot, supplements)` splices the given
+`SupplementalMessage`s (DS4's runtime order: pins, memories, retrieval results, project
+snippets) before the current request, as DS4 sends them; the manifest then lists each one as an
+item of its supplement kind (`retrieval`, ...) whose `entry_id` is its first source entry, with
+the planner's score and reason, included or excluded for budget. The session itself only yields
+historical retrieval (`ds4sessions.retrieval`); persistent pins, memory and project snippets live
+in DS4's database and the cache-aware policy needs DS4's previous-request state: neither is
+reconstructed here.
 
 Incremental (issue 3: one appended entry must not re-tokenize or re-group the whole session):
 `LivePlanner` keeps the latest context's per-message facts (estimates, roles, manifest keys,
@@ -38,7 +43,11 @@ O(n) per plan is one `PlanItem` and one manifest row per message (their scores d
 message count, so they change with every append) and C-level prefix comparisons. Anything
 else (a compaction, a branch switch) re-indexes the context, still reusing the per-message
 estimates of messages seen in the previous plan (`PlanView.estimated_messages` counts the
-misses). Timings are in docs/performance.md.
+misses). A plan with supplements groups the spliced array with its own `AtomicGrouper` (kept
+between supplemented plans: it extends when the previous spliced array, supplements included, is
+a prefix of the new one, else regroups from scratch), so alternating nominal and supplemented
+plans of one snapshot never cost the nominal plan its incremental grouping. Timings are in
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -65,7 +74,14 @@ from ds4core.budgets import (
 from ds4core.config import Ds4Config
 from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
 from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
-from ds4core.planner import AtomicGroup, AtomicGrouper, ManagedContextPlan, paused_gc, plan_managed_context
+from ds4core.planner import (
+    AtomicGroup,
+    AtomicGrouper,
+    ManagedContextPlan,
+    SupplementalMessage,
+    paused_gc,
+    plan_managed_context,
+)
 from ds4core.usage import Usage, is_valid_measurement, usage_of
 
 from ds4sessions.ds4config import LoadedDs4Config
@@ -73,6 +89,7 @@ from ds4sessions.pi.entries import CONTEXT_TYPES
 
 __all__ = [
     "PI_EXCLUDED_REASON",
+    "SUPPLEMENT_KINDS",
     "DiffChange",
     "GroupRef",
     "LivePlanner",
@@ -89,6 +106,9 @@ PIN_LABEL = re.compile(r"^ds4:pin(\s|$)", re.IGNORECASE)
 PI_EXCLUDED_REASON = "Excluded by Pi branch/compaction context reconstruction"
 """DS4's manifest reason for session entries Pi's context builder leaves out (spec §7.1)."""
 SYSTEM_SOURCE = "pi:system-prompt"
+SUPPLEMENT_KINDS = frozenset({"memory", "retrieval", "project"})
+"""Kinds of the budget-fitted supplements (spec §3.6); a persistent pin supplement is a `pin`."""
+_SUPPLEMENT_PREFIXES = ("pin:", "memory:", "retrieval:", "project:")
 
 ItemState = Literal["included", "excluded", "absent"]
 
@@ -107,11 +127,15 @@ class ManifestItem(NamedTuple):
     planner included or excluded, or a session entry Pi's context leaves out.
 
     - `key`: identity across plans (`pi:system-prompt`, `tool:<name>`, `<entry id>#<n>` for the
-      n-th message of an entry, `@<index>` for a message without entry id);
-    - `kind`: the planner's kind (`current`, `pin`, `recent`, `summary`, `history`, ...),
-      `system`, `tool`, or `pi-excluded`;
-    - `entry_id`: the source session entry; `message_index`: index in `snapshot.context.messages`;
-    - `tokens`: chars-v1 estimator tokens of this message (0 for `pi-excluded`);
+      n-th message of an entry, `@<index>` for a message without entry id, the supplement id
+      such as `retrieval:<entry id>` for a supplement);
+    - `kind`: the planner's kind (`current`, `pin`, `recent`, `summary`, `history`, `retrieval`,
+      `memory`, `project`), `system`, `tool`, or `pi-excluded`;
+    - `entry_id`: the source session entry (a supplement's first source id: for retrieval, the
+      entry the evidence quotes); `message_index`: index in `snapshot.context.messages` (None for
+      a supplement, which is not in Pi's context);
+    - `tokens`: chars-v1 estimator tokens of this message (0 for `pi-excluded`; a supplement's
+      whole evidence message);
     - `score`: the planner's score (None for system, tools and Pi exclusions);
     - `reason`: the planner's `"<selection reason>; <group reason>"` or the fixed reason.
     An immutable named tuple (thousands are built per plan; tuples are the cheapest).
@@ -129,14 +153,22 @@ class ManifestItem(NamedTuple):
     reason: str
     pinned: bool = False
 
+    @property
+    def is_supplement(self) -> bool:
+        """True for a supplement DS4 splices in (retrieval evidence, memory, ...), not a session
+        message."""
+        return self.message_index is None and self.key.startswith(_SUPPLEMENT_PREFIXES)
+
     def to_json(self) -> dict[str, Any]:
-        """DS4's manifest item names (`sourceId`, `groupId`, ...) plus `included`, `messageIndex`
-        and `pinned`; metadata only, never message content."""
+        """DS4's manifest item names (`sourceId`, `groupId`, ...) plus `included`, `messageIndex`,
+        `supplementId` (supplements) and `pinned`; metadata only, never message content."""
         out: dict[str, Any] = {"kind": self.kind, "included": self.included}
         if self.entry_id is not None:
             out["sourceId"] = self.entry_id
         elif self.key.startswith(("pi:", "tool:")):
             out["sourceId"] = self.key
+        if self.is_supplement:
+            out["supplementId"] = self.key
         if self.role is not None:
             out["role"] = self.role
         if self.message_index is not None:
@@ -228,7 +260,9 @@ class PlanDiff:
     """What entered or left the sent context between two plans, and why.
 
     `entered`: included now, excluded or absent before; `left`: included before, excluded or
-    absent now. Estimated input tokens before (None without a previous plan) and after."""
+    absent now. Estimated input tokens before (None without a previous plan) and after.
+    `retrieval_pending`: the newer plan is a first paint whose supplements are not planned yet
+    (`PlanView.retrieval_pending`); the older plan's supplements are then not listed as left."""
 
     entered: tuple[DiffChange, ...]
     left: tuple[DiffChange, ...]
@@ -236,6 +270,7 @@ class PlanDiff:
     estimated_after: int
     mode_before: str | None
     mode_after: str
+    retrieval_pending: bool = False
 
     @property
     def empty(self) -> bool:
@@ -251,6 +286,8 @@ class PlanDiff:
         out = [f"Estimated input: {self.estimated_before:,} → {self.estimated_after:,} ({delta:+,})"]
         if self.mode_before != self.mode_after:
             out.append(f"Mode: {self.mode_before} → {self.mode_after}")
+        if self.retrieval_pending:
+            out.append("Historical retrieval pending: its evidence is not planned yet.")
         if self.empty:
             out.append("No item entered or left the plan.")
         for title, changes in (("Entered", self.entered), ("Left", self.left)):
@@ -279,6 +316,11 @@ class PlanView:
     `duration_ms` is the whole `LivePlanner.plan` call, `planner_ms` the planner alone
     (milliseconds). `estimated_messages` counts messages estimated for this plan (cache misses);
     `calibration_samples` the samples handed to calibration (at most `calibrationWindow`).
+    `supplements` are the supplements handed to the planner (spec §3.1; the planner drops them
+    all when the context has no user message). `retrieval_pending` marks a first paint planned
+    before retrieval ran (set by `ds4sessions.pipeline`; the final plan of the same snapshot
+    follows): `/context tokens` shows its retrieval as pending and its diff does not count the
+    previous plan's supplements as left.
     """
 
     plan: ManagedContextPlan
@@ -309,6 +351,8 @@ class PlanView:
     estimated_messages: int
     warnings: tuple[str, ...] = ()
     version: int = 0
+    supplements: tuple[SupplementalMessage, ...] = ()
+    retrieval_pending: bool = False
 
     @property
     def mode(self) -> str:
@@ -332,15 +376,31 @@ class PlanView:
 
     @property
     def excluded_entry_ids(self) -> frozenset[str]:
-        """Entry ids none of whose messages is sent (for dimming on the map)."""
-        sent = {i.entry_id for i in self.items if i.included and i.entry_id}
+        """Entry ids none of whose messages is sent (for dimming on the map). An entry quoted by
+        sent retrieval evidence stays here (its message is not sent; see
+        `retrieved_entry_ids`)."""
+        sent = {i.entry_id for i in self.items if i.included and i.entry_id and i.message_index is not None}
         return frozenset(i.entry_id for i in self.items if not i.included and i.entry_id and i.entry_id not in sent)
+
+    @property
+    def retrieved_entry_ids(self) -> tuple[str, ...]:
+        """DS4's `retrievedEventIds` (spec §7.1): the source entries of the retrieval evidence
+        the plan sends, unique, in sent order."""
+        return tuple(
+            dict.fromkeys(
+                event
+                for item in self.plan.selected
+                if item.retrieved_event_ids is not None
+                for event in item.retrieved_event_ids
+            )
+        )
 
     def diff(self, previous: PlanView | None) -> PlanDiff:
         """What entered or left the sent context since `previous` (None: a first plan)."""
         now = {i.key: i for i in self.items}
+        pending = self.retrieval_pending
         if previous is None:
-            return PlanDiff((), (), None, self.totals.estimated_input_tokens, None, self.mode)
+            return PlanDiff((), (), None, self.totals.estimated_input_tokens, None, self.mode, pending)
         before = {i.key: i for i in previous.items}
 
         def state(item: ManifestItem | None) -> ItemState:
@@ -355,7 +415,7 @@ class PlanView:
             elif not item.included and old is not None and old.included:
                 left.append(DiffChange(key, item.entry_id, item.kind, old.tokens, "included", "excluded", item.reason))
         for key, old in before.items():
-            if old.included and key not in now:
+            if old.included and key not in now and not (pending and old.is_supplement):
                 left.append(
                     DiffChange(key, old.entry_id, old.kind, old.tokens, "included", "absent", f"no longer in the context (was: {old.reason})")
                 )
@@ -366,6 +426,7 @@ class PlanView:
             self.totals.estimated_input_tokens,
             previous.mode,
             self.mode,
+            pending,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -404,6 +465,7 @@ class PlanView:
         out["oversizedTurnExclusions"] = [g.to_json() for g in self.oversized_exclusions]
         out["selectedGroups"] = [g.to_json() for g in self.selected_groups]
         out["excludedGroups"] = [g.to_json() for g in self.excluded_groups]
+        out["retrievedEventIds"] = list(self.retrieved_entry_ids)
         out["pins"] = list(self.pinned_entry_ids)
         out["unmappedPins"] = list(self.unmapped_pins)
         out["included"] = [i.to_json() for i in self.items if i.included]
@@ -694,9 +756,11 @@ class LivePlanner:
 
     Kept between calls, for the latest plan's context only: per-message estimates, the context
     index (roles, manifest keys, running estimates for calibration, system replay), the planner's
-    `AtomicGrouper` and the explain panel's group references. When a snapshot only appends to
-    the previous one, a re-plan handles the new messages and what they touch, plus one O(n)
-    pass building the plan's and the manifest's rows (their scores move with every append).
+    `AtomicGrouper` and the explain panel's group references (one grouper and one set of
+    references for nominal plans, another for plans with supplements). When a snapshot only
+    appends to the previous one, a re-plan handles the new messages and what they touch, plus
+    one O(n) pass building the plan's and the manifest's rows (their scores move with every
+    append).
 
     `config` is the user's DS4 configuration (default: DS4's defaults, no warnings). One
     instance per session (or reuse it: the caches only keep the latest plan's context). Not
@@ -710,8 +774,10 @@ class LivePlanner:
         self._awareness = self.config.awareness
         self._cache = _TokenCache()
         self._index = _ContextIndex(self._cache)
-        self._grouper = AtomicGrouper()
-        self._refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}  # by id(group)
+        # Per plan kind (False: nominal, True: with supplements): the grouper and the explain
+        # panel's group references by id(group).
+        self._groupers = {False: AtomicGrouper(), True: AtomicGrouper()}
+        self._refs: dict[bool, dict[int, tuple[AtomicGroup, GroupRef]]] = {False: {}, True: {}}
         self._pi_excluded = _PiExcludedRows()
 
     @property
@@ -719,16 +785,22 @@ class LivePlanner:
         """Messages estimated so far (cache misses), over all plans."""
         return self._cache.misses
 
-    def plan(self, snapshot: Any) -> PlanView:
-        """Plan the next request of `snapshot` (a `ds4sessions.live.Snapshot`).
+    def plan(self, snapshot: Any, supplements: Sequence[SupplementalMessage] = ()) -> PlanView:
+        """Plan the next request of `snapshot` (a `ds4sessions.live.Snapshot`) with
+        `supplements` spliced in before the current request (spec §3.1; DS4's runtime order:
+        pins, memories, retrieval results, project snippets), e.g.
+        `ds4sessions.retrieval.RetrievalView.supplements`. The supplement pass (spec §3.6)
+        fits them under their category caps (`maxRetrievedHistoryTokens`, ...) and the input
+        budget; the manifest lists each one, included or excluded.
 
-        Returns a managed plan or the planner's explicit fallback (`PlanView.fallback_reason`).
-        Never raises for session content; configuration problems are in `warnings`.
+        Returns a managed plan or the planner's explicit fallback (`PlanView.fallback_reason`;
+        a fallback sends the native messages only, spec §3.11). Never raises for session
+        content; configuration problems are in `warnings`.
         """
         with paused_gc():  # the manifest adds a row per message to the planner's items
-            return self._plan(snapshot)
+            return self._plan(snapshot, tuple(supplements))
 
-    def _plan(self, snapshot: Any) -> PlanView:
+    def _plan(self, snapshot: Any, supplements: tuple[SupplementalMessage, ...]) -> PlanView:
         started = time.perf_counter()
         misses_before = self._cache.misses
         ctx = snapshot.context
@@ -741,7 +813,7 @@ class LivePlanner:
 
         index = self._index
         if not index.update(ctx, snapshot.reader):
-            self._refs = {}  # group references name entry ids of the previous context
+            self._refs = {False: {}, True: {}}  # group references name entry ids of the previous context
         fixed, fixed_source, samples = self._fixed_and_samples(messages, index)
         pins, pinned_ids, unmapped = self._pins(ctx.labels, index.entry_ids, index.native_to_ctx)
 
@@ -766,12 +838,13 @@ class LivePlanner:
             budget=budget,
             config=awareness.context_config,
             pinned_message_indices=pins,
+            supplemental_messages=supplements,
             native_tokens=index.tokens,
-            grouper=self._grouper,
+            grouper=self._groupers[bool(supplements)],
         )
         planner_ms = (time.perf_counter() - planner_started) * 1000
 
-        included, excluded, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids)
+        included, excluded, groups = self._items(snapshot, plan, index, fixed, fixed_source, pinned_ids, supplements)
         items = (*included, *excluded)
         totals = _totals(included, excluded)
         anchor_usage = next(
@@ -807,6 +880,7 @@ class LivePlanner:
             estimated_messages=self._cache.misses - misses_before,
             warnings=tuple(warnings),
             version=snapshot.version,
+            supplements=supplements,
         )
 
     def _fixed_and_samples(
@@ -875,6 +949,7 @@ class LivePlanner:
         fixed: int,
         fixed_source: str,
         pinned_ids: Sequence[str],
+        supplements: tuple[SupplementalMessage, ...],
     ) -> tuple[list[ManifestItem], list[ManifestItem], dict[str, list[GroupRef]]]:
         """The included items in sent order, the excluded ones (the planner's, then Pi's) and the
         group references for the explain panel."""
@@ -899,10 +974,11 @@ class LivePlanner:
                 )
             )
 
-        # LivePlanner plans without supplements (they live in DS4's database): a planned index is
-        # a native index.
-        included += _message_items(plan.selected, True, indexed, pinned)
-        excluded = _message_items(plan.excluded, False, indexed, pinned)
+        sources = plan.planned_sources
+        spliced = len(sources) != len(indexed.native)  # supplements kept (managed mode)
+        columns = _spliced_columns(indexed, sources, supplements) if spliced else _native_columns(indexed)
+        included += _message_items(plan.selected, True, columns, pinned)
+        excluded = _message_items(plan.excluded, False, columns, pinned)
         excluded += self._pi_excluded.update(snapshot.reader, ctx.context_entry_ids, frozenset(pinned))
 
         selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
@@ -916,11 +992,12 @@ class LivePlanner:
             else None
         )
         refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
+        previous_refs = self._refs[bool(supplements)]
         for group in plan.groups:
             plan_kind = kind_of.get(group.id, group.kind)
-            cached = self._refs.get(id(group))
+            cached = previous_refs.get(id(group))
             if cached is None or cached[0] is not group:
-                ref = _group_ref(group, plan_kind, indexed.native_entry_ids)
+                ref = _group_ref(group, plan_kind, columns.entry_ids)
             else:
                 ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
             refs[id(group)] = (group, ref)
@@ -928,11 +1005,17 @@ class LivePlanner:
                 groups["selected"].append(ref)
             else:
                 groups["excluded"].append(ref)
-                if tail_limit > 0 and group.kind == "turn" and group.estimated_tokens >= tail_limit and plan.mode == "managed":
+                if (
+                    tail_limit > 0
+                    and group.kind == "turn"
+                    and group.estimated_tokens >= tail_limit
+                    and plan.mode == "managed"
+                    and not (spliced and isinstance(sources[group.start_index], str))  # spec §3.12
+                ):
                     groups["oversized"].append(ref)
             if group.id == rescued_group:
                 groups["rescued"].append(ref)
-        self._refs = refs
+        self._refs[bool(supplements)] = refs
         return included, excluded, groups
 
 
@@ -942,25 +1025,67 @@ _new_manifest_item = partial(tuple.__new__, ManifestItem)
 """`ManifestItem` from one tuple of its fields, in C (as `ManifestItem._make` without its check)."""
 
 
+class _Columns(NamedTuple):
+    """Per planned message: manifest key, source entry id, role and context index (None for a
+    supplement)."""
+
+    keys: Sequence[str]
+    entry_ids: Sequence[str | None]
+    roles: Sequence[Any]
+    ctx_index: Sequence[int | None]
+
+
+def _native_columns(indexed: _ContextIndex) -> _Columns:
+    """The columns of a plan without supplements: a planned index is a native index."""
+    return _Columns(indexed.keys, indexed.native_entry_ids, indexed.roles, indexed.native_to_ctx)
+
+
+def _spliced_columns(
+    indexed: _ContextIndex, sources: Sequence[int | str], supplements: Sequence[SupplementalMessage]
+) -> _Columns:
+    """The columns of a plan with supplements spliced in (`ManagedContextPlan.planned_sources`:
+    an int is a native index, a str a supplement id). A supplement's key is its id, its entry
+    its first source id (spec §3.6 `sourceId`), its role its message's."""
+    by_id = {s.id: s for s in supplements}
+    keys: list[str] = []
+    entry_ids: list[str | None] = []
+    roles: list[Any] = []
+    ctx_index: list[int | None] = []
+    for source in sources:
+        if isinstance(source, int):
+            keys.append(indexed.keys[source])
+            entry_ids.append(indexed.native_entry_ids[source])
+            roles.append(indexed.roles[source])
+            ctx_index.append(indexed.native_to_ctx[source])
+        else:
+            supplement = by_id[source]
+            message = supplement.message
+            keys.append(source)
+            entry_ids.append(supplement.source_ids[0])
+            roles.append(message.get("role") if isinstance(message, Mapping) else None)
+            ctx_index.append(None)
+    return _Columns(keys, entry_ids, roles, ctx_index)
+
+
 def _message_items(
-    entries: Sequence[Any], included: bool, indexed: _ContextIndex, pinned: set[str]
+    entries: Sequence[Any], included: bool, columns: _Columns, pinned: set[str]
 ) -> list[ManifestItem]:
-    """Manifest rows of the planner's `PlanItem`s (`entries`, planned without supplements), in
-    their order.
+    """Manifest rows of the planner's `PlanItem`s (`entries`), in their order; `columns` are
+    indexed by planned index.
 
     Built column by column with C-level zips and maps: a plan has one row per message, so this
     is the manifest's hot loop."""
     if not entries:
         return []
     index, group_id, kind, tokens, score, reason = islice(zip(*entries), 6)
-    entry_id = list(map(indexed.native_entry_ids.__getitem__, index))
+    entry_id = list(map(columns.entry_ids.__getitem__, index))
     fields = zip(
-        map(indexed.keys.__getitem__, index),
+        map(columns.keys.__getitem__, index),
         repeat(included),
         kind,
         entry_id,
-        map(indexed.roles.__getitem__, index),
-        map(indexed.native_to_ctx.__getitem__, index),
+        map(columns.roles.__getitem__, index),
+        map(columns.ctx_index.__getitem__, index),
         group_id,
         tokens,
         score,
@@ -1018,8 +1143,10 @@ def _group_list(groups: Sequence[GroupRef], limit: int = 4) -> str:
 
 def tokens_lines(view: PlanView) -> list[str]:
     """What DS4's `/context tokens` prints for this plan (0.3.7 layout, spec §7.2), as lines.
-    The cache-aware block is absent (the nominal plan is shown); artifactized results are not
-    reconstructed from the session."""
+    Per-kind rows sum the included items, supplements included (`Historical retrieval` is the
+    sent evidence; `pending` on a first paint planned before retrieval ran). The cache-aware
+    block is absent (the nominal plan is shown); artifactized results are not reconstructed
+    from the session."""
     mode = view.mode if view.config_mode == "managed" else "observer"
     kinds = view.totals.by_kind
     budget = view.budget
@@ -1038,7 +1165,7 @@ def tokens_lines(view: PlanView) -> list[str]:
             ("Recent verbatim", _n(kinds.get("recent", 0))),
             ("Pinned context", _n(kinds.get("pin", 0))),
             ("Durable memory", _n(kinds.get("memory", 0))),
-            ("Historical retrieval", _n(kinds.get("retrieval", 0))),
+            ("Historical retrieval", "pending" if view.retrieval_pending else _n(kinds.get("retrieval", 0))),
             ("Project snippets", _n(kinds.get("project", 0))),
             ("Artifactized results*", "n/a"),
             ("Active summaries", _n(kinds.get("summary", 0))),
@@ -1069,8 +1196,36 @@ def tokens_lines(view: PlanView) -> list[str]:
     return out
 
 
+_SUPPLEMENT_TITLES = {"pin": "Persistent pins", "memory": "Durable memory", "retrieval": "Retrieval evidence", "project": "Project snippets"}
+
+
+def _supplement_rows(view: PlanView) -> list[tuple[str, str]]:
+    """Per supplement kind handed to the planner: items selected (their tokens) and excluded."""
+    if view.retrieval_pending:
+        return [("Retrieval evidence", "pending")]
+    counts: dict[str, list[int]] = {}  # kind -> [selected, selected tokens, excluded]
+    for item in view.items:
+        if item.is_supplement:
+            row = counts.setdefault(item.kind, [0, 0, 0])
+            if item.included:
+                row[0] += 1
+                row[1] += item.tokens
+            else:
+                row[2] += 1
+    if view.supplements and view.mode == "fallback":
+        return [("Supplements", f"{len(view.supplements)} dropped by the fallback")]
+    return [
+        (_SUPPLEMENT_TITLES.get(kind, kind), f"{_n(n)} selected ({_n(tokens)} tokens), {_n(excluded)} excluded")
+        for kind, (n, tokens, excluded) in counts.items()
+    ]
+
+
 def explain_lines(view: PlanView) -> list[str]:
-    """What DS4's `/context explain` prints for this plan (0.3.7 layout, spec §7.2), as lines."""
+    """What DS4's `/context explain` prints for this plan (0.3.7 layout, spec §7.2), as lines.
+    The group counts include the supplement groups (DS4's `selectedGroupCount` /
+    `excludedGroupCount`); ds4tui adds, after them, one row per supplement kind that was
+    planned (`Retrieval evidence: N selected (T tokens), M excluded`) and a `pending` row on a
+    first paint planned before retrieval ran."""
     out: list[str] = []
     if view.config_mode != "managed":
         out.append("Latest context used observer mode; no managed-context selection was applied.")
@@ -1094,8 +1249,9 @@ def explain_lines(view: PlanView) -> list[str]:
     rows += [
         ("Selected groups", _n(planning.selected_group_count)),
         ("Excluded groups", _n(planning.excluded_group_count)),
-        ("Duration", f"{view.duration_ms:.1f} ms (planner {view.planner_ms:.1f} ms)"),
     ]
+    rows += _supplement_rows(view)
+    rows.append(("Duration", f"{view.duration_ms:.1f} ms (planner {view.planner_ms:.1f} ms)"))
     if planning.fallback_reason is not None:
         rows.append(("Fallback reason", planning.fallback_reason))
     out += _rows(rows)
