@@ -4,8 +4,14 @@
 
 1. the `Snapshot` with fast chars-v1 counts (first paint),
 2. the same snapshot with exact cl100k counts,
-3. a `Derived` with the DS4 plan (issue 3) and the prompt-cache view (issue 4),
-4. the same `Derived` with DS4's historical retrieval added (issue 5; it may build the index).
+3. a `Derived` with the nominal DS4 plan (issue 3: no supplements, `PlanView.retrieval_pending`
+   set when retrieval follows) and the prompt-cache view (issue 4): the quick first paint,
+4. the same `Derived` with DS4's historical retrieval (issue 5; it may build the index) and the
+   final plan: what DS4 sends, the native messages with the retrieval evidence spliced in
+   (spec §3.1, §3.6). Retrieval runs against the nominal plan's committed entries (0.3.6, spec
+   §5.4); the final plan is `LivePlanner.plan(snapshot, retrieval.supplements)`, and the
+   retrieval view's per-candidate outcome is taken from that same plan, so the Retrieval tab and
+   the manifest always agree.
 
 A failure in a derived stage never stops the others: it is recorded in `Derived.errors` (the
 stage name and the exception text) and shown by the app. Not thread-safe: drive it from one
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ds4core.models import ModelTable
-from ds4core.retrieval import committed_entry_ids
+from ds4core.retrieval import committed_entry_ids, planner_outcomes
 
 from ds4sessions.cache import CacheMonitor, CacheView
 from ds4sessions.ds4config import LoadedDs4Config, load_ds4_config
@@ -32,8 +38,9 @@ from ds4sessions.retrieval import LiveRetrieval, RetrievalView
 
 @dataclass(frozen=True)
 class Derived:
-    """Views derived from snapshot `version`: DS4 plan, prompt cache, retrieval (None while not
-    computed or failed), and `errors` as `(stage, message)` pairs."""
+    """Views derived from snapshot `version`: DS4 plan (the final one, supplements included, once
+    `retrieval` is set), prompt cache, retrieval (None while not computed or failed), and
+    `errors` as `(stage, message)` pairs."""
 
     version: int
     plan: PlanView | None = None
@@ -99,11 +106,20 @@ class SessionPipeline:
         errors: list[tuple[str, str]] = []
         plan = self._stage("plan", errors, lambda: self._planner.plan(snap))  # type: ignore[union-attr]
         cache = self._stage("cache", errors, lambda: self._cache.view(snap, time.time() if now is None else now))  # type: ignore[union-attr]
-        derived = Derived(snap.version, plan, cache, None, tuple(errors), self._config)
+        first = plan if plan is None or self._retrieval is None else replace(plan, retrieval_pending=True)
+        derived = Derived(snap.version, first, cache, None, tuple(errors), self._config)
         yield derived
         if self._retrieval is not None:
             retrieval = self._stage("retrieval", errors, lambda: self._retrieve(snap, plan))
-            yield replace(derived, retrieval=retrieval, errors=tuple(errors))
+            final = plan
+            if plan is not None and retrieval is not None and retrieval.supplements:
+                supplements = retrieval.supplements
+                final = self._stage("final plan", errors, lambda: self._planner.plan(snap, supplements))  # type: ignore[union-attr]
+                if final is None:
+                    final = plan  # the nominal plan, with the error shown
+                else:
+                    retrieval = with_final_plan(retrieval, final)
+            yield replace(derived, plan=final, retrieval=retrieval, errors=tuple(errors))
 
     def _retrieve(self, snap: Snapshot, plan: PlanView | None) -> RetrievalView:
         committed = None
@@ -112,7 +128,7 @@ class SessionPipeline:
                 eid for m, eid in zip(snap.context.messages, snap.context.message_entry_ids) if m.get("role") != "system"
             ]
             committed = committed_entry_ids(plan.plan, native)
-        return self._retrieval.retrieve(snap, committed=committed)  # type: ignore[union-attr]
+        return self._retrieval.retrieve(snap, committed=committed, timestamp=_request_timestamp(snap))  # type: ignore[union-attr]
 
     @staticmethod
     def _stage(name: str, errors: list[tuple[str, str]], run: Any) -> Any:
@@ -121,3 +137,55 @@ class SessionPipeline:
         except Exception as exc:  # a derived view must never take the dashboard down
             errors.append((name, f"{type(exc).__name__}: {exc}"))
             return None
+
+
+def _request_timestamp(snap: Snapshot) -> int | None:
+    """The current request's `timestamp` (ms since the epoch; None without one), stamped on the
+    evidence messages instead of the wall clock: DS4 stamps them when it sends the request,
+    which has not happened yet, and a stable stamp keeps the supplements of one turn identical
+    from one tail update to the next, so the live planner extends its grouping of the spliced
+    messages instead of regrouping them (the stamp is not counted by chars-v1)."""
+    for message in reversed(snap.context.messages):
+        if message.get("role") == "user":
+            ts = message.get("timestamp")
+            return ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
+    return None
+
+
+def with_final_plan(view: RetrievalView, final: PlanView) -> RetrievalView:
+    """`view` with each candidate's outcome, the injected evidence and the plan taken from
+    `final` (a `LivePlanner` plan with `view.supplements`), so that the Retrieval tab says
+    "selected" exactly for the evidence the manifest includes.
+
+    Same rules as `LiveRetrieval.retrieve` (whose own final plan uses the breakdown's fixed
+    tokens and an uncalibrated budget, and may differ from the live planner's at the budget's
+    edge): a candidate retrieval fitted is selected when the planner sends its supplement
+    (`retrieval:<entry id>`); otherwise its `why` is the planner's exclusion reason, or the
+    fallback reason when the plan fell back (a fallback sends no supplement, spec §3.11)."""
+    plan = final.plan
+    outcomes = planner_outcomes(plan)
+    rows = []
+    injected: list[tuple[str, str]] = []
+    for row in view.rows:
+        candidate = row.candidate
+        if candidate.status != "selected":
+            rows.append(row)
+            continue
+        sent, planner_reason = outcomes.get(f"retrieval:{candidate.entry_id}", (False, ""))
+        if plan.mode == "fallback":
+            why = f"planner fell back to Pi's context: {plan.planning.fallback_reason}"
+        elif not sent:
+            why = f"planner: {planner_reason}"
+        else:
+            why = candidate.why
+        selected = sent and plan.mode == "managed"
+        if selected and candidate.evidence is not None:
+            injected.append((candidate.entry_id, candidate.evidence.text))
+        rows.append(replace(row, selected=selected, why=why))
+    return replace(
+        view,
+        rows=tuple(rows),
+        evidence_text="\n\n".join(text for _, text in injected),
+        source_entry_ids=tuple(entry_id for entry_id, _ in injected),
+        plan=plan,
+    )
