@@ -2,8 +2,10 @@
 
 `ManifestView.show(view)` takes a `ds4sessions.planning.PlanView`. Left: a filter `Input` (`/`
 focuses it) over a `DataTable` of manifest items (state, kind, entry id, atomic group, tokens,
-score, reason) and a detail line for the highlighted row. Right: the diff with the previously
-shown plan, then the explain panel (what DS4's `/context explain` and `/context tokens` print,
+score, reason; a retrieval supplement shows the entry its evidence quotes) and a detail line
+for the highlighted row. Right: the diff with the previously shown final plan (a first paint
+planned before retrieval ran, `PlanView.retrieval_pending`, is never the diff's base), then the
+explain panel (what DS4's `/context explain` and `/context tokens` print,
 plus configuration warnings). Sort by clicking a column header (again: reverse) or with `s`
 (next column) and `r` (reverse). Highlighting a row posts `ManifestView.EntrySelected`.
 Session-derived text is always shown literally (`ds4tui.text.literal_text`).
@@ -44,6 +46,9 @@ KIND_STYLES = {
     "recent": "#87d787",
     "summary": "#00afaf",
     "history": "#bcbcbc",
+    "retrieval": "#ff87d7",
+    "memory": "#d7875f",
+    "project": "#afaf5f",
     "system": "#8a8f98",
     "tool": "#b48ead",
     "pi-excluded": "#808080",
@@ -96,8 +101,8 @@ class ManifestView(Widget):
     ]
 
     class EntrySelected(Message):
-        """A manifest row was highlighted: `entry_id` is its session entry (None for the system
-        prompt, tools and supplements); `item` the whole row."""
+        """A manifest row was highlighted: `entry_id` is its session entry (for a supplement, the
+        entry its evidence quotes; None for the system prompt and tools); `item` the whole row."""
 
         def __init__(self, entry_id: str | None, item: ManifestItem | None) -> None:
             super().__init__()
@@ -109,6 +114,7 @@ class ManifestView(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self._view: PlanView | None = None
         self._previous: PlanView | None = None
+        self._settled: PlanView | None = None  # the latest shown plan not pending retrieval
         self._sort: str | None = None
         self._reverse = False
         self._filter = ""
@@ -143,9 +149,13 @@ class ManifestView(Widget):
         return tuple(self._rows)
 
     def show(self, view: PlanView, previous: PlanView | None = None) -> None:
-        """Show `view`; the diff compares it with `previous`, or with the plan shown before."""
-        self._previous = previous if previous is not None else self._view
+        """Show `view`; the diff compares it with `previous`, or with the latest plan shown
+        before that was not pending retrieval (so the final plan of a snapshot is compared with
+        the previous final plan, not with its own first paint)."""
+        self._previous = previous if previous is not None else self._settled
         self._view = view
+        if not view.retrieval_pending:
+            self._settled = view
         self._render_side()
         self._fill_table()
 
@@ -272,6 +282,9 @@ class ManifestView(Widget):
         text = Text()
         text.append("included" if item.included else "excluded", style="bold green" if item.included else "bold red")
         text.append(f" · {item.kind} · ")
+        if item.is_supplement:  # e.g. retrieval:<entry> from <entry>
+            text.append_text(literal_text(item.key, keep_newlines=False))
+            text.append(" from ")
         text.append_text(literal_text(item.entry_id or item.key, keep_newlines=False))
         if item.role:
             text.append(f" ({item.role})")
