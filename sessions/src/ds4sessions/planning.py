@@ -244,7 +244,8 @@ class PlanTotals:
 class DiffChange:
     """One item whose state changed between two plans: `before`/`after` are `included`,
     `excluded` or `absent`; `reason` is the item's reason in the newer plan (for an item that
-    disappeared, the older one's, prefixed "no longer in the context")."""
+    disappeared, the older one's, prefixed "no longer in the context", or for a supplement "no
+    longer retrieved" / "no longer supplied")."""
 
     key: str
     entry_id: str | None
@@ -298,7 +299,7 @@ class PlanDiff:
             for change in changes:
                 by_reason.setdefault(change.reason, []).append(change)
             for reason, group in by_reason.items():
-                names = [c.entry_id or c.key for c in group]
+                names = [c.key if c.key.startswith(_SUPPLEMENT_PREFIXES) else c.entry_id or c.key for c in group]
                 shown = ", ".join(names[:limit]) + (f", … {len(names) - limit} more" if len(names) > limit else "")
                 out.append(f"  {len(group)} × {group[0].before} → {group[0].after}, {sum(c.tokens for c in group):,} tok: {shown}")
                 out.append(f"    why: {reason}")
@@ -416,9 +417,12 @@ class PlanView:
                 left.append(DiffChange(key, item.entry_id, item.kind, old.tokens, "included", "excluded", item.reason))
         for key, old in before.items():
             if old.included and key not in now and not (pending and old.is_supplement):
-                left.append(
-                    DiffChange(key, old.entry_id, old.kind, old.tokens, "included", "absent", f"no longer in the context (was: {old.reason})")
+                gone = (
+                    ("no longer retrieved" if old.kind == "retrieval" else "no longer supplied")
+                    if old.is_supplement
+                    else "no longer in the context"
                 )
+                left.append(DiffChange(key, old.entry_id, old.kind, old.tokens, "included", "absent", f"{gone} (was: {old.reason})"))
         return PlanDiff(
             tuple(entered),
             tuple(left),
