@@ -75,7 +75,7 @@ _SORT_KEYS: dict[str, Callable[[ManifestItem], Any]] = {
 
 def _matches(item: ManifestItem, needle: str) -> bool:
     state = "included" if item.included else "excluded"
-    fields = (state, item.kind, item.entry_id or item.key, item.group_id or "", item.reason, item.role or "")
+    fields = (state, item.kind, item.entry_id or "", item.key, item.group_id or "", item.reason, item.role or "")
     return any(needle in f.lower() for f in fields)
 
 

@@ -152,3 +152,59 @@ def test_snapshot_filtered_and_sorted(snap_compare, shared_dir: Path) -> None:  
         await pilot.pause()
 
     assert snap_compare(ManifestApp(view), terminal_size=(120, 32), run_before=filter_and_sort)
+
+
+DEMO = Path(__file__).resolve().parents[2] / "ds4tui" / "data" / "demo-session.jsonl"
+
+
+def _demo_steps(tmp_path: Path) -> tuple[PlanView, PlanView, PlanView]:
+    """The demo without its last line through the pipeline (final plan), then with it: the
+    first paint (retrieval pending) and the final plan with the retrieval evidence."""
+    from ds4sessions.pipeline import SessionPipeline
+
+    lines = DEMO.read_bytes().splitlines(keepends=True)
+    path = tmp_path / DEMO.name
+    path.write_bytes(b"".join(lines[:-1]))
+    pipe = SessionPipeline(path)
+    *_, before = list(pipe.updates(now=0))
+    with path.open("ab") as f:
+        f.write(lines[-1])
+    *_, first, final = list(pipe.updates(now=0))
+    fixed = [dataclasses.replace(d.plan, duration_ms=2.5, planner_ms=0.4) for d in (before, first, final)]
+    return fixed[0], fixed[1], fixed[2]
+
+
+async def test_retrieval_rows_and_diff_against_the_previous_final_plan(tmp_path: Path) -> None:
+    before, pending, final = _demo_steps(tmp_path)
+    app = ManifestApp(final)
+    async with app.run_test(size=(140, 40)) as pilot:
+        manifest = app.query_one(ManifestView)
+        for view in (before, pending, final):  # what the dashboard shows on two tail updates
+            manifest.show(view)
+        await pilot.pause()
+        diff_text = str(app.query_one("#manifest-diff", Static).render())
+        # Compared with the previous final plan, not with its own first paint.
+        assert "Estimated input: 15,629 → 15,730 (+101)" in diff_text
+        assert "1 × included → absent, 110 tok: retrieval:924f2aea" in diff_text
+        explain = str(app.query_one("#manifest-explain", Static).render())
+        assert "Historical retrieval   4,909" in explain
+        assert "Retrieval evidence  12 selected (4,909 tokens), 0 excluded" in explain
+
+        # A retrieval row selects the entry its evidence quotes.
+        await pilot.press("slash", *"retrieval:3b03")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [i.key for i in manifest.rows] == ["retrieval:3b03bd69"]
+        assert manifest.select_entry("3b03bd69")
+        detail = str(app.query_one("#manifest-detail", Static).render())
+        assert detail.startswith("included · retrieval · retrieval:3b03bd69 from 3b03bd69 (user) · 778 tok")
+
+
+def test_snapshot_retrieval_evidence(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    before, _, final = _demo_steps(tmp_path)
+
+    async def sort_by_kind(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("s", "s", "s")  # tokens, score, kind
+        await pilot.pause()
+
+    assert snap_compare(ManifestApp(final, before), terminal_size=(140, 40), run_before=sort_by_kind)
