@@ -28,10 +28,10 @@ def retrieve_cmd(
     from ds4sessions.discovery import load_model_table
     from ds4sessions.live import open_snapshot
     from ds4sessions.retrieval import LiveRetrieval
-    from ds4sessions.retrieval_index import RetrievalIndex
+    from ds4sessions.retrieval_index import RetrievalIndex, session_db_path
 
     session_file(path)
-    index = RetrievalIndex()
+    index = RetrievalIndex(session_db_path(path))
     if rebuild_index:
         index.rebuild()
     view = LiveRetrieval(index).retrieve(open_snapshot(path, load_model_table()))
@@ -64,12 +64,15 @@ def retrieve_cmd(
 
 def index_rebuild_cmd() -> None:
     """Delete the derived retrieval index (it is rebuilt from the session files on next use)."""
-    from ds4sessions.retrieval_index import RetrievalIndex
+    import shutil
 
-    index = RetrievalIndex()
-    index.rebuild()
-    index.close()
-    typer.echo(f"ds4tui: retrieval index reset: {index.path}")
+    from ds4sessions.retrieval_index import default_db_path, session_db_path
+
+    folder = session_db_path("x").parent
+    shutil.rmtree(folder, ignore_errors=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(str(default_db_path()) + suffix).unlink(missing_ok=True)
+    typer.echo(f"ds4tui: retrieval indexes deleted: {folder} (rebuilt on next use)")
 
 
 def register(app: typer.Typer) -> set[str]:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Static
-
 from ds4sessions.live import open_snapshot
 from ds4sessions.retrieval import LiveRetrieval
 from ds4sessions.retrieval import RetrievalView as RetrievalResultView
+from ds4sessions.retrieval_index import session_db_path
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Static
+
 from ds4tui.widgets.retrieval import RetrievalView
 from tests.conftest import FIXTURES
 from tests.sessions.test_retrieval_index import oversized_session
@@ -103,7 +104,7 @@ def test_cli_retrieve_json_and_rebuild(tmp_path: Path, monkeypatch: pytest.Monke
     data = json.loads(first.output)
     assert data["sourceEntryIds"][0] == "fab69129"
     assert data["retrieval"]["queryTerms"] == ["Which", "ERR_TEST_FAILURE", "test", "failed"]
-    assert data["index"]["added"] == 22 and data["index"]["path"] == str(tmp_path / "state" / "retrieval.sqlite3")
+    assert data["index"]["added"] == 22 and data["index"]["path"] == str(session_db_path(path))
     again = json.loads(runner.invoke(app, ["retrieve", str(path), "--json", "--rebuild-index"]).output)
     assert again["index"]["added"] == 22
     assert again["evidenceText"].split("\n")[:5] == data["evidenceText"].split("\n")[:5]

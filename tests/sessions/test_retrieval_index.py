@@ -11,14 +11,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from ds4core.budgets import ContextConfig
 from ds4core.estimate import message_tokens
 from ds4core.retrieval import EVIDENCE_HEADER
 from ds4sessions.live import open_snapshot
 from ds4sessions.pi.reader import read_session
 from ds4sessions.retrieval import LiveRetrieval, planning_inputs
-from ds4sessions.retrieval_index import SCHEMA_VERSION, RetrievalIndex, default_db_path
+from ds4sessions.retrieval_index import SCHEMA_VERSION, RetrievalIndex, session_db_path
 
 REQUEST = "Which test failed with ERR_TEST_FAILURE before the fix?"
 
@@ -140,8 +139,8 @@ def test_delete_index_and_reopen_gives_same_results(sample01: Path, tmp_path: Pa
     path = oversized_session(sample01, tmp_path / "oversized.jsonl")
     snapshot = open_snapshot(path)
     first = LiveRetrieval().retrieve(snapshot, timestamp=0)
-    db = default_db_path()
-    assert db.parent == _state_dir and db.exists()
+    db = session_db_path(path)
+    assert db.parent == _state_dir / "retrieval" and db.exists()
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
     again = LiveRetrieval().retrieve(snapshot, timestamp=0)
@@ -210,3 +209,20 @@ def test_schema_mismatch_and_corruption_rebuild(sample01: Path, tmp_path: Path) 
     db.write_bytes(b"this is not a database" * 100)
     recovered = RetrievalIndex(db)
     assert recovered.sync(read_session(sample01)).added == 22
+
+
+def test_results_do_not_depend_on_other_indexed_sessions(sample01: Path, tmp_path: Path, shared_dir: Path) -> None:
+    """Each session has its own index, so FTS5's corpus statistics are the session's own."""
+    path = oversized_session(sample01, tmp_path / "oversized.jsonl")
+    snapshot = open_snapshot(path)
+    alone = LiveRetrieval().retrieve(snapshot, timestamp=0)
+    for db in (_state_dir_of(path) / "retrieval").glob("*"):
+        db.unlink()
+    live = LiveRetrieval()
+    live.retrieve(open_snapshot(shared_dir / "sessions-pi" / "99-large.jsonl"), timestamp=0)
+    after_other = live.retrieve(snapshot, timestamp=0)
+    assert comparable(after_other) == comparable(alone)
+
+
+def _state_dir_of(path: Path) -> Path:
+    return session_db_path(path).parent.parent

@@ -44,7 +44,7 @@ from ds4core.retrieval import (
 )
 
 from ds4sessions.live import Snapshot
-from ds4sessions.retrieval_index import RetrievalIndex, SyncResult
+from ds4sessions.retrieval_index import RetrievalIndex, SyncResult, session_db_path
 
 __all__ = ["LiveRetrieval", "PlanningInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
 
@@ -204,20 +204,24 @@ class LiveRetrieval:
         exact: bool = True,
         fts: bool = True,
     ) -> None:
-        """`index` defaults to the one in the state directory; `config` is DS4's `context`
+        """`index`: one index for every session (tests, benchmarks); by default each session
+        file gets its own (`retrieval_index.session_db_path`). `config` is DS4's `context`
         configuration; `max_results`, `exact`, `fts` are DS4's `retrieval.*` settings."""
         self._index = index
+        self._per_session: dict[str, RetrievalIndex] = {}
         self.config = config
         self.max_results = max_results
         self.exact = exact
         self.fts = fts
 
-    @property
-    def index(self) -> RetrievalIndex:
-        """The retrieval index (opened on first use)."""
-        if self._index is None:
-            self._index = RetrievalIndex()
-        return self._index
+    def index_for(self, session_path: str | Path) -> RetrievalIndex:
+        """The index of one session file (the shared one when given; opened on first use)."""
+        if self._index is not None:
+            return self._index
+        key = str(session_path)
+        if key not in self._per_session:
+            self._per_session[key] = RetrievalIndex(session_db_path(session_path))
+        return self._per_session[key]
 
     def retrieve(
         self,
@@ -234,7 +238,10 @@ class LiveRetrieval:
         `timestamp` (ms since the epoch) stamps the evidence messages (default: now).
         Raises ValueError when the snapshot's reader has no file path.
         """
-        sync = self.index.sync(snapshot.reader)
+        if snapshot.reader.path is None:
+            raise ValueError("the snapshot's session has no file path")
+        index = self.index_for(snapshot.reader.path)
+        sync = index.sync(snapshot.reader)
         inputs = planning_inputs(snapshot, self.config)
         started = time.perf_counter()
 
@@ -266,7 +273,7 @@ class LiveRetrieval:
 
         started = time.perf_counter()
         result = retrieve_history(
-            self.index.search(sync.session_key),
+            index.search(sync.session_key),
             request_text,
             active_branch_ids=branch,
             committed_entry_ids=committed_ids,
@@ -319,7 +326,7 @@ class LiveRetrieval:
             max_tokens=inputs.max_retrieved_history_tokens,
             selected_tokens=result.selected_tokens,
             sync=sync,
-            index_path=str(self.index.path),
+            index_path=str(index.path),
             retrieve_seconds=retrieve_seconds,
             plan_seconds=plan_seconds,
         )

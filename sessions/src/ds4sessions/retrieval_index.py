@@ -26,6 +26,7 @@ derived data, which the next open detects and rebuilds.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import sqlite3
 import threading
@@ -98,8 +99,19 @@ def state_dir() -> Path:
 
 
 def default_db_path() -> Path:
-    """`state_dir() / "retrieval.sqlite3"`."""
+    """`state_dir() / "retrieval.sqlite3"` (an index shared by several sessions)."""
     return state_dir() / DB_NAME
+
+
+def session_db_path(session_path: str | Path) -> Path:
+    """The index of one session file: `state_dir()/retrieval/<hash of its resolved path>.sqlite3`.
+
+    One database per session keeps FTS5's ranking statistics (bm25 uses the whole table's
+    document counts and lengths) to that session's own entries, so results do not depend on
+    which other sessions were indexed before, and deleting the index and reopening gives the
+    same results (issue 5)."""
+    digest = hashlib.blake2b(str(Path(session_path).resolve()).encode("utf-8", "surrogatepass"), digest_size=10)
+    return state_dir() / "retrieval" / f"{digest.hexdigest()}.sqlite3"
 
 
 @dataclass(frozen=True)
