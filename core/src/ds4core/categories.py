@@ -188,48 +188,103 @@ class Breakdown:
     free: int | None
 
 
-def breakdown(
+@dataclass(frozen=True)
+class Attribution:
+    """The message-derived part of a `Breakdown` for one counter: what an append extends.
+
+    - `counter`: the counter's name (`chars-v1`, `cl100k`);
+    - `totals`: category → tokens of the messages' parts (parts of 0 tokens are skipped);
+    - `children`: category → child (tool name, custom type) → tokens;
+    - `segments`: the messages' map segments in context order (no inferred system block, no
+      unattributed block: `compose_breakdown` adds those);
+    - `message_tokens`: tokens per message (0 for messages outside the LLM context);
+    - `total`: `sum(message_tokens)`.
+
+    Treat it as read-only: `attribute(..., previous=...)` copies what it extends.
+    """
+
+    counter: str
+    totals: dict[str, int]
+    children: dict[str, dict[str, int]]
+    segments: list[Segment]
+    message_tokens: list[int]
+    total: int
+
+
+def attribute(
     messages: Sequence[Mapping[str, Any]],
     entry_ids: Sequence[str | None],
     ledger: TokenLedger,
-    *,
-    context_window: int | None,
-    provider_tokens: int | None = None,
-    inferred_fixed_tokens: int | None = None,
-    excluded: Iterable[int] = (),
-) -> Breakdown:
-    """Attribute every token of `messages` to a category and build the map's segments.
+    previous: Attribution | None = None,
+) -> Attribution:
+    """Attribute every token of `messages` to a category and build their map segments.
 
-    `entry_ids[i]` is the session entry that produced `messages[i]`. `provider_tokens` is the
-    provider's count for the same context (when known): the positive difference to the estimate
-    becomes `unattributed`. `inferred_fixed_tokens` (system prompt + tools inferred from the
-    first reply's usage, when the session stores no system message) is charged to the system
-    prompt row, marked inferred. Free space = window − the provider's count when known (it is
-    the truth, even when our estimate is larger), else window − estimate.
+    `entry_ids[i]` is the session entry that produced `messages[i]`. With `previous` (the
+    attribution of the first `len(previous.message_tokens)` messages of the same list, same
+    entry ids, same counter) only the messages after those are counted and `previous` is
+    extended (a copy; `previous` itself is not modified): the result equals attributing the
+    whole list, since segments never span two messages and totals are sums. O(new messages)
+    plus list copies. Raises ValueError when `previous` covers more messages than given.
     """
-    totals: dict[str, int] = {}
-    children: dict[str, dict[str, int]] = {}
-    segments: list[Segment] = []
-    per_message: list[int] = []
-    if inferred_fixed_tokens:
-        segments.append(Segment("system_prompt", inferred_fixed_tokens, None, None))
-        totals["system_prompt"] = inferred_fixed_tokens
-    for index, message in enumerate(messages):
-        count = counted_parts(ledger, message)
+    start = len(previous.message_tokens) if previous is not None else 0
+    if start > len(messages):
+        raise ValueError(f"previous attribution covers {start} messages, only {len(messages)} given")
+    if previous is None:
+        totals: dict[str, int] = {}
+        children: dict[str, dict[str, int]] = {}
+        segments: list[Segment] = []
+        per_message: list[int] = []
+        total = 0
+    else:
+        totals = dict(previous.totals)
+        children = dict(previous.children)
+        segments = list(previous.segments)
+        per_message = list(previous.message_tokens)
+        total = previous.total
+    copied: set[str] = set()  # categories whose children dict is already this result's own
+    for index in range(start, len(messages)):
+        count = counted_parts(ledger, messages[index])
         per_message.append(count.total)
+        total += count.total
         entry_id = entry_ids[index] if index < len(entry_ids) else None
+        last = segments[-1] if segments else None
         for part in count.parts:
             if part.tokens <= 0:
                 continue
             totals[part.category] = totals.get(part.category, 0) + part.tokens
             if part.child is not None:
-                kids = children.setdefault(part.category, {})
+                kids = children.get(part.category)
+                if kids is None:
+                    kids = children[part.category] = {}
+                    copied.add(part.category)
+                elif part.category not in copied and previous is not None:
+                    kids = children[part.category] = dict(kids)
+                    copied.add(part.category)
                 kids[part.child] = kids.get(part.child, 0) + part.tokens
-            last = segments[-1] if segments else None
-            if last and last.category == part.category and last.message_index == index:
-                segments[-1] = Segment(part.category, last.tokens + part.tokens, index, entry_id)
+            if last is not None and last.category == part.category and last.message_index == index:
+                last = segments[-1] = Segment(part.category, last.tokens + part.tokens, index, entry_id)
             else:
-                segments.append(Segment(part.category, part.tokens, index, entry_id))
+                last = Segment(part.category, part.tokens, index, entry_id)
+                segments.append(last)
+    return Attribution(ledger.counter.name, totals, children, segments, per_message, total)
+
+
+def compose_breakdown(
+    attribution: Attribution,
+    *,
+    context_window: int | None,
+    provider_tokens: int | None = None,
+    inferred_fixed_tokens: int | None = None,
+) -> Breakdown:
+    """The `Breakdown` of an attribution: inferred system tokens first, then the messages'
+    segments, then `unattributed`; rows and free space. See `breakdown` for the rules.
+    O(segments) for the list copy plus O(children) for sorting them; no counting."""
+    totals = dict(attribution.totals)
+    segments: list[Segment] = []
+    if inferred_fixed_tokens:
+        segments.append(Segment("system_prompt", inferred_fixed_tokens, None, None))
+        totals["system_prompt"] = totals.get("system_prompt", 0) + inferred_fixed_tokens
+    segments.extend(attribution.segments)
     estimate = sum(totals.values())
     unattributed = max((provider_tokens or 0) - estimate, 0)
     if unattributed:
@@ -248,10 +303,41 @@ def breakdown(
             continue
         if cat == "free" and free is None:
             continue
-        kids = sorted(children.get(cat, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        kids = sorted(attribution.children.get(cat, {}).items(), key=lambda kv: (-kv[1], kv[0]))
         inferred = cat == "system_prompt" and bool(inferred_fixed_tokens)
         rows.append(CategoryRow(cat, label + (" + tools (inferred)" if inferred else ""), tokens, kids, inferred))
-    return Breakdown(ledger.counter.name, rows, segments, per_message, estimate, context_window, unattributed, free)
+    return Breakdown(
+        attribution.counter, rows, segments, list(attribution.message_tokens), estimate, context_window, unattributed, free
+    )
+
+
+def breakdown(
+    messages: Sequence[Mapping[str, Any]],
+    entry_ids: Sequence[str | None],
+    ledger: TokenLedger,
+    *,
+    context_window: int | None,
+    provider_tokens: int | None = None,
+    inferred_fixed_tokens: int | None = None,
+    excluded: Iterable[int] = (),
+) -> Breakdown:
+    """Attribute every token of `messages` to a category and build the map's segments.
+
+    `entry_ids[i]` is the session entry that produced `messages[i]`. `provider_tokens` is the
+    provider's count for the same context (when known): the positive difference to the estimate
+    becomes `unattributed`. `inferred_fixed_tokens` (system prompt + tools inferred from the
+    first reply's usage, when the session stores no system message) is charged to the system
+    prompt row, marked inferred. Free space = window − the provider's count when known (it is
+    the truth, even when our estimate is larger), else window − estimate.
+    Equals `compose_breakdown(attribute(messages, entry_ids, ledger), ...)`; to extend it after
+    an append, keep the `Attribution` and pass it to `attribute` as `previous`.
+    """
+    return compose_breakdown(
+        attribute(messages, entry_ids, ledger),
+        context_window=context_window,
+        provider_tokens=provider_tokens,
+        inferred_fixed_tokens=inferred_fixed_tokens,
+    )
 
 
 @dataclass(frozen=True)
