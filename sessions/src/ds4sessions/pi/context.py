@@ -15,13 +15,16 @@ Steps (§7):
 4. context edits (1.x): per target, the last `context_edit` among the selected entries omits the
    target or replaces its content;
 5. entries → agent messages.
+
+`extend_context` derives the context after an append from the previous one when the new entries
+only extend the branch (the common case while Pi works), in O(new entries) plus list copies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from ds4sessions.pi.entries import (
     BRANCH_SUMMARY,
@@ -74,7 +77,10 @@ class SessionContext:
       including entries that yield no message (model changes, labels, context edits…);
     - `labels`, `session_name`: resolved over the whole file (§8);
     - `model`: `{"provider", "modelId"}` or None; `thinking_level`: e.g. `"medium"`;
-    - `warnings`: `ContextWarning`s (never affect the messages).
+    - `warnings`: `ContextWarning`s (never affect the messages);
+    - `context_edits`: the context edits in force among the selected entries (target id → its
+      replacement; §7 step 4) and `indexed_ids`: how many ids the session indexed when this was
+      built — both what `extend_context` needs; not part of Pi's shape.
     """
 
     messages: list[dict[str, Any]]
@@ -87,6 +93,8 @@ class SessionContext:
     thinking_level: Any
     session_name: str | None
     warnings: list[ContextWarning] = field(default_factory=list)
+    context_edits: dict[str, Any] = field(default_factory=dict, repr=False)
+    indexed_ids: int = field(default=0, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The shape of Pi's `<name>.context.json` (without `llmMessages`; see `convert_to_llm`)."""
@@ -185,6 +193,93 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
         thinking_level=thinking_level,
         session_name=session.session_name,
         warnings=warnings,
+        context_edits=edits,
+        indexed_ids=len(session.by_id),
+    )
+
+
+#: Entry types that change context built earlier (a new cut, a summary of another branch, an edit
+#: of an earlier entry): an append holding one is rebuilt in full (Pi session format §7).
+RESHAPING_TYPES = frozenset({COMPACTION, BRANCH_SUMMARY, CONTEXT_EDIT})
+
+
+def extend_context(previous: SessionContext, session: PiSession, new_entries: Sequence[Entry]) -> SessionContext | None:
+    """The context `build_context(session)` would build, derived from `previous`, or None.
+
+    `previous` is `build_context` (or `extend_context`) of the same session before
+    `new_entries` were read, with the default leaf; `new_entries` are the entries read since,
+    in file order (what `PiSessionReader.feed` returned; may be empty). Returns None — rebuild
+    in full — unless the append only extends the branch: every new entry has a new, unique id
+    (no id of the session is reused: `by_id` grew by exactly one per entry), its parent is the
+    previous leaf (the entry before it), it is not a compaction, branch summary or context
+    edit (`RESHAPING_TYPES`), and no new id is the missing parent of the branch's root. Labels,
+    session name, model and thinking level are updated as `build_context` would; `system`
+    messages append like any other. The result equals `build_context(session)`, warnings
+    included (Pi session format §7). O(new entries) plus copies of the id and message lists;
+    `previous` is not modified.
+    """
+    entries = session.entries
+    k = len(new_entries)
+    leaf_id = previous.leaf_id
+    if leaf_id is None or len(entries) <= k or entries[-k - 1].id != leaf_id or not previous.branch_entry_ids:
+        return None
+    if len(session.by_id) != previous.indexed_ids + k:
+        return None
+    parent = leaf_id
+    for offset, entry in enumerate(new_entries):
+        if entry is not entries[len(entries) - k + offset]:
+            return None
+        if entry.id is None or entry.parent_id != parent or entry.type in RESHAPING_TYPES:
+            return None
+        parent = entry.id
+    root = session.by_id.get(previous.branch_entry_ids[0] or "")
+    if root is None or (root.parent_id is not None and any(e.id == root.parent_id for e in new_entries)):
+        return None
+
+    thinking_level = previous.thinking_level
+    model = previous.model
+    messages = list(previous.messages)
+    message_entry_ids = list(previous.message_entry_ids)
+    edits = previous.context_edits
+    unknown: list[ContextWarning] = []
+    for entry in new_entries:
+        if entry.type == THINKING_LEVEL_CHANGE:
+            thinking_level = entry.raw.get("thinkingLevel")
+        elif entry.type == MODEL_CHANGE:
+            model = _present(entry.raw, {"provider": "provider", "modelId": "modelId"})
+        elif entry.role == "assistant":
+            model = _present(entry.message or {}, {"provider": "provider", "modelId": "model"})
+        for message in _entry_messages(entry, False, edits):
+            messages.append(message)
+            message_entry_ids.append(entry.id)
+        if entry.type not in KNOWN_TYPES:
+            unknown.append(_unknown_type_warning(entry))
+
+    leaf = new_entries[-1] if new_entries else entries[-1]
+    warnings = [w for w in previous.warnings if w.kind in ("cycle", "unknown_type")] + unknown
+    if leaf.type not in CONTEXT_TYPES and not any(e.type in CONTEXT_TYPES for e in new_entries):
+        # The newest context entry on the branch is unchanged, so are the entries newer than it
+        # that sit on other branches (the new entries are all on the branch).
+        warnings.extend(
+            _metadata_leaf_warning(leaf, list(w.entry_ids)) for w in previous.warnings if w.kind == "metadata_leaf"
+        )
+    n = len(previous.messages)
+    warnings.extend(w for w in previous.warnings if w.kind == "tool_pairing")
+    warnings.extend(_tool_pairing_warnings(messages[n:], message_entry_ids[n:], _open_tool_calls(previous.messages)))
+    new_ids = [entry.id for entry in new_entries]
+    return SessionContext(
+        messages=messages,
+        message_entry_ids=message_entry_ids,
+        leaf_id=leaf.id,
+        branch_entry_ids=previous.branch_entry_ids + new_ids,
+        context_entry_ids=previous.context_entry_ids + new_ids,
+        labels=dict(session.labels),
+        model=model,
+        thinking_level=thinking_level,
+        session_name=session.session_name,
+        warnings=warnings,
+        context_edits=edits,
+        indexed_ids=len(session.by_id),
     )
 
 
@@ -294,9 +389,7 @@ def _path_warnings(session: PiSession, path: list[Entry], leaf_id: str | None) -
         )
     for entry in path:
         if entry.type not in KNOWN_TYPES:
-            warnings.append(
-                ContextWarning("unknown_type", f"entry {entry.id} ({entry.type}): not in context (unknown type)", (entry.id or "",))
-            )
+            warnings.append(_unknown_type_warning(entry))
     leaf = path[-1]
     if leaf.type not in CONTEXT_TYPES:
         on_path = {id(entry) for entry in path}
@@ -309,22 +402,49 @@ def _path_warnings(session: PiSession, path: list[Entry], leaf_id: str | None) -
                 newer.append(entry.id or f"line {entry.line_no}")
         if newer:
             newer.reverse()
-            span = newer[0] if len(newer) == 1 else f"{newer[0]}–{newer[-1]}"
-            warnings.append(
-                ContextWarning(
-                    "metadata_leaf",
-                    f"leaf is a metadata entry ({leaf.type}); {len(newer)} newer message entr"
-                    f"{'y' if len(newer) == 1 else 'ies'} ({span}) are on an inactive branch",
-                    tuple(newer),
-                )
-            )
+            warnings.append(_metadata_leaf_warning(leaf, newer))
     return warnings
 
 
-def _tool_pairing_warnings(messages: list[dict[str, Any]], entry_ids: list[str | None]) -> list[ContextWarning]:
-    """Tool results must follow (after other results only) the assistant message holding their call."""
+def _unknown_type_warning(entry: Entry) -> ContextWarning:
+    return ContextWarning("unknown_type", f"entry {entry.id} ({entry.type}): not in context (unknown type)", (entry.id or "",))
+
+
+def _metadata_leaf_warning(leaf: Entry, newer: list[str]) -> ContextWarning:
+    """The leaf is metadata while `newer` context entries (ids, oldest first) sit on other branches."""
+    span = newer[0] if len(newer) == 1 else f"{newer[0]}–{newer[-1]}"
+    return ContextWarning(
+        "metadata_leaf",
+        f"leaf is a metadata entry ({leaf.type}); {len(newer)} newer message entr"
+        f"{'y' if len(newer) == 1 else 'ies'} ({span}) are on an inactive branch",
+        tuple(newer),
+    )
+
+
+def _call_ids(message: dict[str, Any]) -> set[Any]:
+    """Ids of the tool calls an assistant message makes (empty for other messages)."""
+    if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+        return {block.get("id") for block in message["content"] if isinstance(block, dict) and block.get("type") == "toolCall"}
+    return set()
+
+
+def _open_tool_calls(messages: list[dict[str, Any]]) -> set[Any]:
+    """The call ids a tool result appended after `messages` may answer: those of the last
+    message that is not a tool result (O(trailing tool results))."""
+    for message in reversed(messages):
+        if message.get("role") != "toolResult":
+            return _call_ids(message)
+    return set()
+
+
+def _tool_pairing_warnings(
+    messages: list[dict[str, Any]], entry_ids: list[str | None], call_ids: set[Any] | None = None
+) -> list[ContextWarning]:
+    """Tool results must follow (after other results only) the assistant message holding their call.
+
+    `call_ids`: the calls open before `messages` (when checking a continuation)."""
     warnings: list[ContextWarning] = []
-    call_ids: set[Any] = set()
+    call_ids = set() if call_ids is None else call_ids
     for message, entry_id in zip(messages, entry_ids):
         role = message.get("role")
         if role == "toolResult":
@@ -338,11 +458,7 @@ def _tool_pairing_warnings(messages: list[dict[str, Any]], entry_ids: list[str |
                     )
                 )
             continue
-        call_ids = set()
-        if role == "assistant" and isinstance(message.get("content"), list):
-            call_ids = {
-                block.get("id") for block in message["content"] if isinstance(block, dict) and block.get("type") == "toolCall"
-            }
+        call_ids = _call_ids(message)
     return warnings
 
 
