@@ -5,6 +5,11 @@ This is the hot path of design.md ("The path of one appended line") below the UI
     Tailer.poll() → PiSessionReader.feed() → build_context() → TokenLedger (new messages only)
     → categories / provider anchor / turns → Snapshot
 
+An append that only extends the branch (the common case while Pi works) takes the incremental
+route instead: `extend_context()` → `attribute(..., previous=...)` → turns grown; each snapshot
+keeps what the next append extends (`_Lineage`). Both routes give equal snapshots
+(tests/sessions/test_live_incremental.py replays every sample line by line).
+
 `LiveSession.refresh()` does one step and returns a new `Snapshot` when something changed (else
 None). It is not thread-safe: the app drives it from one worker thread and hands the immutable
 snapshot to the UI thread. The session file is only ever opened read-only.
@@ -14,16 +19,17 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ds4core.categories import Breakdown, breakdown, in_llm_context, message_parts
+from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
 from ds4core.models import ModelInfo, ModelTable
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
 
-from ds4sessions.pi.context import SessionContext, build_context
+from ds4sessions.pi.context import SessionContext, build_context, extend_context
+from ds4sessions.pi.entries import Entry
 from ds4sessions.pi.reader import PiSessionReader
 from ds4sessions.tailer import Tailer
 
@@ -88,6 +94,7 @@ class Snapshot:
     pending_bytes: int = 0
     file_size: int = 0
     updated_at: float = field(default_factory=time.time)
+    _lineage: _Lineage | None = field(default=None, repr=False, compare=False)
 
     @property
     def best(self) -> Breakdown:
@@ -141,6 +148,17 @@ def _preview(content: Any, limit: int = 80) -> str:
     return " ".join(text.split())[:limit]
 
 
+def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> int:
+    """Tool calls made by the assistant messages in `messages[start:end]`."""
+    return sum(
+        1
+        for m in messages[start:end]
+        if m.get("role") == "assistant"
+        for b in m.get("content") or ()
+        if isinstance(b, Mapping) and b.get("type") == "toolCall"
+    )
+
+
 def build_turns(
     messages: Sequence[Mapping[str, Any]],
     entry_ids: Sequence[str | None],
@@ -152,11 +170,44 @@ def build_turns(
     `turn_numbers` maps a prompt's entry id to its turn number on the whole branch (so a turn
     keeps its number after a compaction dropped earlier turns); without it turns count from 1.
     """
-    turns: list[Turn] = []
-    start = 0
-    number = 0
+    return _extend_turns((), messages, entry_ids, tokens, turn_numbers or {}, 0)
+
+
+def _extend_turns(
+    previous: tuple[Turn, ...],
+    messages: Sequence[Mapping[str, Any]],
+    entry_ids: Sequence[str | None],
+    tokens: Sequence[int],
+    turn_numbers: Mapping[str, int],
+    number: int,
+) -> tuple[Turn, ...]:
+    """`build_turns` of `messages`, given `previous` = the turns of its first n messages (n = the
+    last turn's `last_message` + 1; 0 without turns) and `number` = the user messages among them.
+
+    The last previous turn is grown by the messages after n until the next prompt; the others
+    are kept. `turn_numbers` needs only the prompts after n. O(new messages + the grown turn's
+    entry ids).
+    """
+    n = previous[-1].last_message + 1 if previous else 0
+    turns = list(previous[:-1])
+    grown = previous[-1] if previous else None
+    start = grown.first_message if grown is not None else 0
 
     def close(end: int) -> None:
+        if grown is not None:
+            turns.append(
+                Turn(
+                    index=grown.index,
+                    time=grown.time,
+                    prompt=grown.prompt,
+                    tool_calls=grown.tool_calls + _tool_calls(messages, n, end),
+                    tokens=grown.tokens + sum(tokens[n:end]),
+                    first_message=grown.first_message,
+                    last_message=end - 1,
+                    entry_ids=grown.entry_ids + tuple(e for e in entry_ids[n:end] if e is not None),
+                )
+            )
+            return
         if end <= start:
             return
         first = messages[start]
@@ -165,21 +216,13 @@ def build_turns(
         ts = first.get("timestamp")
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
             when = dt.datetime.fromtimestamp(ts / 1000, tz=dt.timezone.utc).astimezone()
-        calls = sum(
-            1
-            for m in messages[start:end]
-            if m.get("role") == "assistant"
-            for b in m.get("content") or ()
-            if isinstance(b, Mapping) and b.get("type") == "toolCall"
-        )
         eid = entry_ids[start] if start < len(entry_ids) else None
-        index = (turn_numbers or {}).get(eid or "", number) if is_prompt else 0
         turns.append(
             Turn(
-                index=index,
+                index=turn_numbers.get(eid or "", number) if is_prompt else 0,
                 time=when,
                 prompt=_preview(first.get("content")) if is_prompt else "(before the first prompt)",
-                tool_calls=calls,
+                tool_calls=_tool_calls(messages, start, end),
                 tokens=sum(tokens[start:end]),
                 first_message=start,
                 last_message=end - 1,
@@ -187,14 +230,191 @@ def build_turns(
             )
         )
 
-    for i, message in enumerate(messages):
-        if message.get("role") == "user" and i > start:
+    for i in range(n, len(messages)):
+        is_user = messages[i].get("role") == "user"
+        if is_user and i > start:
             close(i)
+            grown = None
             start = i
-        if message.get("role") == "user":
+        if is_user:
             number += 1
     close(len(messages))
     return tuple(turns)
+
+
+def _retokened(
+    previous: tuple[Turn, ...], structure: tuple[Turn, ...], tokens: Sequence[int]
+) -> tuple[Turn, ...] | None:
+    """The turns `structure` with `tokens` per message (another counter), keeping `previous` (the
+    same counter's turns of a prefix of the same context) but its last turn; None when
+    `structure` does not continue `previous`. Turns other than their tokens do not depend on
+    the counter. O(turns after the prefix + the messages in them)."""
+    keep = len(previous) - 1 if previous else 0
+    if previous and (len(structure) <= keep or structure[keep].first_message != previous[-1].first_message):
+        return None
+    return previous[:keep] + tuple(
+        Turn(t.index, t.time, t.prompt, t.tool_calls, sum(tokens[t.first_message : t.last_message + 1]),
+             t.first_message, t.last_message, t.entry_ids)
+        for t in structure[keep:]
+    )
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """Counter-independent facts of one context (message indices) that an append extends."""
+
+    first_fresh: int  # `_first_fresh_index`: unchanged by an append that extends the branch
+    has_system: bool  # a `system` message is in context (then no system prompt is inferred)
+    measurement: int | None  # the first valid measurement (it infers the system prompt)
+    anchor: Anchor | None  # `find_anchor(messages, first_fresh)`
+    prompts: int  # user entries on the branch (`_turn_numbers`)
+    user_messages: int  # user messages in context
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One counter's share of a context: the attribution, the tokens before the measurement
+    and before the anchor (`(message index, tokens)`), and the turns."""
+
+    attribution: Attribution
+    measurement: tuple[int, int] | None
+    anchor: tuple[int, int] | None
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """What a snapshot keeps so the next append extends it: its context (checked by identity),
+    the rebuild it descends from (`epoch`: contexts of one epoch extend each other), its facts
+    and its chars-v1 share."""
+
+    context: SessionContext
+    epoch: int
+    facts: _Facts
+    fast: _Counted
+
+
+def _full_facts(ctx: SessionContext, reader: PiSessionReader) -> tuple[_Facts, dict[str, int]]:
+    """The facts of a context built in full, and the turn number of every prompt on the branch."""
+    messages = ctx.messages
+    first_fresh = _first_fresh_index(ctx, reader)
+    numbers = _turn_numbers(ctx, reader)
+    facts = _Facts(
+        first_fresh=first_fresh,
+        has_system=any(m.get("role") == "system" for m in messages),
+        measurement=next((i for i, m in enumerate(messages) if is_valid_measurement(m)), None),
+        anchor=find_anchor(messages, first_fresh),
+        prompts=len(numbers),
+        user_messages=sum(1 for m in messages if m.get("role") == "user"),
+    )
+    return facts, numbers
+
+
+def _extended_facts(
+    previous: _Facts, n: int, ctx: SessionContext, new_entries: Sequence[Entry]
+) -> tuple[_Facts, dict[str, int]]:
+    """The facts after an append that extends the branch (`extend_context` succeeded): `n` is
+    the previous message count. Returns them and the turn numbers of the new prompts."""
+    messages = ctx.messages
+    new = range(n, len(messages))
+    measurement = previous.measurement
+    if measurement is None:
+        measurement = next((i for i in new if is_valid_measurement(messages[i])), None)
+    anchor = previous.anchor
+    for i in reversed(new):  # every new message is at or after the first fresh one
+        if is_valid_measurement(messages[i]):
+            anchor = Anchor(i, usage_of(messages[i]))
+            break
+    numbers: dict[str, int] = {}
+    for entry in new_entries:
+        if entry.role == "user" and entry.id is not None:
+            numbers[entry.id] = previous.prompts + len(numbers) + 1
+    facts = _Facts(
+        first_fresh=previous.first_fresh,
+        has_system=previous.has_system or any(messages[i].get("role") == "system" for i in new),
+        measurement=measurement,
+        anchor=anchor,
+        prompts=previous.prompts + len(numbers),
+        user_messages=previous.user_messages + sum(1 for i in new if messages[i].get("role") == "user"),
+    )
+    return facts, numbers
+
+
+def _prefix(
+    previous: tuple[int, int] | None, index: int | None, tokens: Sequence[int], start: int, before: int
+) -> tuple[int, int] | None:
+    """`(index, sum(tokens[:index]))`, from `previous` when it is for the same index, or from
+    `before` = `sum(tokens[:start])` when `index >= start`."""
+    if index is None:
+        return None
+    if previous is not None and previous[0] == index:
+        return previous
+    if index >= start:
+        return index, before + sum(tokens[start:index])
+    return index, sum(tokens[:index])
+
+
+def _count(ctx: SessionContext, facts: _Facts, ledger: TokenLedger, previous: _Counted | None) -> _Counted:
+    """Count `ctx` with `ledger`, extending `previous` (the same counter's share of a prefix of
+    the context) when given; turns are left empty (the caller adds them)."""
+    attribution = attribute(
+        ctx.messages, ctx.message_entry_ids, ledger, previous.attribution if previous is not None else None
+    )
+    start = len(previous.attribution.message_tokens) if previous is not None else 0
+    before = previous.attribution.total if previous is not None else 0
+    tokens = attribution.message_tokens
+    return _Counted(
+        attribution=attribution,
+        measurement=_prefix(previous.measurement if previous else None, facts.measurement, tokens, start, before),
+        anchor=_prefix(
+            previous.anchor if previous else None,
+            facts.anchor.message_index if facts.anchor is not None else None,
+            tokens, start, before,
+        ),
+        turns=(),
+    )
+
+
+def _views(
+    ctx: SessionContext, facts: _Facts, counted: _Counted, model: ModelInfo | None
+) -> tuple[Breakdown, ProviderView | None, bool]:
+    """The breakdown, the provider view and whether the system prompt was inferred (O(1) but for
+    list copies): the system prompt + tools are inferred from the first valid measurement when
+    no `system` message is in context; the provider's count is the anchor's total plus our
+    estimate of the later messages."""
+    messages = ctx.messages
+    tokens = counted.attribution.message_tokens
+    inferred = None
+    if not facts.has_system and counted.measurement is not None:
+        index, before = counted.measurement
+        inferred = max(usage_of(messages[index]).prompt_tokens - before, 0) or None
+    fixed = inferred or 0
+    anchor = facts.anchor
+    view = None
+    provider_tokens = None
+    if anchor is not None and counted.anchor is not None:
+        index, before_anchor = counted.anchor
+        before = fixed + before_anchor
+        later = counted.attribution.total - before_anchor - tokens[index]
+        provider_tokens = anchor.usage.total + later
+        view = ProviderView(
+            anchor_index=index,
+            anchor_entry_id=ctx.message_entry_ids[index],
+            prompt_tokens=anchor.usage.prompt_tokens,
+            context_tokens=provider_tokens,
+            estimate_at_anchor=before,
+            ratio=(anchor.usage.prompt_tokens / before) if before else None,
+            later_messages=len(messages) - index - 1,
+            cache_read=anchor.usage.cache_read,
+            cache_write=anchor.usage.cache_write,
+        )
+    result = compose_breakdown(
+        counted.attribution,
+        context_window=model.context_window if model else None,
+        provider_tokens=provider_tokens,
+        inferred_fixed_tokens=inferred,
+    )
+    return result, view, inferred is not None
 
 
 class LiveSession:
@@ -202,6 +422,11 @@ class LiveSession:
 
     `refresh()` polls the file and returns a new `Snapshot` when it changed (None otherwise);
     `refine(snapshot)` adds the exact cl100k breakdown (slower: run it off the UI thread).
+
+    An append that only extends the branch (`extend_context`) is applied incrementally: the
+    context, breakdowns, provider view and turns of the previous snapshot are extended by the
+    new messages (O(new messages) plus list copies); anything else (a reset, a compaction,
+    a branch switch, a context edit, `force`) rebuilds in full. Both give equal snapshots.
     """
 
     def __init__(self, path: Path, models: ModelTable | None = None) -> None:
@@ -213,6 +438,8 @@ class LiveSession:
         self._fast = TokenLedger(CharsV1Counter(), message_parts)
         self._exact = TokenLedger(Cl100kCounter(), message_parts)
         self._version = 0
+        self._epoch = 0
+        self._exact_share: tuple[int, _Counted] | None = None  # (epoch, cl100k share) of the last refine
         self._deleted = False
         self.last: Snapshot | None = None
 
@@ -222,114 +449,113 @@ class LiveSession:
         return self._reader
 
     def refresh(self, force: bool = False) -> Snapshot | None:
-        """Poll the file; on new lines or a reset, rebuild and return a snapshot (else None).
+        """Poll the file; on new lines or a reset, update and return a snapshot (else None).
 
-        `force` rebuilds even when nothing changed (e.g. after the model table changed).
+        `force` rebuilds in full even when nothing changed (e.g. after the model table changed).
         """
         batch = self._tailer.poll()
+        reset = batch.reset is not None
         if batch.reset == "deleted":
             self._deleted = True
-        elif batch.reset is not None:
+        elif reset:
             self._deleted = False
             self._reader = PiSessionReader(self.path)
             self._fast.forget_identities()
             self._exact.forget_identities()
-        if batch.lines:
-            self._reader.feed(batch.lines)
+        new_entries = self._reader.feed(batch.lines) if batch.lines else []
         self._reader.set_pending_tail(batch.pending_bytes)
-        changed = bool(batch.lines) or batch.reset is not None or self.last is None
+        changed = bool(batch.lines) or reset or self.last is None
         if not changed and not force:
             if self.last is not None and self.last.pending_bytes != batch.pending_bytes:
                 self.last = _replace(self.last, pending_bytes=batch.pending_bytes)
                 return self.last
             return None
-        self.last = self._build(batch.pending_bytes, batch.size)
+        self.last = self._build(batch.pending_bytes, batch.size, None if reset or force else new_entries)
         return self.last
 
-    def _build(self, pending: int, size: int) -> Snapshot:
+    def _build(self, pending: int, size: int, new_entries: Sequence[Entry] | None) -> Snapshot:
+        """The snapshot of the reader's state; `new_entries` (the entries read since `self.last`)
+        lets it extend `self.last` when they only extend the branch; None rebuilds in full."""
         reader = self._reader
-        ctx = build_context(reader)
+        previous = self.last._lineage if self.last is not None and self.last.reader is reader else None
+        ctx = None
+        if previous is not None and new_entries is not None:
+            ctx = extend_context(previous.context, reader, new_entries)
+        if ctx is not None and previous is not None and new_entries is not None:
+            facts, numbers = _extended_facts(previous.facts, len(previous.context.messages), ctx, new_entries)
+            fast = _count(ctx, facts, self._fast, previous.fast)
+            turns = _extend_turns(
+                previous.fast.turns, ctx.messages, ctx.message_entry_ids, fast.attribution.message_tokens,
+                numbers, previous.facts.user_messages,
+            )
+            epoch = previous.epoch
+        else:
+            ctx = build_context(reader)
+            facts, numbers = _full_facts(ctx, reader)
+            fast = _count(ctx, facts, self._fast, None)
+            turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.attribution.message_tokens, numbers)
+            self._epoch += 1
+            epoch = self._epoch
+        fast = replace(fast, turns=turns)
         model_key = None
         model = None
         if ctx.model:
             provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
             model_key = f"{provider}/{model_id}"
             model = self.models.get(provider, model_id)
-        fast, provider_view, inferred = self._breakdown(ctx, reader, self._fast, model)
-        turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.message_tokens, _turn_numbers(ctx, reader))
+        breakdown, provider_view, inferred = _views(ctx, facts, fast, model)
         self._version += 1
         return Snapshot(
             version=self._version, path=self.path, reader=reader, context=ctx, model=model,
-            model_key=model_key, breakdown=fast, exact=None, provider=provider_view, turns=turns,
+            model_key=model_key, breakdown=breakdown, exact=None, provider=provider_view, turns=turns,
             system_inferred=inferred, deleted=self._deleted, pending_bytes=pending, file_size=size,
+            _lineage=_Lineage(ctx, epoch, facts, fast),
         )
-
-    def _breakdown(
-        self, ctx: SessionContext, reader: PiSessionReader, ledger: TokenLedger, model: ModelInfo | None
-    ) -> tuple[Breakdown, ProviderView | None, bool]:
-        messages = ctx.messages
-        ids = ctx.message_entry_ids
-        tokens = [ledger.count(m).total if in_llm_context(m) else 0 for m in messages]
-        has_system = any(m.get("role") == "system" for m in messages)
-        inferred = None
-        if not has_system:
-            for i, m in enumerate(messages):
-                if is_valid_measurement(m):
-                    inferred = max(usage_of(m).prompt_tokens - sum(tokens[:i]), 0) or None
-                    break
-        fixed = inferred or 0
-        anchor: Anchor | None = find_anchor(messages, _first_fresh_index(ctx, reader))
-        view = None
-        provider_tokens = None
-        if anchor is not None:
-            before = fixed + sum(tokens[: anchor.message_index])
-            later = sum(tokens[anchor.message_index + 1 :])
-            provider_tokens = anchor.usage.total + later
-            view = ProviderView(
-                anchor_index=anchor.message_index,
-                anchor_entry_id=ids[anchor.message_index],
-                prompt_tokens=anchor.usage.prompt_tokens,
-                context_tokens=provider_tokens,
-                estimate_at_anchor=before,
-                ratio=(anchor.usage.prompt_tokens / before) if before else None,
-                later_messages=len(messages) - anchor.message_index - 1,
-                cache_read=anchor.usage.cache_read,
-                cache_write=anchor.usage.cache_write,
-            )
-        result = breakdown(
-            messages, ids, ledger,
-            context_window=model.context_window if model else None,
-            provider_tokens=provider_tokens,
-            inferred_fixed_tokens=inferred,
-        )
-        return result, view, inferred is not None
 
     def finish(self) -> Snapshot | None:
         """Final read of an idle file: the held partial last line is read as complete (a whole
         JSON object without its newline becomes an entry, as Pi reads it; a fragment is counted
-        as a partial last line). Returns the rebuilt snapshot, or None when nothing was held."""
+        as a partial last line). Returns the updated snapshot, or None when nothing was held."""
         tail = self._tailer.pending_line()
         if tail is None:
             return None
         self._reader.set_pending_tail(0)
-        self._reader.feed_final_tail(*tail)
-        self.last = self._build(0, self.last.file_size if self.last else 0)
+        entry = self._reader.feed_final_tail(*tail)
+        self.last = self._build(0, self.last.file_size if self.last else 0, [entry] if entry is not None else [])
         return self.last
 
     def refine(self, snapshot: Snapshot) -> Snapshot:
         """Return `snapshot` with the exact cl100k breakdown added (turn tokens stay chars-v1's
-        until then; afterwards they use cl100k)."""
-        exact, provider_view, _ = self._breakdown(snapshot.context, snapshot.reader, self._exact, snapshot.model)
-        turns = build_turns(
-            snapshot.context.messages, snapshot.context.message_entry_ids, exact.message_tokens,
-            _turn_numbers(snapshot.context, snapshot.reader),
-        )
-        return _replace(snapshot, exact=exact, provider=provider_view, turns=turns)
+        until then; afterwards they use cl100k).
+
+        The cl100k share of the last refined snapshot is extended when `snapshot` descends from
+        it by appends (only the new messages are counted); otherwise it is counted in full.
+        """
+        ctx = snapshot.context
+        lineage = snapshot._lineage
+        if lineage is None or lineage.context is not ctx:
+            facts, numbers = _full_facts(ctx, snapshot.reader)
+            exact = _count(ctx, facts, self._exact, None)
+            turns: tuple[Turn, ...] | None = build_turns(
+                ctx.messages, ctx.message_entry_ids, exact.attribution.message_tokens, numbers
+            )
+        else:
+            facts = lineage.facts
+            cached = self._exact_share
+            previous = None
+            if cached is not None and cached[0] == lineage.epoch and len(cached[1].attribution.message_tokens) <= len(ctx.messages):
+                previous = cached[1]
+            exact = _count(ctx, facts, self._exact, previous)
+            tokens = exact.attribution.message_tokens
+            turns = _retokened(previous.turns, lineage.fast.turns, tokens) if previous is not None else None
+            if turns is None:
+                turns = build_turns(ctx.messages, ctx.message_entry_ids, tokens, _turn_numbers(ctx, snapshot.reader))
+            self._exact_share = (lineage.epoch, replace(exact, turns=turns))
+        result, provider_view, _ = _views(ctx, facts, exact, snapshot.model)
+        return _replace(snapshot, exact=result, provider=provider_view, turns=turns)
 
 
 def _replace(snapshot: Snapshot, **changes: Any) -> Snapshot:
-    from dataclasses import replace
-
     return replace(snapshot, **changes)
 
 
