@@ -243,3 +243,26 @@ def test_large_sample_appended_line_by_line(shared_dir: Path, tmp_path: Path) ->
     to 30 MB each); the extended state carries forward, so a wrong step stays visible."""
     stats = _replay(shared_dir / "sessions-pi" / LARGE, tmp_path, twin_every=5, reference_every=250)
     assert stats == {"steps": 2501, "extended": 2480, "exact_extended": 2480, "compared": 11}
+
+
+def test_refine_out_of_order_and_across_sessions(tmp_path: Path) -> None:
+    """Refining an older snapshot after a newer one, or a snapshot of another `LiveSession`,
+    counts in full instead of extending a share that does not fit."""
+    lines = FIXTURE.read_bytes().splitlines(keepends=True)
+    path, other_path, ref = tmp_path / "s.jsonl", tmp_path / "o.jsonl", tmp_path / "ref.jsonl"
+    path.write_bytes(b"".join(lines[:-3]))
+    other_path.write_bytes(b"".join(lines[:-1]))
+    live, other = LiveSession(path), LiveSession(other_path)
+    older = live.refresh()
+    with path.open("ab") as f:
+        f.write(b"".join(lines[-3:]))
+    newer = live.refresh()
+    assert older is not None and newer is not None
+    assert newer._lineage.epoch == older._lineage.epoch  # extended
+    live.refine(newer)
+    ref.write_bytes(b"".join(lines[:-3]))
+    _same(live.refine(older), open_snapshot(ref, exact=True), exact=True)
+    foreign = other.refresh()
+    assert foreign is not None
+    ref.write_bytes(b"".join(lines[:-1]))
+    _same(live.refine(foreign), open_snapshot(ref, exact=True), exact=True)

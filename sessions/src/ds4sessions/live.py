@@ -18,6 +18,7 @@ snapshot to the UI thread. The session file is only ever opened read-only.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,7 +78,10 @@ class ProviderView:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything the UI shows for one state of the session file. Immutable; one per update."""
+    """Everything the UI shows for one state of the session file. Immutable; one per update.
+
+    `_lineage` is `LiveSession`'s own: what the next append extends (not part of equality).
+    """
 
     version: int
     path: Path
@@ -285,13 +289,16 @@ class _Counted:
 @dataclass(frozen=True)
 class _Lineage:
     """What a snapshot keeps so the next append extends it: its context (checked by identity),
-    the rebuild it descends from (`epoch`: contexts of one epoch extend each other), its facts
-    and its chars-v1 share."""
+    the full rebuild it descends from (`epoch`, unique in the process: the contexts of one epoch
+    extend each other), its facts and its chars-v1 share."""
 
     context: SessionContext
     epoch: int
     facts: _Facts
     fast: _Counted
+
+
+_EPOCHS = itertools.count(1)  # one number per full rebuild, process-wide
 
 
 def _full_facts(ctx: SessionContext, reader: PiSessionReader) -> tuple[_Facts, dict[str, int]]:
@@ -438,7 +445,6 @@ class LiveSession:
         self._fast = TokenLedger(CharsV1Counter(), message_parts)
         self._exact = TokenLedger(Cl100kCounter(), message_parts)
         self._version = 0
-        self._epoch = 0
         self._exact_share: tuple[int, _Counted] | None = None  # (epoch, cl100k share) of the last refine
         self._deleted = False
         self.last: Snapshot | None = None
@@ -494,8 +500,7 @@ class LiveSession:
             facts, numbers = _full_facts(ctx, reader)
             fast = _count(ctx, facts, self._fast, None)
             turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.attribution.message_tokens, numbers)
-            self._epoch += 1
-            epoch = self._epoch
+            epoch = next(_EPOCHS)
         fast = replace(fast, turns=turns)
         model_key = None
         model = None
