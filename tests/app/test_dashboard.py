@@ -280,3 +280,31 @@ async def test_hidden_tabs_do_not_steal_the_selection(shared_dir: Path) -> None:
         screen = app.export_screenshot().replace("&#160;", " ")
         assert "not in the current context" not in screen  # not a retrieval source from a hidden tab
         assert f"entry {app.snapshot.context.message_entry_ids[app._selected]}" in screen
+
+
+async def test_updates_reach_the_dashboard_while_a_dialog_is_open(tmp_path: Path, sample01: Path) -> None:
+    from ds4tui.widgets.steer import PinScreen
+
+    lines = sample01.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "live.jsonl"
+    target.write_bytes(b"".join(lines[:-1]))
+    app = Ds4App(target, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        app._select_message(3, sync_turns=True)
+        await pilot.press("p")
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, PinScreen):
+                break
+        with target.open("ab") as f:
+            f.write(lines[-1])
+        app.refresh_session()
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if app.snapshot and len(app.snapshot.context.messages) == 19:
+                break
+        assert len(app.snapshot.context.messages) == 19
+        assert isinstance(app.screen, PinScreen)  # the dialog stays; nothing was written
+        await pilot.press("n")
+    assert target.read_bytes() == b"".join(lines)
