@@ -139,12 +139,6 @@ class Ds4App(SteeringMixin, App[None]):
             self.session_path, self._models, config_file=self._config_file, retrieval=self._with_retrieval
         )
 
-    @property
-    def dashboard(self) -> Screen:
-        """The dashboard screen (the bottom of the stack): widgets are looked up there, so an
-        update that arrives while a dialog or the picker is open still reaches them."""
-        return self.screen_stack[0]
-
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette offers every dashboard action (by its binding's description), plus
         Textual's own commands (theme, keys, screenshot, quit)."""
@@ -184,8 +178,8 @@ class Ds4App(SteeringMixin, App[None]):
 
     def on_mount(self) -> None:
         self._apply_size_classes()
-        self.dashboard.query_one(SessionHeader).show(None, demo=self.demo, following=self.following)
-        self.dashboard.query_one(EntryInspector).update("Loading…")
+        self.query_one(SessionHeader).show(None, demo=self.demo, following=self.following)
+        self.query_one(EntryInspector).update("Loading…")
         if self._watch:
             self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
             self._watcher.start()
@@ -204,7 +198,7 @@ class Ds4App(SteeringMixin, App[None]):
             text = bridge.status(snap.reader.session_id).header
         except ValueError:
             text = "bridge: n/a"
-        self.dashboard.query_one(SessionHeader).set_bridge(text)
+        self.query_one(SessionHeader).set_bridge(text)
 
     def on_unmount(self) -> None:
         if self._watcher is not None:
@@ -214,8 +208,8 @@ class Ds4App(SteeringMixin, App[None]):
         self._apply_size_classes()
 
     def _apply_size_classes(self) -> None:
-        self.dashboard.set_class(self.size.width < NARROW_WIDTH, "-narrow")
-        self.dashboard.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
+        self.default_screen.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+        self.default_screen.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
 
     # --- ingest -----------------------------------------------------------------------------
 
@@ -257,16 +251,16 @@ class Ds4App(SteeringMixin, App[None]):
         if derived.plan is not None:
             same = previous is not None and previous.plan is derived.plan
             if not same:
-                self.dashboard.query_one(ManifestView).show(derived.plan)
-        self.dashboard.query_one(CachePanel).show(derived.cache)
-        self.dashboard.query_one(CacheCountdown).show(derived.cache)
+                self.query_one(ManifestView).show(derived.plan)
+        self.query_one(CachePanel).show(derived.cache)
+        self.query_one(CacheCountdown).show(derived.cache)
         if derived.retrieval is not None or "retrieval" in errors:
-            self.dashboard.query_one(RetrievalView).show(derived.retrieval)
+            self.query_one(RetrievalView).show(derived.retrieval)
         for stage, error in derived.errors:
             if previous is None or (stage, error) not in previous.errors:
                 self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
         self._apply_overlays()
-        self.dashboard.query_one(TurnList).show_plan(self.snapshot, derived.plan)
+        self.query_one(TurnList).show_plan(self.snapshot, derived.plan)
 
     def _apply_overlays(self) -> None:
         """Mark on the map what the plan excludes or pins and where the cached prefix ends."""
@@ -285,15 +279,15 @@ class Ds4App(SteeringMixin, App[None]):
         cold = False
         if derived.cache is not None:
             cached_end = derived.cache.cached_prefix_end
-            state = self.dashboard.query_one(CacheCountdown).state
+            state = self.query_one(CacheCountdown).state
             cold = state is not None and state.status == "cold"
-        self.dashboard.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cold=cold)
+        self.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cold=cold)
 
     def show_snapshot(self, snap: Snapshot) -> None:
         """Redraw every panel from `snap`."""
         self.snapshot = snap
         self._poll_bridge()
-        self.dashboard.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
+        self.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
         best = snap.best
         segments = best.segments
         if snap.provider is not None and best.estimate > snap.provider.context_tokens > 0:
@@ -301,18 +295,18 @@ class Ds4App(SteeringMixin, App[None]):
             scale = snap.provider.context_tokens / best.estimate
             segments = [replace(seg, tokens=max(round(seg.tokens * scale), 1)) for seg in segments]
         window = snap.context_window or max(best.estimate + best.unattributed, 1)
-        pixel_map = self.dashboard.query_one(PixelMap)
+        pixel_map = self.query_one(PixelMap)
         pixel_map.set_data(segments, window)
-        self.dashboard.query_one(CategoryList).show(snap)
-        self.dashboard.query_one(TurnList).show(snap)
-        self.dashboard.query_one(DiagnosticsView).show(snap)
+        self.query_one(CategoryList).show(snap)
+        self.query_one(TurnList).show(snap)
+        self.query_one(DiagnosticsView).show(snap)
         self._apply_overlays()
         if self._selected is None or self._selected >= len(snap.context.messages):
             self._selected = len(snap.context.messages) - 1 if snap.context.messages else None
         if self._selected is not None:
             self._select_message(self._selected, sync_turns=True)
         else:
-            self.dashboard.query_one(EntryInspector).show(snap, None)
+            self.query_one(EntryInspector).show(snap, None)
 
     # --- selection --------------------------------------------------------------------------
 
@@ -321,7 +315,7 @@ class Ds4App(SteeringMixin, App[None]):
         if self.snapshot is None:
             return
         if event.message_index is None:
-            self.dashboard.query_one(EntryInspector).show_cell(self.snapshot, event.category, event.map.tokens_per_cell)
+            self.query_one(EntryInspector).show_cell(self.snapshot, event.category, event.map.tokens_per_cell)
             return
         self._select_message(event.message_index, sync_turns=True)
 
@@ -338,27 +332,27 @@ class Ds4App(SteeringMixin, App[None]):
         if snap is None or event.entry_id is None:
             return
         tab = "manifest" if isinstance(event, ManifestView.EntrySelected) else "retrieval"
-        if self.dashboard.query_one(TabbedContent).active != tab:
+        if self.query_one(TabbedContent).active != tab:
             return  # a table filling in a hidden tab is not the user's choice
         ids = snap.context.message_entry_ids
         if event.entry_id in ids:
             self._select_message(ids.index(event.entry_id), sync_turns=True, sync_manifest=False)
         else:  # not in the context (dropped by a compaction or on another branch)
-            self.dashboard.query_one(PixelMap).highlight_message(None)
-            self.dashboard.query_one(EntryInspector).show_entry(snap, event.entry_id)
+            self.query_one(PixelMap).highlight_message(None)
+            self.query_one(EntryInspector).show_entry(snap, event.entry_id)
 
     def _select_message(self, index: int, *, sync_turns: bool, sync_manifest: bool = True) -> None:
         snap = self.snapshot
         if snap is None:
             return
         self._selected = index
-        self.dashboard.query_one(EntryInspector).show(snap, index)
-        self.dashboard.query_one(PixelMap).highlight_message(index)
+        self.query_one(EntryInspector).show(snap, index)
+        self.query_one(PixelMap).highlight_message(index)
         entry_id = snap.context.message_entry_ids[index] if index < len(snap.context.message_entry_ids) else None
         if sync_manifest and entry_id and self.derived is not None and self.derived.plan is not None:
-            self.dashboard.query_one(ManifestView).select_entry(entry_id)
+            self.query_one(ManifestView).select_entry(entry_id)
         if sync_turns:
-            table = self.dashboard.query_one(TurnList)
+            table = self.query_one(TurnList)
             for row, turn in enumerate(snap.turns):
                 if turn.first_message <= index <= turn.last_message and table.cursor_row != row:
                     with table.prevent(DataTable.RowHighlighted):
@@ -373,7 +367,7 @@ class Ds4App(SteeringMixin, App[None]):
         if self.following and self._latest is not None:
             self.show_snapshot(self._latest)
         elif self.snapshot is not None:
-            self.dashboard.query_one(SessionHeader).show(self.snapshot, demo=self.demo, following=self.following)
+            self.query_one(SessionHeader).show(self.snapshot, demo=self.demo, following=self.following)
         self.notify("following the session" if self.following else "paused: updates are held")
 
     def action_refresh_session(self) -> None:
@@ -382,16 +376,16 @@ class Ds4App(SteeringMixin, App[None]):
 
     def action_toggle_inspector(self) -> None:
         """Show or hide the entry inspector (more room for the tabs)."""
-        self.dashboard.toggle_class("-no-inspector")
+        self.default_screen.toggle_class("-no-inspector")
 
     def action_focus_map(self) -> None:
         """Move focus to the pixel map (arrows move the cell cursor)."""
-        self.dashboard.query_one(PixelMap).focus()
+        self.query_one(PixelMap).focus()
 
     def action_show_tab(self, tab: str) -> None:
         """Switch the right-hand tabs and move the focus into the tab (its table, when any)."""
-        self.dashboard.query_one(TabbedContent).active = tab
-        pane = self.dashboard.query_one(f"#{tab}", TabPane)
+        self.query_one(TabbedContent).active = tab
+        pane = self.query_one(f"#{tab}", TabPane)
         focusable = [w for w in pane.query("DataTable, Input") if w.focusable]
         tables = [w for w in focusable if isinstance(w, DataTable)]
         target = (tables or focusable or [None])[0]

@@ -42,7 +42,7 @@ class SteeringMixin:
     """Steering actions for `Ds4App` (bound to `p`, `P`, `c`, `C`)."""
 
     def _status(self: "Ds4App", text: str, *, error: bool = False) -> None:
-        self.dashboard.query_one(StatusLine).report(text, error=error)
+        self.query_one(StatusLine).report(text, error=error)
         self.notify(text, title="ds4tui", severity="error" if error else "information", timeout=6)
 
     def _selected_entry(self: "Ds4App") -> str | None:
@@ -107,7 +107,7 @@ class SteeringMixin:
         if entry_id in ids:
             self._select_message(ids.index(entry_id), sync_turns=True)
         else:
-            self.dashboard.query_one("#inspector").show_entry(snap, entry_id)
+            self.query_one("#inspector").show_entry(snap, entry_id)
 
     # --- collapse ----------------------------------------------------------------------------
 
