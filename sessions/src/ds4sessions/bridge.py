@@ -70,9 +70,15 @@ class BridgeTimeout(Exception):
 
 def extension_source() -> Path:
     """The extension file shipped with ds4tui: `$DS4TUI_BRIDGE_SOURCE`, else `bridge/pi/` of the
-    source tree this package runs from. Raises FileNotFoundError when neither exists."""
+    source tree this package runs from, else the copy inside an installed wheel
+    (`ds4sessions/data/`). Raises FileNotFoundError when none exists."""
     env = os.environ.get("DS4TUI_BRIDGE_SOURCE")
-    path = Path(env).expanduser() if env else Path(__file__).resolve().parents[3] / "bridge" / "pi" / EXTENSION_FILE
+    if env:
+        path = Path(env).expanduser()
+    else:
+        path = Path(__file__).resolve().parents[3] / "bridge" / "pi" / EXTENSION_FILE
+        if not path.is_file():
+            path = Path(__file__).resolve().parent / "data" / EXTENSION_FILE
     if not path.is_file():
         raise FileNotFoundError(f"the bridge extension is not at {path} (set DS4TUI_BRIDGE_SOURCE to its path)")
     return path
