@@ -42,7 +42,10 @@ class SteeringMixin:
     """Steering actions for `Ds4App` (bound to `p`, `P`, `c`, `C`)."""
 
     def _status(self: "Ds4App", text: str, *, error: bool = False) -> None:
-        self.query_one(StatusLine).report(text, error=error)
+        """Report on the status line (the session's path shortened to its name, so the reason
+        fits) and in a notification (in full)."""
+        short = text.replace(str(self.session_path), self.session_path.name)
+        self.query_one(StatusLine).report(short, error=error)
         self.notify(text, title="ds4tui", severity="error" if error else "information", timeout=6)
 
     def _selected_entry(self: "Ds4App") -> str | None:
@@ -178,16 +181,24 @@ class SteeringMixin:
                 except bridge.BridgeUnavailable:
                     result = None
             if result is None:
-                result = direct()
+                result = _Direct(direct())
         except (WriteRefused, CompactionFailed, bridge.BridgeTimeout) as exc:
             self.call_from_thread(self._status, f"nothing written: {exc}", error=True)
-            return
-        if result is None:
-            self.call_from_thread(self._status, "nothing written")
             return
         failed = getattr(result, "applied", True) is False
         self.call_from_thread(self._status, result.describe(), error=failed)
         self.refresh_session()
+
+
+class _Direct:
+    """A direct writer's result, described as such (the status line names the path taken)."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.applied = result is not None
+
+    def describe(self) -> str:
+        return "direct write: " + (self.result.describe() if self.result is not None else "nothing written")
 
 
 def _is_pinned(state: Any, entry_id: str) -> bool:

@@ -15,7 +15,7 @@ import typer
 
 from ds4tui.commands import session_file
 
-from ds4tui.text import fmt_tokens, literal
+from ds4tui.text import literal
 
 NAMES = {"pin", "collapse", "compact", "journal"}
 
@@ -87,12 +87,11 @@ def collapse_cmd(
     typer.echo("")
     typer.echo(
         f"collapse {plan.turns} of {plan.available_turns} turns ({len(plan.span_entry_ids)} entries from "
-        f"{plan.first_prompt_id}): saves ~{fmt_tokens(cost.saved_tokens)} tokens "
-        f"({fmt_tokens(cost.span_tokens)} → {fmt_tokens(cost.summary_tokens)})"
+        f"{plan.first_prompt_id}): {cost.token_effect()}"
     )
     typer.echo(
         f"prompt cache: the collapsed span's cached prefix is lost; next request {_usd(cost.next_with_usd)} instead of "
-        f"{_usd(cost.next_without_usd)}, then {_usd(cost.saving_per_request_usd)} saved per request"
+        f"{_usd(cost.next_without_usd)}, {cost.per_request_effect(_usd)}"
         + (
             f" (pays off after {cost.break_even_requests} request{'s' if cost.break_even_requests != 1 else ''})"
             if cost.break_even_requests

@@ -27,7 +27,7 @@ from ds4core.models import ModelInfo
 from ds4sessions.compaction import CompactionPreview
 from ds4sessions.steer import CollapsePlan, Pin, plan_collapse
 from ds4sessions.writer import Expected, FileState, Holder, WriteRefused, describe_holders
-from ds4tui.text import fmt_tokens, literal, literal_text
+from ds4tui.text import literal, literal_text
 
 DIALOG_CSS = """
 {name} {{ align: center middle; }}
@@ -267,13 +267,11 @@ class CollapseScreen(_ConfirmScreen):
         facts = Text()
         facts.append(f"Turns: ◀ {plan.turns} ▶ of {plan.available_turns}", style="bold")
         facts.append(f" · {len(plan.span_entry_ids)} entries from {plan.first_prompt_id}\n")
-        facts.append(
-            f"Saves ~{fmt_tokens(cost.saved_tokens)} tokens ({fmt_tokens(cost.span_tokens)} → "
-            f"{fmt_tokens(cost.summary_tokens)} summary)\n"
-        )
+        effect = cost.token_effect()
+        facts.append(effect[0].upper() + effect[1:] + "\n")
         facts.append(
             f"Prompt cache: the span's cached prefix is lost — next request {_usd(cost.next_with_usd)} "
-            f"instead of {_usd(cost.next_without_usd)}, then {_usd(cost.saving_per_request_usd)} saved per request"
+            f"instead of {_usd(cost.next_without_usd)}, {cost.per_request_effect(_usd)}"
         )
         if cost.break_even_requests:
             facts.append(f" (pays off after {cost.break_even_requests})")

@@ -226,7 +226,7 @@ async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Pa
     session = read_session(copy)
     assert session.labels[target] == "ds4:pin"
     assert session.entries[-1].type == "label" and session.entries[-1].parent_id == "7060d0dd"
-    assert "appended" in status and str(copy) in status
+    assert status.startswith(f"direct write: appended label ") and f" to {copy.name} at byte {len(original)} " in status
 
 
 async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sample01: Path) -> None:

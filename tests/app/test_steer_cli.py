@@ -47,7 +47,7 @@ def test_collapse_dry_run_then_yes_then_journal_undo(sample01: Path, tmp_path: P
     code, out, _ = run("collapse", str(path), "--turns", "2", "--dry-run")
     assert code == 0 and path.read_bytes() == before
     assert out.startswith("Collapsed by ds4tui (built from the session entries, no model call): 2 turns, 6 messages.\n")
-    assert "collapse 2 of 3 turns (6 entries from 75b6494e): saves ~1.2k tokens (1.4k → 148)\n" in out
+    assert "collapse 2 of 3 turns (6 entries from 75b6494e): saves ~1.2k tokens (1.4k → 148 summary)\n" in out
     assert (
         "prompt cache: the collapsed span's cached prefix is lost; next request $0.001124 instead of $0.000985, "
         "then $0.000371 saved per request (pays off after 1 request)\n"

@@ -161,3 +161,13 @@ def test_collapse_cost() -> None:
     assert c2.break_even_requests == 0  # cheaper at once
     c3 = collapse_cost(1_000, 2_000, 100, None)
     assert c3.saved_tokens == 1_900 and c3.next_with_usd is None and c3.break_even_requests is None
+
+
+def test_a_summary_longer_than_the_turn_is_called_a_cost() -> None:
+    from ds4core.collapse import CollapseCost
+
+    cost = CollapseCost(100, 34, 111, -77, 0.01, 0.02, 0.01, -0.000008, None)
+    assert cost.token_effect() == "costs ~77 more tokens (34 → 111 summary): the summary is longer than what it replaces"
+    assert cost.per_request_effect(lambda v: f"${v:.6f}") == "then $0.000008 more per request"
+    saving = CollapseCost(100, 1400, 148, 1252, 0.01, 0.02, 0.01, 0.0004, 2)
+    assert saving.token_effect() == "saves ~1.3k tokens (1.4k → 148 summary)"

@@ -196,3 +196,17 @@ def test_read_requests_skips_hostile_lines(tmp_path, monkeypatch) -> None:  # ty
     (folder / "requests.jsonl").write_bytes(b"\n".join([*hostile, good]) + b"\n")
     metas = bridge.read_requests("019cadb5-6afd-7157-b0b4-7bc363b502d2", tmp_path)
     assert len(metas) == 1
+
+
+def test_a_zombie_process_is_not_alive() -> None:
+    from ds4sessions.bridge import _pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(200):  # exited but not reaped: a zombie
+        time.sleep(0.01)
+        with open(f"/proc/{child.pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                break
+    assert _pid_alive(os.getpid())
+    assert not _pid_alive(child.pid)
+    child.wait()

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ds4core.models import Pricing
 
@@ -277,6 +277,28 @@ class CollapseCost:
     cache_loss_usd: float | None
     saving_per_request_usd: float | None
     break_even_requests: int | None
+
+    def token_effect(self) -> str:
+        """"saves ~N tokens (span → summary)", or "costs ~N more tokens (…): the summary is
+        longer than what it replaces" when the saving is negative (tokens)."""
+        span, summary = _short(self.span_tokens), _short(self.summary_tokens)
+        if self.saved_tokens >= 0:
+            return f"saves ~{_short(self.saved_tokens)} tokens ({span} → {summary} summary)"
+        return f"costs ~{_short(-self.saved_tokens)} more tokens ({span} → {summary} summary): the summary is longer than what it replaces"
+
+    def per_request_effect(self, usd: Callable[[float | None], str]) -> str:
+        """"then $x saved per request", or "then $x more per request" for a negative saving;
+        `usd` formats a USD amount (the caller's style)."""
+        value = self.saving_per_request_usd
+        if value is not None and value < 0:
+            return f"then {usd(-value)} more per request"
+        return f"then {usd(value)} saved per request"
+
+
+def _short(n: int) -> str:
+    if n < 1000:
+        return str(n)
+    return f"{n / 1000:.1f}".removesuffix(".0") + "k"
 
 
 def collapse_cost(prefix_tokens: int, span_tokens: int, summary_tokens: int, pricing: Pricing | None) -> CollapseCost:

@@ -189,13 +189,19 @@ def read_heartbeat(session_id: str, agent: Path | None = None) -> Heartbeat | No
 
 
 def _pid_alive(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie (exited but not yet reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS, BSD): the signal check is all there is
 
 
 @dataclass(frozen=True)
