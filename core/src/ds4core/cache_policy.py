@@ -480,12 +480,18 @@ class CandidatePlan:
     selected_tokens: Number
 
     @classmethod
-    def from_plan(cls, plan: ManagedContextPlan, estimator: Estimator = CHARS_V1) -> CandidatePlan:
+    def from_plan(
+        cls,
+        plan: ManagedContextPlan,
+        estimator: Estimator = CHARS_V1,
+        fingerprint: Callable[[Any], str] = message_fingerprint,
+    ) -> CandidatePlan:
         """The numbers of a `ds4core.planner.ManagedContextPlan`, each sent message fingerprinted
-        and estimated with `estimator` (DS4 runtime: `estimateMessagesTokens([message])`)."""
+        (`fingerprint`: `message_fingerprint` or a memo of it) and estimated with `estimator`
+        (DS4 runtime: `estimateMessagesTokens([message])`)."""
         return cls(
             managed=plan.mode == "managed",
-            message_hashes=tuple(message_fingerprint(message) for message in plan.messages),
+            message_hashes=tuple(map(fingerprint, plan.messages)),
             message_tokens=tuple(estimator.message_tokens(message) for message in plan.messages),
             fixed_tokens=plan.planning.fixed_tokens,
             original_message_tokens=plan.planning.original_message_tokens,

@@ -422,7 +422,34 @@ def _cache_pricing(model: ModelInfo) -> CachePricing | None:
     return CachePricing.from_model_cost(ModelCost(p.input, p.output, p.cache_read, p.cache_write))
 
 
-def _candidates(snapshot: Snapshot, view: PlanView) -> Callable[[int | None], CandidatePlan]:
+class Fingerprints:
+    """`message_fingerprint` memoised by message identity: the reader hands out the same dict for
+    an entry on every rebuild, so each message is hashed once, not on every update (hashing means
+    DS4's stable JSON of the whole message, tool results included). `retain(messages)` drops the
+    memo of messages no longer in the context. A message that is not JSON-shaped gets `""`."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, message: Any) -> str:
+        cached = self._known.get(id(message))
+        if cached is None or cached[0] is not message:
+            try:
+                cached = (message, message_fingerprint(message))
+            except TypeError:
+                cached = (message, "")
+            self._known[id(message)] = cached
+        return cached[1]
+
+    def retain(self, messages: Sequence[Any]) -> None:
+        """Forget every message but `messages` (call once per view)."""
+        keep = {id(m) for m in messages}
+        self._known = {k: v for k, v in self._known.items() if k in keep}
+
+
+def _candidates(
+    snapshot: Snapshot, view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint
+) -> Callable[[int | None], CandidatePlan]:
     """`plan(tail)`: DS4's planner on the same inputs as the `LivePlanner` plan `view` (native
     messages, fixed tokens, pins, calibrated budget and ceilings) with `cacheAwareTailTokens =
     tail`; `plan(None)` is `view`'s own nominal plan. Results are the numbers DS4's runtime reads."""
@@ -431,7 +458,7 @@ def _candidates(snapshot: Snapshot, view: PlanView) -> Callable[[int | None], Ca
     pinned = set(view.pinned_entry_ids)
     pins = [n for n, eid in enumerate(native_ids) if eid in pinned]
     native = [m for m in ctx.messages if m.get("role") != "system"]
-    nominal = CandidatePlan.from_plan(view.plan)
+    nominal = CandidatePlan.from_plan(view.plan, fingerprint=fingerprint)
 
     def plan(tail: int | None) -> CandidatePlan:
         if tail is None:
@@ -441,7 +468,8 @@ def _candidates(snapshot: Snapshot, view: PlanView) -> Callable[[int | None], Ca
                 native, fixed_tokens=view.fixed_tokens, budget=view.budget,
                 config=view.awareness.context_config, pinned_message_indices=pins,
                 cache_aware_tail_tokens=tail,
-            )
+            ),
+            fingerprint=fingerprint,
         )
 
     return plan
@@ -553,7 +581,7 @@ class CacheMonitor:
         self._hysteresis: dict[str, tuple[str | None, HysteresisState, HysteresisState]] = {}
         self._logs: dict[Path, _RequestLog] = {}
         self._bridge_changes: dict[tuple[Any, ...], PrefixChange | None] = {}
-        self._fingerprints: dict[int, tuple[Any, str]] = {}
+        self._fingerprints = Fingerprints()
 
     @property
     def configured_mode(self) -> str:
@@ -562,6 +590,7 @@ class CacheMonitor:
 
     def view(self, snapshot: Snapshot, now: float) -> CacheView:
         """The cache view of `snapshot` at `now` (epoch seconds)."""
+        self._fingerprints.retain(snapshot.context.messages)
         session = snapshot.reader
         events = cache_events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
@@ -688,22 +717,13 @@ class CacheMonitor:
         )
 
     def _unchanged_prefix(self, meta: RequestMeta, messages: Sequence[Any]) -> int:
-        """How many leading messages of `messages` have the fingerprints `meta` sent. Fingerprints
-        are remembered per message object between views (only those of the compared run)."""
-        known, kept = self._fingerprints, {}
+        """How many leading messages of `messages` have the fingerprints `meta` sent (the memo
+        hashes each message once per session)."""
         count = 0
         for sent, message in zip(meta.messages, messages):
-            cached = known.get(id(message))
-            if cached is None or cached[0] is not message:
-                try:
-                    cached = (message, message_fingerprint(message))
-                except TypeError:
-                    cached = (message, "")
-            kept[id(message)] = cached
-            if cached[1] != sent.fp:
+            if self._fingerprints(message) != sent.fp:
                 break
             count += 1
-        self._fingerprints = kept
         return count
 
     def _previous_hashes(self, snapshot: Snapshot, last: CacheEvent | None, tail: int | None) -> tuple[str, ...]:
@@ -717,7 +737,7 @@ class CacheMonitor:
         cache_key = (id(snapshot.reader), entry.id or "", tail)
         if cache_key not in self._previous_plans:
             sent = replace(snapshot, context=build_context(snapshot.reader, leaf_id=entry.parent_id))
-            self._previous_plans[cache_key] = _candidates(sent, self._previous_planner.plan(sent))(tail).message_hashes
+            self._previous_plans[cache_key] = _candidates(sent, self._previous_planner.plan(sent), self._fingerprints)(tail).message_hashes
         return self._previous_plans[cache_key]
 
     def _decision(self, snapshot: Snapshot, view: PlanView, last: CacheEvent | None, mode: str) -> DecisionView:
@@ -743,7 +763,7 @@ class CacheMonitor:
             observed_cache_read_share=cache.cache_read_share if cache.sample_count > 0 else None,
             sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail, active_input_budget=active,
         )
-        plan = _candidates(snapshot, view)
+        plan = _candidates(snapshot, view, self._fingerprints)
         previous = self._previous_hashes(
             snapshot, last, decision.candidate_tail_tokens if before.stick_extended else None
         )
