@@ -163,6 +163,7 @@ class ModelTable:
         self._raw = dict(raw_models)
         self.source = dict(source)
         self._sources = dict(sources or {})
+        self._built: dict[str, ModelInfo | None] = {}
         self.warnings: list[str] = []
 
     @classmethod
@@ -210,13 +211,14 @@ class ModelTable:
         if not provider or not model_id:
             return None
         key = f"{provider}/{model_id}"
-        raw = self._raw.get(key)
-        if raw is None:
-            return None
-        try:
-            return _model_from_json(provider, {"id": model_id, **raw}, self._sources.get(key, "bundled"))
-        except (TypeError, ValueError):
-            return None
+        if key not in self._built:  # the table never changes: build each ModelInfo once
+            raw = self._raw.get(key)
+            try:
+                info = None if raw is None else _model_from_json(provider, {"id": model_id, **raw}, self._sources.get(key, "bundled"))
+            except (TypeError, ValueError):
+                info = None
+            self._built[key] = info
+        return self._built[key]
 
     def __len__(self) -> int:
         return len(self._raw)
