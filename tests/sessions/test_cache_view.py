@@ -175,3 +175,18 @@ def test_monitor_on_99_large_is_fast_enough(shared_dir: Path) -> None:
     assert {r.event.model_key for r in view.history.misses if r.miss.cause == "unexplained"} == {"openai/gpt-5.1"}
     assert view.history.disagreements == ()
     json.dumps(view.to_json())
+
+
+def test_fingerprints_are_hashed_once_per_message_object() -> None:
+    from ds4core.cache_policy import message_fingerprint
+    from ds4sessions.cache import Fingerprints
+
+    a = {"role": "user", "content": "hello"}
+    b = {"role": "user", "content": "hello"}  # equal content, another object
+    memo = Fingerprints()
+    assert memo(a) == memo(b) == message_fingerprint(a)
+    a["content"] = "changed in place"  # the memo trusts identity: messages are not mutated
+    assert memo(a) == message_fingerprint(b)
+    memo.retain([b])
+    assert memo(a) == message_fingerprint(a)  # forgotten, hashed anew
+    assert memo({"bad": {1, 2}}) == ""  # not JSON-shaped
