@@ -29,6 +29,18 @@ async def settle(pilot, app: Ds4App, *, exact: bool = True, derived: bool = True
     raise AssertionError("no snapshot arrived")
 
 
+async def open_pin_dialog(pilot, app: Ds4App) -> None:
+    """Press `p` and wait until the pin dialog is up (its state is read in a worker)."""
+    from ds4tui.widgets.steer import PinScreen
+
+    await pilot.press("p")
+    for _ in range(100):
+        await pilot.pause(0.02)
+        if isinstance(app.screen, PinScreen):
+            return
+    raise AssertionError("the pin dialog did not open")
+
+
 def _line(obj: dict) -> bytes:
     return (json.dumps(obj) + "\n").encode()
 
@@ -209,11 +221,7 @@ async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Pa
         await settle(pilot, app)
         app._select_message(3, sync_turns=True)
         target = app.snapshot.context.message_entry_ids[3]
-        await pilot.press("p")
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if isinstance(app.screen, PinScreen):
-                break
+        await open_pin_dialog(pilot, app)
         assert isinstance(app.screen, PinScreen)
         await pilot.press("y")
         for _ in range(200):
@@ -226,11 +234,10 @@ async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Pa
     session = read_session(copy)
     assert session.labels[target] == "ds4:pin"
     assert session.entries[-1].type == "label" and session.entries[-1].parent_id == "7060d0dd"
-    assert status.startswith(f"direct write: appended label ") and f" to {copy.name} at byte {len(original)} " in status
+    assert status.startswith("direct write: appended label ") and f" to {copy.name} at byte {len(original)} " in status
 
 
 async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sample01: Path) -> None:
-    from ds4tui.widgets.steer import PinScreen
 
     copy = tmp_path / "s.jsonl"
     shutil.copy(sample01, copy)  # just written: an agent may be mid-append
@@ -239,11 +246,7 @@ async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sampl
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         app._select_message(3, sync_turns=True)
-        await pilot.press("p")
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if isinstance(app.screen, PinScreen):
-                break
+        await open_pin_dialog(pilot, app)
         await pilot.press("y")
         for _ in range(100):
             await pilot.pause(0.02)
@@ -292,11 +295,7 @@ async def test_updates_reach_the_dashboard_while_a_dialog_is_open(tmp_path: Path
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
         app._select_message(3, sync_turns=True)
-        await pilot.press("p")
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if isinstance(app.screen, PinScreen):
-                break
+        await open_pin_dialog(pilot, app)
         with target.open("ab") as f:
             f.write(lines[-1])
         app.refresh_session()
