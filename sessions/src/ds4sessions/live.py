@@ -110,12 +110,6 @@ class Snapshot:
         """The model's context window in tokens, when the model is known."""
         return self.model.context_window if self.model else None
 
-    @property
-    def entries_by_id(self) -> Mapping[str, Any]:
-        """The reader's index of entries by id (later duplicates win)."""
-        return self.reader.by_id
-
-
 def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
     """Index of the first context message recorded after the latest compaction on the branch."""
     position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
