@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
-from textual.widgets import DataTable, Footer, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, TabbedContent, TabPane, Tabs
 
 from ds4core.models import ModelTable
 from ds4sessions.live import Snapshot
@@ -389,8 +389,11 @@ class Ds4App(SteeringMixin, App[None]):
         focusable = [w for w in pane.query("DataTable, Input") if w.focusable]
         tables = [w for w in focusable if isinstance(w, DataTable)]
         target = (tables or focusable or [None])[0]
-        if target is not None:
-            target.focus()
+        if target is None:
+            # A tab with nothing to focus (cache, diagnostics): focus the tab bar, so the focus
+            # does not stay on a widget of the hidden tab (which would switch back to it).
+            target = self.query_one(TabbedContent).query_one(Tabs)
+        target.focus()
 
     def action_help(self) -> None:
         """Show the key bindings panel."""

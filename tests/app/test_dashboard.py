@@ -307,3 +307,15 @@ async def test_updates_reach_the_dashboard_while_a_dialog_is_open(tmp_path: Path
         assert isinstance(app.screen, PinScreen)  # the dialog stays; nothing was written
         await pilot.press("n")
     assert target.read_bytes() == b"".join(lines)
+
+
+@pytest.mark.parametrize("first", ["M", "R"])
+async def test_every_tab_key_works_from_every_tab(first: str, sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        tabs = app.query_one("#tabs")
+        for key, tab in [(first, {"M": "manifest", "R": "retrieval"}[first]), ("K", "cache"), (first, None), ("d", "diagnostics"), ("t", "turns")]:
+            await pilot.press(key)
+            await pilot.pause()
+            assert tabs.active == (tab or {"M": "manifest", "R": "retrieval"}[first])
