@@ -115,7 +115,7 @@ def map_cmd(
     """Print the context map panel (categories, totals), or its numbers as JSON."""
     from ds4sessions.discovery import load_model_table
     from ds4sessions.live import open_snapshot
-    from ds4tui.render import category_lines, problem_lines, rows_json, summary_line
+    from ds4tui.render import category_lines, overshoot_line, problem_lines, rows_json, summary_line
 
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
@@ -155,6 +155,9 @@ def map_cmd(
     title = Text(f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
     lines = [Text(fill, style="bold"), *category_lines(bd, width=min(console.width - 4, 60)), summary_line(bd.estimate, snap.provider, bd.counter)]
+    over = overshoot_line(bd.estimate, snap.provider)
+    if over is not None:
+        lines.append(over)
     for problem in problem_lines(snap):
         lines.append(Text(literal(problem), style="yellow"))
     console.print(Panel(Group(*lines), title=title, title_align="left", expand=False))

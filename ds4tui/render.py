@@ -83,3 +83,16 @@ def problem_lines(snap: Any) -> list[str]:
         lines += summary.splitlines()
     lines += [f"{w.kind}: {w.message}" for w in snap.context.warnings]
     return lines
+
+
+def overshoot_line(estimate: int, provider: Any) -> Text | None:
+    """When our estimate is above the provider's count for the context, say so: the category
+    rows are estimates, the header and free space use the provider's count (the truth)."""
+    if provider is None or estimate <= provider.context_tokens:
+        return None
+    over = estimate - provider.context_tokens
+    return Text(
+        f"categories are estimates, {fmt_tokens(over)} above the provider's {fmt_tokens(provider.context_tokens)}; "
+        "free space uses the provider's count",
+        style="yellow",
+    )

@@ -119,7 +119,7 @@ def _share_bar(share: float | None, width: int = 10) -> Text:
 def _row(record: RequestRecord) -> Text:
     usage = record.event.usage
     text = Text()
-    text.append(f"#{record.number:<4}", style="dim")
+    text.append(f"#{record.number:<4} ", style="dim")
     text.append(f"{_clock_time(record.event.time_s)} ")
     text.append_text(_share_bar(record.share))
     text.append(f" {record.share:6.1%}" if record.share is not None else "      —")

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
 from ds4sessions.live import Snapshot
-from ds4tui.render import category_lines, summary_line
+from ds4tui.render import category_lines, overshoot_line, summary_line
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 
 PREVIEW_CHARS = 2000
@@ -98,6 +98,9 @@ class CategoryList(Static):
         if snap.model is None:
             lines.append(Text(f"window unknown for {snap.model_key or 'this session'}", style="yellow"))
         lines.append(summary_line(bd.estimate, snap.provider, bd.counter))
+        over = overshoot_line(bd.estimate, snap.provider)
+        if over is not None:
+            lines.append(over)
         if snap.provider and snap.provider.later_messages:
             lines.append(Text(f"+{snap.provider.later_messages} messages since the last reply are estimated", style="dim"))
         self.update(Group(*lines))

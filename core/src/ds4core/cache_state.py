@@ -74,13 +74,16 @@ def fmt_duration(seconds: float) -> str:
 
 
 def _fmt_gap(seconds: float) -> str:
-    """A human gap: `"45 s"`, `"9 min 30 s"`, `"2 h 5 min"`."""
+    """A human gap: `"45 s"`, `"9 min 30 s"`, `"2 h 5 min"`, `"260 d 8 h"`."""
     total = int(round(seconds))
     if total < 60:
         return f"{total} s"
     if total < 3600:
         minutes, secs = divmod(total, 60)
         return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    if total >= 2 * 86400:
+        days, rest = divmod(total, 86400)
+        return f"{days} d {rest // 3600} h" if rest // 3600 else f"{days} d"
     hours, rest = divmod(total, 3600)
     return f"{hours} h {rest // 60} min" if rest // 60 else f"{hours} h"
 
