@@ -113,3 +113,9 @@ def test_sessions_listing_reads_spaced_json(tmp_path: Path, sample01: Path, monk
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     data = json.loads(runner.invoke(app, ["sessions", "--json"]).stdout)
     assert data[0]["name"] == "Fix 404 for unknown widget ids" and data[0]["model"] == "anthropic/claude-sonnet-4-5"
+
+
+def test_map_says_when_the_estimate_exceeds_the_provider(shared_dir: Path) -> None:
+    result = runner.invoke(app, ["map", str(shared_dir / "sessions-pi" / "99-large.jsonl")], terminal_width=200)
+    text = " ".join(result.stdout.split())
+    assert "categories are estimates, 22.8k above the provider's 183k" in text.replace("│ ", "").replace(" │", "")

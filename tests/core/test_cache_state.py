@@ -181,3 +181,11 @@ def test_cached_prefix_end() -> None:
     # middle lies at 300.
     assert cached_prefix_end(tokens, request_index=4, unchanged_prefix=5, cached_tokens=450, prompt_tokens=900) == 3
     assert cached_prefix_end(tokens, request_index=4, unchanged_prefix=5, cached_tokens=0, prompt_tokens=900) == 0
+
+
+def test_long_gaps_are_shown_in_days() -> None:
+    from ds4core.cache_state import _fmt_gap
+
+    assert (_fmt_gap(45), _fmt_gap(570), _fmt_gap(7500), _fmt_gap(260 * 86400 + 8 * 3600 + 5)) == (
+        "45 s", "9 min 30 s", "2 h 5 min", "260 d 8 h",
+    )
