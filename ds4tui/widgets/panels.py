@@ -41,7 +41,7 @@ class SessionHeader(Static):
         if demo:
             text.append(" [demo]", style="bold reverse")
         if snap is None:
-            text.append(" · waiting for the session file…")
+            text.append(" · reading the session file…")
             self.update(text)
             return
         reader = snap.reader
