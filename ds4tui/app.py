@@ -192,13 +192,14 @@ class Ds4App(SteeringMixin, App[None]):
         from ds4sessions import bridge
 
         snap = self.snapshot
-        if snap is None or not snap.reader.session_id or not self.screen_stack:
-            return
+        header = self.query_one_optional(SessionHeader) if self.screen_stack else None
+        if snap is None or not snap.reader.session_id or header is None:
+            return  # nothing open yet, or the app is closing (its widgets are gone)
         try:
             text = bridge.status(snap.reader.session_id).header
         except ValueError:
             text = "bridge: n/a"
-        self.query_one(SessionHeader).set_bridge(text)
+        header.set_bridge(text)
 
     def on_unmount(self) -> None:
         if self._watcher is not None:
