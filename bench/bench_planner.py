@@ -33,8 +33,8 @@ from pathlib import Path
 
 from ds4core.estimate import message_tokens
 from ds4core.planner import plan_managed_context
-from ds4sessions.live import LiveSession, Snapshot
-from ds4sessions.planning import LivePlanner
+from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.derive.planning import LivePlanner
 
 ROOT = Path(__file__).resolve().parents[1]
 LARGE = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"

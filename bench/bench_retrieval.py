@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from ds4core.retrieval import current_request_text, retrieve_history
-from ds4sessions.live import open_snapshot
-from ds4sessions.pi.reader import PiSessionReader, read_session
-from ds4sessions.retrieval import LiveRetrieval, planning_inputs
-from ds4sessions.retrieval_index import RetrievalIndex
+from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.reader import PiSessionReader, read_session
+from ds4sessions.derive.retrieval import LiveRetrieval, planning_inputs
+from ds4sessions.derive.retrieval_index import RetrievalIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"

@@ -27,14 +27,14 @@ from textual.worker import Worker, WorkerState
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane, Tabs
 
 from ds4core.models import ModelTable
-from ds4sessions.live import Snapshot
-from ds4sessions.pipeline import Derived, SessionPipeline
-from ds4sessions.watch import SessionWatcher
+from ds4sessions.ingest.live import Snapshot
+from ds4sessions.derive.pipeline import Derived, SessionPipeline
+from ds4sessions.ingest.watch import SessionWatcher
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
-from ds4tui.steering import StatusLine, SteeringMixin
+from ds4tui.actions.steering import StatusLine, SteeringMixin
 from ds4tui.widgets.retrieval import RetrievalView
 
 MIN_MAP_HEIGHT = 20
@@ -78,7 +78,7 @@ class Ds4App(SteeringMixin, App[None]):
     `watch=False` disables the file watcher (tests drive `refresh_session()` themselves).
     """
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = "styles/app.tcss"
     TITLE = "ds4tui"
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
@@ -189,7 +189,7 @@ class Ds4App(SteeringMixin, App[None]):
     def _poll_bridge(self) -> None:
         """Show the bridge state of the open session (cheap: one small heartbeat file and a pid
         check, so it runs on the UI thread, every 2 s and with each snapshot)."""
-        from ds4sessions import bridge
+        from ds4sessions.bridge import channel as bridge
 
         snap = self.snapshot
         header = self.query_one_optional(SessionHeader) if self.screen_stack else None
@@ -405,7 +405,7 @@ class Ds4App(SteeringMixin, App[None]):
 
     def action_open_session(self) -> None:
         """Pick another session file."""
-        from ds4tui.picker import SessionPicker
+        from ds4tui.screens.picker import SessionPicker
 
         def chosen(path: Path | None) -> None:
             if path is not None:

@@ -47,7 +47,7 @@ ConfigOption = Annotated[
 
 
 def _run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
-    from ds4sessions.discovery import load_model_table
+    from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.app import Ds4App
 
     models = load_model_table()
@@ -62,7 +62,7 @@ def open_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Open a session in the dashboard (default: the newest Pi session, else the bundled demo)."""
-    from ds4sessions.discovery import newest_session
+    from ds4sessions.agents.pi.discovery import newest_session
 
     demo = False
     if path is None:
@@ -77,7 +77,7 @@ def open_cmd(
 @app.command("sessions")
 def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """List discovered Pi sessions (newest first): modified, name or cwd, model, entries, size."""
-    from ds4sessions.discovery import list_sessions, session_roots, unreadable_sessions
+    from ds4sessions.agents.pi.discovery import list_sessions, session_roots, unreadable_sessions
 
     infos = list_sessions()
     if as_json:
@@ -113,8 +113,8 @@ def map_cmd(
     exact: Annotated[bool, typer.Option("--exact/--fast", help="cl100k counts (default) or chars-v1")] = True,
 ) -> None:
     """Print the context map panel (categories, totals), or its numbers as JSON."""
-    from ds4sessions.discovery import load_model_table
-    from ds4sessions.live import open_snapshot
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.ingest.live import open_snapshot
     from ds4tui.render import category_lines, overshoot_line, problem_lines, rows_json, summary_line
 
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
@@ -169,10 +169,10 @@ def context_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the only format)")] = True,
 ) -> None:
     """Print the context Pi builds from PATH, in the shape of Pi's own `<name>.context.json`."""
-    from ds4sessions.pi.context import build_context
-    from ds4sessions.pi.reader import read_session
+    from ds4sessions.agents.pi.context import build_context
+    from ds4sessions.agents.pi.reader import read_session
 
-    from ds4sessions.pi.context import convert_to_llm
+    from ds4sessions.agents.pi.context import convert_to_llm
 
     session = read_session(session_file(path))
     ctx = build_context(session)
@@ -211,7 +211,7 @@ def demo_cmd(
     speed: Annotated[float, typer.Option(help="Replay speed: 1 = recorded pace, 60 = a minute per second")] = 30.0,
 ) -> None:
     """Replay the bundled demo session into a temporary file while the dashboard tails it."""
-    from ds4sessions.discovery import load_model_table
+    from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.app import Ds4App
 
     with tempfile.TemporaryDirectory(prefix="ds4tui-demo-") as tmp:

@@ -22,7 +22,7 @@ bridge_app = typer.Typer(help="Install, remove or check the ds4tui bridge inside
 
 def install_cmd() -> None:
     """Copy the bridge extension into Pi's agent dir (`<agentDir>/extensions/`)."""
-    from ds4sessions.bridge import install
+    from ds4sessions.bridge.channel import install
 
     try:
         result = install()
@@ -36,7 +36,7 @@ def uninstall_cmd(
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the channel folders (<agentDir>/ds4tui/)")] = False,
 ) -> None:
     """Remove the bridge extension (a running Pi keeps its loaded copy until restart or /reload)."""
-    from ds4sessions.bridge import installed_path, purge_channels, uninstall
+    from ds4sessions.bridge.channel import installed_path, purge_channels, uninstall
 
     removed = uninstall()
     typer.echo(f"removed {removed}" if removed else f"not installed ({installed_path()} does not exist)")
@@ -51,8 +51,8 @@ def status_cmd(
 ) -> None:
     """Is the bridge installed, and does a live bridge answer for the session? Exit 0 when live,
     3 otherwise."""
-    from ds4sessions.bridge import installed_path, status
-    from ds4sessions.discovery import newest_session, read_header
+    from ds4sessions.bridge.channel import installed_path, status
+    from ds4sessions.agents.pi.discovery import newest_session, read_header
 
     if path is None:
         path = newest_session()

@@ -26,7 +26,7 @@ NAMES = {"cache"}
 
 
 def _last_entry_seconds(snapshot) -> float | None:  # type: ignore[no-untyped-def]
-    from ds4sessions.pi.context import iso_to_ms
+    from ds4sessions.agents.pi.context import iso_to_ms
 
     for entry in reversed(snapshot.reader.entries):
         ms = iso_to_ms(entry.timestamp)
@@ -45,10 +45,10 @@ def cache_cmd(
     now: Annotated[bool, typer.Option("--now", help="State at the current time (default: the last entry's time)")] = False,
 ) -> None:
     """Show the prompt cache of PATH: state, history, misses with causes, DS4's decision."""
-    from ds4sessions.cache import cache_view
-    from ds4sessions.discovery import load_model_table
-    from ds4sessions.ds4config import load_ds4_config
-    from ds4sessions.live import LiveSession
+    from ds4sessions.derive.cache import cache_view
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.derive.ds4config import load_ds4_config
+    from ds4sessions.ingest.live import LiveSession
 
     session_file(path)
     models = load_model_table()

@@ -39,10 +39,10 @@ def plan_cmd(
     config: Annotated[Optional[Path], typer.Option("--config", help="A ds4-context.json used instead of the user's")] = None,
 ) -> None:
     """Print DS4's context plan (manifest) for PATH: what is sent, what is left out, and why."""
-    from ds4sessions.discovery import load_model_table
-    from ds4sessions.ds4config import load_ds4_config
-    from ds4sessions.live import open_snapshot
-    from ds4sessions.planning import LivePlanner, explain_lines, tokens_lines
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.derive.ds4config import load_ds4_config
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.derive.planning import LivePlanner, explain_lines, tokens_lines
 
     session_file(path)
     snapshot = open_snapshot(path, load_model_table())

@@ -1,7 +1,7 @@
 """`ds4tui retrieve PATH [--json] [--rebuild-index]`: DS4's historical retrieval for a session's
 current request: query terms, candidates with score and reason, what is sent or left out (and
 why), and the evidence text exactly as it would be injected. The derived index lives in the
-state directory (`ds4sessions.retrieval_index`); `--rebuild-index` deletes it first, and
+state directory (`ds4sessions.derive.retrieval_index`); `--rebuild-index` deletes it first, and
 `ds4tui index-rebuild` only deletes it (it is re-built on the next use)."""
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ def retrieve_cmd(
     rebuild_index: Annotated[bool, typer.Option("--rebuild-index", help="Delete the derived index first")] = False,
 ) -> None:
     """Show what DS4's historical retrieval would inject for the session's current request."""
-    from ds4sessions.discovery import load_model_table
-    from ds4sessions.live import open_snapshot
-    from ds4sessions.retrieval import LiveRetrieval
-    from ds4sessions.retrieval_index import RetrievalIndex, session_db_path
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.derive.retrieval import LiveRetrieval
+    from ds4sessions.derive.retrieval_index import RetrievalIndex, session_db_path
 
     session_file(path)
     index = RetrievalIndex(session_db_path(path))
@@ -66,7 +66,7 @@ def index_rebuild_cmd() -> None:
     """Delete the derived retrieval index (it is rebuilt from the session files on next use)."""
     import shutil
 
-    from ds4sessions.retrieval_index import default_db_path, session_db_path
+    from ds4sessions.derive.retrieval_index import default_db_path, session_db_path
 
     folder = session_db_path("x").parent
     shutil.rmtree(folder, ignore_errors=True)

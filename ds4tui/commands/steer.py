@@ -1,7 +1,7 @@
 """Steering commands: `pin`, `collapse`, `compact`, `journal list|undo`.
 
 Every command that writes prints what it appended, to which file, at which byte, and the
-journal number that undoes it. Writes are append-only Pi entries (see `ds4sessions.writer`);
+journal number that undoes it. Writes are append-only Pi entries (see `ds4sessions.steering.writer`);
 a refused write prints why and exits 1 with the file untouched. Session content is printed
 through `literal()` (no terminal control from the file).
 """
@@ -28,8 +28,8 @@ def _refused(err: Exception) -> typer.Exit:
 
 
 def _model(session):
-    from ds4sessions.discovery import load_model_table
-    from ds4sessions.pi import build_context
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.agents.pi import build_context
 
     model = build_context(session).model
     if not model:
@@ -51,8 +51,8 @@ def pin_cmd(
     force: Annotated[bool, typer.Option("--force", help="Write even if the agent looks busy")] = False,
 ) -> None:
     """Pin ENTRY_ID (a `ds4:pin` label, Pi-native), or unpin it with --clear."""
-    from ds4sessions.steer import pin
-    from ds4sessions.writer import Journal, WriteRefused
+    from ds4sessions.steering.steer import pin
+    from ds4sessions.steering.writer import Journal, WriteRefused
 
     session_file(path)
     try:
@@ -73,8 +73,8 @@ def collapse_cmd(
     force: Annotated[bool, typer.Option("--force", help="Write even if another process has the file open")] = False,
 ) -> None:
     """Collapse the last N finished turns into a branch_summary built from the entries."""
-    from ds4sessions.steer import collapse, plan_collapse
-    from ds4sessions.writer import Journal, WriteRefused, read_state
+    from ds4sessions.steering.steer import collapse, plan_collapse
+    from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     session_file(path)
     state = read_state(path)
@@ -127,8 +127,8 @@ def compact_cmd(
     $DS4TUI_SUMMARY_BASE_URL (OpenAI-compatible or Anthropic, $DS4TUI_SUMMARY_API) with the key
     from $DS4TUI_SUMMARY_API_KEY (or ANTHROPIC_/OPENAI_API_KEY).
     """
-    from ds4sessions.compaction import CompactionFailed, compact, preview_compaction
-    from ds4sessions.writer import Journal, WriteRefused, read_state
+    from ds4sessions.steering.compaction import CompactionFailed, compact, preview_compaction
+    from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     session_file(path)
     state = read_state(path)
@@ -179,7 +179,7 @@ def journal_list_cmd(
     path: Annotated[Path | None, typer.Argument(help="Only the writes to this session file")] = None,
 ) -> None:
     """List every write ds4tui made (oldest first), with its journal number."""
-    from ds4sessions.writer import Journal
+    from ds4sessions.steering.writer import Journal
 
     journal = Journal()
     records = journal.list(path)
@@ -195,8 +195,8 @@ def journal_undo_cmd(
     force: Annotated[bool, typer.Option("--force", help="Write even if the agent looks busy or the file is open")] = False,
 ) -> None:
     """Undo a write by appending its counter-entry (a restoring label, or a leaf move back)."""
-    from ds4sessions.steer import undo
-    from ds4sessions.writer import Journal, WriteRefused
+    from ds4sessions.steering.steer import undo
+    from ds4sessions.steering.writer import Journal, WriteRefused
 
     try:
         result = undo(record_id, journal=Journal(), force=force)

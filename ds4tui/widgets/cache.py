@@ -1,5 +1,5 @@
 """Prompt-cache widgets: the live `CacheCountdown` and the `CachePanel` (history, misses, cost
-check, bridge request metadata, DS4's cache-aware decision). Self-contained; fed with `ds4sessions.cache.CacheView`.
+check, bridge request metadata, DS4's cache-aware decision). Self-contained; fed with `ds4sessions.derive.cache.CacheView`.
 
 Everything that comes from the session (entry ids, model names, miss details naming entries) is
 shown through `ds4tui.text.literal`, never parsed as markup.
@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from ds4core.cache_policy import CandidateEpoch, GateCheck
 from ds4core.cache_state import CacheState, RequestRecord
-from ds4sessions.cache import CacheView, DecisionView
+from ds4sessions.derive.cache import CacheView, DecisionView
 from ds4tui.text import fmt_tokens, literal
 
 #: Colour per cache status; the words are always shown too.

@@ -1,6 +1,6 @@
 """The DS4 manifest view: what the planner sends and leaves out, why, and what changed.
 
-`ManifestView.show(view)` takes a `ds4sessions.planning.PlanView`. Left: a filter `Input` (`/`
+`ManifestView.show(view)` takes a `ds4sessions.derive.planning.PlanView`. Left: a filter `Input` (`/`
 focuses it) over a `DataTable` of manifest items (state, kind, entry id, atomic group, tokens,
 score, reason; a retrieval supplement shows the entry its evidence quotes) and a detail line
 for the highlighted row. Right: the diff with the previously shown final plan (a first paint
@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from ds4sessions.planning import ManifestItem, PlanView, explain_lines, tokens_lines
+from ds4sessions.derive.planning import ManifestItem, PlanView, explain_lines, tokens_lines
 from ds4tui.text import fmt_tokens, literal_text
 
 #: (column key, header label); the order of the table's columns.

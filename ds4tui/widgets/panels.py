@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
-from ds4sessions.live import Snapshot
+from ds4sessions.ingest.live import Snapshot
 from ds4tui.render import category_lines, overshoot_line, summary_line
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 

@@ -1,7 +1,7 @@
 """The Retrieval tab: what the current request asks for, what DS4's retrieval found, what it
 injects and what it left out for budget.
 
-`RetrievalView.show(view)` takes a `ds4sessions.retrieval.RetrievalView`. Top: the request, its
+`RetrievalView.show(view)` takes a `ds4sessions.derive.retrieval.RetrievalView`. Top: the request, its
 query terms and the totals (candidates, evidence sent against `maxRetrievedHistoryTokens`,
 alternate-branch and duplicate candidates). Middle: a `DataTable` of candidates (rank, entry,
 role, score, sent/excluded, tokens, and the match reason or, when excluded, why). Bottom: the
@@ -20,8 +20,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from ds4sessions.retrieval import RetrievalRow
-from ds4sessions.retrieval import RetrievalView as RetrievalResultView
+from ds4sessions.derive.retrieval import RetrievalRow
+from ds4sessions.derive.retrieval import RetrievalView as RetrievalResultView
 from ds4tui.text import fmt_tokens, literal_text
 
 #: (column key, header label) of the candidate table, in order.
@@ -39,7 +39,7 @@ REASON_WIDTH = 90
 
 class RetrievalView(Widget):
     """The Retrieval tab's content (see the module docstring). Call `show(view)` with each new
-    `ds4sessions.retrieval.RetrievalView` (None: nothing to show yet)."""
+    `ds4sessions.derive.retrieval.RetrievalView` (None: nothing to show yet)."""
 
     DEFAULT_CSS = """
     RetrievalView { height: 1fr; }

@@ -2,8 +2,8 @@
 
 Self-contained `ModalScreen`s; each returns the user's decision through `dismiss()` and writes
 nothing itself. The app pushes them (`push_screen(screen, callback)` or
-`push_screen_wait`) and, on a decision, calls `ds4sessions.steer.pin` / `collapse` or
-`ds4sessions.compaction.compact` with the decision's `expected` state and `force` flag, then
+`push_screen_wait`) and, on a decision, calls `ds4sessions.steering.steer.pin` / `collapse` or
+`ds4sessions.steering.compaction.compact` with the decision's `expected` state and `force` flag, then
 reports `WriteResult.describe()` ("appended … to PATH at byte N … (journal #k)") in its status
 line. Keys: `y`/Enter write, `n`/Escape cancel; in the collapse dialog ←/→ (or -/+) choose how
 many turns; `f` toggles "force" where another process holds the file open.
@@ -24,9 +24,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from ds4core.models import ModelInfo
-from ds4sessions.compaction import CompactionPreview
-from ds4sessions.steer import CollapsePlan, Pin, plan_collapse
-from ds4sessions.writer import Expected, FileState, Holder, WriteRefused, describe_holders
+from ds4sessions.steering.compaction import CompactionPreview
+from ds4sessions.steering.steer import CollapsePlan, Pin, plan_collapse
+from ds4sessions.steering.writer import Expected, FileState, Holder, WriteRefused, describe_holders
 from ds4tui.text import literal, literal_text
 
 DIALOG_CSS = """
@@ -145,7 +145,7 @@ class PinScreen(_ConfirmScreen):
         self.holders = tuple(holders)
 
     def on_mount(self) -> None:
-        from ds4sessions.steer import PIN_PREFIX, is_pin
+        from ds4sessions.steering.steer import PIN_PREFIX, is_pin
 
         current = self.state.session.labels.get(self.entry_id)
         pinned = is_pin(current)
@@ -304,7 +304,7 @@ class CompactionScreen(_ConfirmScreen):
     """Preview Pi's compaction (cut point, tokens before/after, cached vs cold summary cost)
     and confirm sending the summary request. Returns a `WriteDecision` or None.
 
-    `preview`: from `ds4sessions.compaction.preview_compaction`, or None with `refusal` saying
+    `preview`: from `ds4sessions.steering.compaction.preview_compaction`, or None with `refusal` saying
     why there is nothing to compact; `endpoint`: where the request would go (`api model @ url`,
     never the key); `holders`: processes holding the file open.
     """

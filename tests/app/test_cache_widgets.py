@@ -10,8 +10,8 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
-from ds4sessions.cache import CacheView, cache_view
-from ds4sessions.live import open_snapshot
+from ds4sessions.derive.cache import CacheView, cache_view
+from ds4sessions.ingest.live import open_snapshot
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from tests.conftest import FIXTURES
 

@@ -205,7 +205,7 @@ async def test_cached_prefix_greys_when_the_cache_is_cold(sample01: Path) -> Non
 
 
 async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Path, sample01: Path) -> None:
-    from ds4sessions.pi import read_session
+    from ds4sessions.agents.pi import read_session
     from ds4tui.widgets.steer import PinScreen
 
     import os

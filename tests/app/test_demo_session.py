@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from ds4sessions.pi.context import build_context
-from ds4sessions.pi.reader import read_session
+from ds4sessions.agents.pi.context import build_context
+from ds4sessions.agents.pi.reader import read_session
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "make_demo_session.py"

@@ -10,9 +10,9 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
 from ds4core.config import Ds4Config, apply_source
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.live import open_snapshot
-from ds4sessions.planning import LivePlanner, PlanView
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.derive.planning import LivePlanner, PlanView
 from ds4tui.widgets.manifest import ManifestView
 from tests.conftest import FIXTURES
 
@@ -160,7 +160,7 @@ DEMO = Path(__file__).resolve().parents[2] / "ds4tui" / "data" / "demo-session.j
 def _demo_steps(tmp_path: Path) -> tuple[PlanView, PlanView, PlanView]:
     """The demo without its last line through the pipeline (final plan), then with it: the
     first paint (retrieval pending) and the final plan with the retrieval evidence."""
-    from ds4sessions.pipeline import SessionPipeline
+    from ds4sessions.derive.pipeline import SessionPipeline
 
     lines = DEMO.read_bytes().splitlines(keepends=True)
     path = tmp_path / DEMO.name

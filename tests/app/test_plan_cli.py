@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ds4sessions.discovery import agent_dir
+from ds4sessions.agents.pi.discovery import agent_dir
 from ds4tui.cli import app
 from tests.conftest import SHARED
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ds4sessions.live import open_snapshot
-from ds4sessions.retrieval import LiveRetrieval
-from ds4sessions.retrieval import RetrievalView as RetrievalResultView
-from ds4sessions.retrieval_index import session_db_path
+from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.derive.retrieval import LiveRetrieval
+from ds4sessions.derive.retrieval import RetrievalView as RetrievalResultView
+from ds4sessions.derive.retrieval_index import session_db_path
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ds4sessions.pi import build_context, read_session
+from ds4sessions.agents.pi import build_context, read_session
 from ds4tui.cli import app
 from tests.sessions.test_compaction import KEY, Server, openai_reply
 from tests.sessions.test_writer import copy_old

@@ -11,9 +11,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from ds4core.models import ModelTable
-from ds4sessions.compaction import CompactionSettings, preview_compaction
-from ds4sessions.steer import collapse, list_pins, pin
-from ds4sessions.writer import Expected, Holder, Journal, read_state
+from ds4sessions.steering.compaction import CompactionSettings, preview_compaction
+from ds4sessions.steering.steer import collapse, list_pins, pin
+from ds4sessions.steering.writer import Expected, Holder, Journal, read_state
 from ds4tui.widgets.steer import CollapseDecision, CollapseScreen, CompactionScreen, PinScreen, PinsScreen, WriteDecision
 from tests.conftest import FIXTURES
 from tests.sessions.test_writer import copy_old

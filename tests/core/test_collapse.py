@@ -129,7 +129,7 @@ def test_empty_span_and_render_is_pure() -> None:
 
 def test_real_pi_span_from_sample_01() -> None:
     """The first turn of a Pi-written session: reads, an edit, a test run that failed, then passed."""
-    from ds4sessions.pi import build_context, read_session
+    from ds4sessions.agents.pi import build_context, read_session
 
     ctx = build_context(read_session(FIXTURES / "pi" / "01-tools-and-image.jsonl"))
     first = [i for i, m in enumerate(ctx.messages) if m["role"] == "user"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4sessions.diagnostics import Problem
-from ds4sessions.pi import PiSessionReader, build_context, read_session
+from ds4sessions.ingest.diagnostics import Problem
+from ds4sessions.agents.pi import PiSessionReader, build_context, read_session
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""ds4sessions.bridge without Node: install/uninstall, status states, the inbox/outbox protocol,
+"""ds4sessions.bridge.channel without Node: install/uninstall, status states, the inbox/outbox protocol,
 private side files, request metadata (a `requests.jsonl` the real bridge wrote in
 test_bridge_e2e, kept in tests/fixtures/bridge), and the `ds4tui bridge` CLI."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from ds4sessions import bridge
-from ds4sessions.pi import read_session
-from ds4sessions.writer import WriteRefused
+from ds4sessions.bridge import channel as bridge
+from ds4sessions.agents.pi import read_session
+from ds4sessions.steering.writer import WriteRefused
 from typer.testing import CliRunner
 
 from tests.conftest import FIXTURES, ROOT
@@ -41,7 +41,7 @@ def beat(agent: Path, session_id: str = SESSION, *, pid: int | None = None, age:
 
 
 def test_install_uninstall(agent: Path) -> None:
-    source = ROOT / "bridge" / "pi" / "ds4tui-bridge.ts"
+    source = ROOT / "sessions" / "src" / "ds4sessions" / "bridge" / "ds4tui-bridge.ts"
     assert bridge.extension_source() == source
     first = bridge.install(agent)
     assert first.path == agent / "extensions" / "ds4tui-bridge.ts" and first.previous == "none"
@@ -186,7 +186,7 @@ def test_cli(agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def test_read_requests_skips_hostile_lines(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ds4sessions import bridge
+    from ds4sessions.bridge import channel as bridge
 
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
     folder = bridge.channel_dir("019cadb5-6afd-7157-b0b4-7bc363b502d2", tmp_path)
@@ -199,7 +199,7 @@ def test_read_requests_skips_hostile_lines(tmp_path, monkeypatch) -> None:  # ty
 
 
 def test_a_zombie_process_is_not_alive() -> None:
-    from ds4sessions.bridge import _pid_alive
+    from ds4sessions.bridge.channel import _pid_alive
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     for _ in range(200):  # exited but not reaped: a zombie

@@ -5,7 +5,7 @@ installed by `ds4sessions.bridge.install`, talking to a fake OpenAI chat-complet
 After two turns, ds4tui pins, collapses and compacts through the channel. Checked: (a) Pi
 appended the entries itself (ids reported by the bridge = the new lines of the file); (b) Pi's
 next request, as the fake server received it, carries the change; (c) Pi's own SessionManager
-(`tests/pi_context.mjs`) and `ds4sessions.pi.build_context` give the same context from the file;
+(`tests/pi_context.mjs`) and `ds4sessions.agents.pi.build_context` give the same context from the file;
 (d) a command with a stale leaf is refused and nothing is written; plus: the request metadata
 fingerprints equal DS4's fingerprints of our own context, and no message content is left in the
 channel. Skips with the reason when Node 22 or Pi is absent.
@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 from ds4core.cache_policy import message_fingerprint
 from ds4core.estimate import system_prompt_tokens, tool_tokens
-from ds4sessions import bridge
-from ds4sessions.discovery import agent_dir
-from ds4sessions.pi import build_context, convert_to_llm, read_session
-from ds4sessions.steer import plan_collapse
-from ds4sessions.writer import Expected, WriteRefused, read_state
+from ds4sessions.bridge import channel as bridge
+from ds4sessions.agents.pi.discovery import agent_dir
+from ds4sessions.agents.pi import build_context, convert_to_llm, read_session
+from ds4sessions.steering.steer import plan_collapse
+from ds4sessions.steering.writer import Expected, WriteRefused, read_state
 
 from tests.sessions.test_real_pi import NODE, NODE_REASON, PI_PACKAGE, SCRIPT
 

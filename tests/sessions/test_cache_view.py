@@ -1,4 +1,4 @@
-"""ds4sessions.cache on Pi's own sessions: miss causes, shares, cost cross-check, decision view."""
+"""ds4sessions.derive.cache on Pi's own sessions: miss causes, shares, cost cross-check, decision view."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from ds4core.config import Ds4Config, apply_source
 from ds4core.models import ModelTable
-from ds4sessions.cache import CacheMonitor, cache_events, cache_view
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.live import LiveSession, open_snapshot
+from ds4sessions.derive.cache import CacheMonitor, cache_events, cache_view
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.ingest.live import LiveSession, open_snapshot
 
 
 def ds4_config(cache_aware: dict) -> LoadedDs4Config:
@@ -179,7 +179,7 @@ def test_monitor_on_99_large_is_fast_enough(shared_dir: Path) -> None:
 
 def test_fingerprints_are_hashed_once_per_message_object() -> None:
     from ds4core.cache_policy import message_fingerprint
-    from ds4sessions.cache import Fingerprints
+    from ds4sessions.derive.cache import Fingerprints
 
     a = {"role": "user", "content": "hello"}
     b = {"role": "user", "content": "hello"}  # equal content, another object

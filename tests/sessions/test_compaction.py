@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from ds4core.models import ModelTable
-from ds4sessions.compaction import (
+from ds4sessions.steering.compaction import (
     CompactionFailed,
     CompactionSettings,
     Endpoint,
@@ -27,8 +27,8 @@ from ds4sessions.compaction import (
     provider_request,
     system_prompt_text,
 )
-from ds4sessions.pi import build_context, read_session
-from ds4sessions.writer import Journal, WriteRefused, read_state
+from ds4sessions.agents.pi import build_context, read_session
+from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
 from tests.conftest import FIXTURES
 from tests.sessions.test_writer import copy_old

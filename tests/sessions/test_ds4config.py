@@ -11,8 +11,8 @@ import pytest
 
 from ds4core.budgets import ModelDescriptor, resolve_model_awareness
 from ds4core.config import Ds4Config, apply_source, default_config_json
-from ds4sessions.discovery import agent_dir
-from ds4sessions.ds4config import load_ds4_config, project_trusted
+from ds4sessions.agents.pi.discovery import agent_dir
+from ds4sessions.derive.ds4config import load_ds4_config, project_trusted
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ds4sessions.live import LiveSession, open_snapshot
+from ds4sessions.ingest.live import LiveSession, open_snapshot
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from ds4sessions.pi import build_context, convert_to_llm, read_session
-from ds4sessions.pi.context import iso_to_ms
+from ds4sessions.agents.pi import build_context, convert_to_llm, read_session
+from ds4sessions.agents.pi.context import iso_to_ms
 from tests.conftest import FIXTURES, SHARED
 
 SAMPLES = sorted(p.name[: -len(".jsonl")] for p in (SHARED / "sessions-pi").glob("*.jsonl")) if SHARED else []

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ds4sessions.diagnostics import Problem
-from ds4sessions.pi import PiSessionReader, build_context, read_session
-from ds4sessions.pi.migrate import v1_entry_id
+from ds4sessions.ingest.diagnostics import Problem
+from ds4sessions.agents.pi import PiSessionReader, build_context, read_session
+from ds4sessions.agents.pi.migrate import v1_entry_id
 from tests.conftest import FIXTURES
 
 SAMPLE_01 = FIXTURES / "pi" / "01-tools-and-image.jsonl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ds4sessions.live import Snapshot
-from ds4sessions.pipeline import Derived, SessionPipeline
+from ds4sessions.ingest.live import Snapshot
+from ds4sessions.derive.pipeline import Derived, SessionPipeline
 
 
 def test_updates_arrive_in_screen_order(sample01: Path) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ds4sessions.diagnostics import Problem
-from ds4sessions.pi.reader import PiSessionReader
-from ds4sessions.tailer import Tailer
+from ds4sessions.ingest.diagnostics import Problem
+from ds4sessions.agents.pi.reader import PiSessionReader
+from ds4sessions.ingest.tailer import Tailer
 from tests.conftest import FIXTURES
 
 SAMPLE_LINES = (FIXTURES / "pi" / "01-tools-and-image.jsonl").read_bytes().splitlines()

@@ -11,9 +11,9 @@ import pytest
 
 from ds4core.config import Ds4Config, apply_source
 from ds4core.estimate import message_tokens
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.live import LiveSession, open_snapshot
-from ds4sessions.planning import PI_EXCLUDED_REASON, LivePlanner, explain_lines, is_pin_label, tokens_lines
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.ingest.live import LiveSession, open_snapshot
+from ds4sessions.derive.planning import PI_EXCLUDED_REASON, LivePlanner, explain_lines, is_pin_label, tokens_lines
 
 
 def _config(source: dict) -> LoadedDs4Config:

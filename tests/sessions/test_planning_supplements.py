@@ -13,10 +13,10 @@ import pytest
 from ds4core.config import Ds4Config, apply_source
 from ds4core.estimate import message_tokens
 from ds4core.planner import SupplementalMessage
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.live import LiveSession, Snapshot
-from ds4sessions.pipeline import Derived, SessionPipeline
-from ds4sessions.planning import LivePlanner, PlanView, explain_lines, tokens_lines
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.derive.pipeline import Derived, SessionPipeline
+from ds4sessions.derive.planning import LivePlanner, PlanView, explain_lines, tokens_lines
 from tests.conftest import ROOT
 
 DEMO = ROOT / "ds4tui" / "data" / "demo-session.jsonl"

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ds4sessions.compaction import (
+from ds4sessions.steering.compaction import (
     CompactionSettings,
     Endpoint,
     compact,
     preview_compaction,
 )
-from ds4sessions.pi import build_context, convert_to_llm, read_session
-from ds4sessions.steer import collapse, pin, undo
-from ds4sessions.writer import Journal, WriteRefused, append_entries, read_state
+from ds4sessions.agents.pi import build_context, convert_to_llm, read_session
+from ds4sessions.steering.steer import collapse, pin, undo
+from ds4sessions.steering.writer import Journal, WriteRefused, append_entries, read_state
 
 from tests.conftest import ROOT
 from tests.sessions.test_compaction import KEY, Server, openai_reply

@@ -1,4 +1,4 @@
-"""Pin, collapse and undo on copies of Pi-written sessions (ds4sessions.steer)."""
+"""Pin, collapse and undo on copies of Pi-written sessions (ds4sessions.steering.steer)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from ds4core.models import ModelTable
-from ds4sessions.pi import build_context, convert_to_llm, read_session
-from ds4sessions.steer import (
+from ds4sessions.agents.pi import build_context, convert_to_llm, read_session
+from ds4sessions.steering.steer import (
     collapse,
     collapsible_turns,
     is_pin,
@@ -18,7 +18,7 @@ from ds4sessions.steer import (
     toggle_pin,
     undo,
 )
-from ds4sessions.writer import (
+from ds4sessions.steering.writer import (
     Expected,
     Journal,
     WriteRefused,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ds4sessions.tailer import ANCHOR_BYTES, HEAD_BYTES, TailBatch, Tailer, TailLine
-from ds4sessions.watch import SessionWatcher
+from ds4sessions.ingest.tailer import ANCHOR_BYTES, HEAD_BYTES, TailBatch, Tailer, TailLine
+from ds4sessions.ingest.watch import SessionWatcher
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _opens: list[tuple[str, int]] | None = None

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4sessions.tailer import TailBatch, Tailer, TailLine
+from ds4sessions.ingest.tailer import TailBatch, Tailer, TailLine
 from tests.conftest import SHARED, SKIP_NO_SHARED
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC

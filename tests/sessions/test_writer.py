@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ds4sessions.pi import build_context, read_session
-from ds4sessions.writer import (
+from ds4sessions.agents.pi import build_context, read_session
+from ds4sessions.steering.writer import (
     Expected,
     Journal,
     WriteRefused,

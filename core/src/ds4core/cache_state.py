@@ -12,7 +12,7 @@ Sources of the rules:
 
 Everything is a function of its arguments. Times are seconds since the Unix epoch; "now" is always
 passed in. The sessions layer turns a Pi branch into `CacheEvent`s
-(`ds4sessions.cache.cache_events`) and supplies the prefix comparison for the miss explainer.
+(`ds4sessions.derive.cache.cache_events`) and supplies the prefix comparison for the miss explainer.
 
 - `CacheEvent`: one provider request as the cache saw it (a reply, or a cache warm).
 - `resolve_tier`, `cache_clock` → `CacheClock`: the last refresh, tier and lifetime of the current

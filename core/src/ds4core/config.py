@@ -1,6 +1,6 @@
 """DS4's user configuration (`ds4-context.json`) as pydantic models, and DS4's merge rule.
 
-Pure: no file I/O (reading the files, trust and precedence live in `ds4sessions.ds4config`).
+Pure: no file I/O (reading the files, trust and precedence live in `ds4sessions.derive.ds4config`).
 
 DS4 (config-loader.ts, 0.3.x) applies each configuration source over the current configuration
 in two steps, paraphrased here:

@@ -10,7 +10,7 @@ actually sends, so a turn the tail walk dropped gets a second chance as evidence
 ranked, fitted one by one (excerpts shrink until they fit) and rendered as quoted evidence blocks,
 which become `SupplementalMessage`s for the planner's supplement pass (§3.6).
 
-Candidate *search* is abstract here (`CandidateSearch`): `ds4sessions.retrieval_index` provides
+Candidate *search* is abstract here (`CandidateSearch`): `ds4sessions.derive.retrieval_index` provides
 it over SQLite FTS5. Semantic (vector) ranking is not implemented (off by default in DS4 0.3.x).
 
 Lengths, slices and offsets follow JavaScript: UTF-16 code units. Regular expressions follow the

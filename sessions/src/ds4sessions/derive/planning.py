@@ -20,7 +20,7 @@ would have at the next request of the session on screen:
   cacheWrite`, `estimatedTokens` = fixed tokens at that point + the `chars-v1` estimate of the
   messages before it (what an observing DS4 would have estimated), newest first;
 - **budget**: the session's model (`snapshot.model`) through `resolve_model_awareness` and
-  `calculate_context_budget`, with the user's DS4 configuration (`ds4sessions.ds4config`). An
+  `calculate_context_budget`, with the user's DS4 configuration (`ds4sessions.derive.ds4config`). An
   unknown model is planned with Pi's default limits (128,000-token window, 16,384 output) and a
   warning.
 
@@ -29,7 +29,7 @@ would have at the next request of the session on screen:
 snippets) before the current request, as DS4 sends them; the manifest then lists each one as an
 item of its supplement kind (`retrieval`, ...) whose `entry_id` is its first source entry, with
 the planner's score and reason, included or excluded for budget. The session itself only yields
-historical retrieval (`ds4sessions.retrieval`); persistent pins, memory and project snippets live
+historical retrieval (`ds4sessions.derive.retrieval`); persistent pins, memory and project snippets live
 in DS4's database and the cache-aware policy needs DS4's previous-request state: neither is
 reconstructed here.
 
@@ -84,8 +84,8 @@ from ds4core.planner import (
 )
 from ds4core.usage import Usage, is_valid_measurement, usage_of
 
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.pi.entries import CONTEXT_TYPES
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.agents.pi.entries import CONTEXT_TYPES
 
 __all__ = [
     "PI_EXCLUDED_REASON",
@@ -319,7 +319,7 @@ class PlanView:
     `calibration_samples` the samples handed to calibration (at most `calibrationWindow`).
     `supplements` are the supplements handed to the planner (spec §3.1; the planner drops them
     all when the context has no user message). `retrieval_pending` marks a first paint planned
-    before retrieval ran (set by `ds4sessions.pipeline`; the final plan of the same snapshot
+    before retrieval ran (set by `ds4sessions.derive.pipeline`; the final plan of the same snapshot
     follows): `/context tokens` shows its retrieval as pending and its diff does not count the
     previous plan's supplements as left.
     """
@@ -772,7 +772,7 @@ class LivePlanner:
     """
 
     def __init__(self, config: LoadedDs4Config | None = None) -> None:
-        """Plan with `config` (see `ds4sessions.ds4config.load_ds4_config`)."""
+        """Plan with `config` (see `ds4sessions.derive.ds4config.load_ds4_config`)."""
         self.config = config or LoadedDs4Config(Ds4Config())
         self._context = self.config.context
         self._awareness = self.config.awareness
@@ -790,10 +790,10 @@ class LivePlanner:
         return self._cache.misses
 
     def plan(self, snapshot: Any, supplements: Sequence[SupplementalMessage] = ()) -> PlanView:
-        """Plan the next request of `snapshot` (a `ds4sessions.live.Snapshot`) with
+        """Plan the next request of `snapshot` (a `ds4sessions.ingest.live.Snapshot`) with
         `supplements` spliced in before the current request (spec §3.1; DS4's runtime order:
         pins, memories, retrieval results, project snippets), e.g.
-        `ds4sessions.retrieval.RetrievalView.supplements`. The supplement pass (spec §3.6)
+        `ds4sessions.derive.retrieval.RetrievalView.supplements`. The supplement pass (spec §3.6)
         fits them under their category caps (`maxRetrievedHistoryTokens`, ...) and the input
         budget; the manifest lists each one, included or excluded.
 

@@ -1,6 +1,6 @@
 """Steering actions on a Pi session file: pin, collapse finished turns, undo a journaled write.
 
-All writes go through `ds4sessions.writer.append_entries` (append-only, checked, journaled) and
+All writes go through `ds4sessions.steering.writer.append_entries` (append-only, checked, journaled) and
 are Pi-native entries that Pi itself reads back:
 
 - **pin**: a `label` entry on the target whose text starts `ds4:pin` (DS4 spec §5.1: a label
@@ -36,10 +36,10 @@ from ds4core.collapse import (
 from ds4core.estimate import message_tokens
 from ds4core.models import ModelInfo
 
-from ds4sessions.pi.context import branch_path, build_context, convert_to_llm
-from ds4sessions.pi.entries import COMPACTION, LABEL, Entry
-from ds4sessions.pi.reader import PiSession
-from ds4sessions.writer import (
+from ds4sessions.agents.pi.context import branch_path, build_context, convert_to_llm
+from ds4sessions.agents.pi.entries import COMPACTION, LABEL, Entry
+from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.steering.writer import (
     CONTEXT_ENTRY_TYPES,
     Draft,
     Expected,

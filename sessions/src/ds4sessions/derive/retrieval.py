@@ -10,7 +10,7 @@ steps 1, 4, 5 and §5.4), without pins, memory or project snippets:
 4. plan again with the retrieval supplements: the planner's supplement pass (§3.6) decides which
    evidence is finally sent.
 
-Planner inputs from a snapshot (as `ds4sessions.planning.LivePlanner` takes them): the context messages except `system`
+Planner inputs from a snapshot (as `ds4sessions.derive.planning.LivePlanner` takes them): the context messages except `system`
 messages, whose tokens (with tool definitions and any inferred system prompt: the breakdown's
 `system_prompt` and `tools` rows) are the fixed tokens; the model's budget and DS4 limits come
 from `resolve_model_awareness` (model-aware `maxRetrievedHistoryTokens`). A session whose model
@@ -44,8 +44,8 @@ from ds4core.retrieval import (
     retrieve_history,
 )
 
-from ds4sessions.live import Snapshot
-from ds4sessions.retrieval_index import RetrievalIndex, SyncResult, session_db_path
+from ds4sessions.ingest.live import Snapshot
+from ds4sessions.derive.retrieval_index import RetrievalIndex, SyncResult, session_db_path
 
 __all__ = ["LiveRetrieval", "PlanningInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
 

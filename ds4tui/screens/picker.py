@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Label
 
 from rich.text import Text
 
-from ds4sessions.discovery import list_sessions, session_roots, unreadable_sessions
+from ds4sessions.agents.pi.discovery import list_sessions, session_roots, unreadable_sessions
 from ds4tui.text import fmt_bytes, literal
 
 

@@ -38,8 +38,8 @@ from pathlib import Path
 import platformdirs
 from ds4core.retrieval import SearchHit, indexed_text, parse_timestamp_ms
 
-from ds4sessions.pi.entries import Entry
-from ds4sessions.pi.reader import PiSession
+from ds4sessions.agents.pi.entries import Entry
+from ds4sessions.agents.pi.reader import PiSession
 
 __all__ = [
     "DB_NAME",

@@ -2,7 +2,7 @@
 
 Each action reads the file's state off the UI thread, shows a confirm dialog
 (`ds4tui.widgets.steer`) with its preview, and on confirmation performs the append-only write
-(`ds4sessions.steer`, `ds4sessions.compaction`) in a worker, passing the state the user saw so a
+(`ds4sessions.steering.steer`, `ds4sessions.steering.compaction`) in a worker, passing the state the user saw so a
 changed file is refused. The outcome — what was written where, or why nothing was — goes to the
 status line and a notification. The tailer then picks the new entries up like any other append.
 
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from textual import work
 from textual.widgets import Static
 
-from ds4sessions import bridge
-from ds4sessions.compaction import CompactionFailed, Endpoint, compact, preview_compaction
-from ds4sessions.steer import collapse, list_pins, pin
-from ds4sessions.writer import Journal, WriteRefused, open_holders, read_state
+from ds4sessions.bridge import channel as bridge
+from ds4sessions.steering.compaction import CompactionFailed, Endpoint, compact, preview_compaction
+from ds4sessions.steering.steer import collapse, list_pins, pin
+from ds4sessions.steering.writer import Journal, WriteRefused, open_holders, read_state
 from ds4tui.text import literal
 from ds4tui.widgets.steer import CollapseScreen, CompactionScreen, PinScreen, PinsScreen
 
@@ -202,7 +202,7 @@ class _Direct:
 
 
 def _is_pinned(state: Any, entry_id: str) -> bool:
-    from ds4sessions.steer import is_pin
+    from ds4sessions.steering.steer import is_pin
 
     return is_pin(state.session.labels.get(entry_id))
 

@@ -29,10 +29,10 @@ from ds4core.models import ModelInfo, ModelTable
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
 
-from ds4sessions.pi.context import SessionContext, build_context, extend_context
-from ds4sessions.pi.entries import Entry
-from ds4sessions.pi.reader import PiSessionReader
-from ds4sessions.tailer import Tailer
+from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
+from ds4sessions.agents.pi.entries import Entry
+from ds4sessions.agents.pi.reader import PiSessionReader
+from ds4sessions.ingest.tailer import Tailer
 
 
 @dataclass(frozen=True)

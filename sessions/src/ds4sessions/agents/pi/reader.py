@@ -10,7 +10,7 @@ Rules from the Pi session format (§3, §4, §8, §11) and Pi's `SessionManager`
 - A UTF-8 BOM makes Pi reject the file (it does not strip it). ds4tui reports the BOM as a
   diagnostic that says so, strips it and reads on.
 - Invalid UTF-8 is decoded with U+FFFD, as Node's `readFileSync(…, "utf8")` does, and counted.
-- v1/v2 files are migrated in memory only (`ds4sessions.pi.migrate`); the file is never opened
+- v1/v2 files are migrated in memory only (`ds4sessions.agents.pi.migrate`); the file is never opened
   for writing.
 - `by_id`: a later duplicate id wins; `labels`: resolved over the whole file in file order, the
   last label entry per target wins, an absent/empty label clears it; `session_name`: the last
@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from ds4sessions.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
-from ds4sessions.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
-from ds4sessions.pi.migrate import CURRENT_VERSION, Migrator, header_version
+from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
+from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
+from ds4sessions.agents.pi.migrate import CURRENT_VERSION, Migrator, header_version
 
 BOM = b"\xef\xbb\xbf"
 

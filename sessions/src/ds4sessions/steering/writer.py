@@ -43,15 +43,15 @@ from typing import Any
 from ds4core.jsjson import stringify
 from platformdirs import user_state_dir
 
-from ds4sessions.pi.context import branch_path
-from ds4sessions.pi.entries import (
+from ds4sessions.agents.pi.context import branch_path
+from ds4sessions.agents.pi.entries import (
     BRANCH_SUMMARY,
     COMPACTION,
     CUSTOM_MESSAGE,
     MESSAGE,
     Entry,
 )
-from ds4sessions.pi.reader import PiSession, PiSessionReader
+from ds4sessions.agents.pi.reader import PiSession, PiSessionReader
 
 QUIET_SECONDS = 3.0
 """A file modified less than this many seconds ago is taken as being written by a running agent."""

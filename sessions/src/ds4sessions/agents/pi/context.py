@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
-from ds4sessions.pi.entries import (
+from ds4sessions.agents.pi.entries import (
     BRANCH_SUMMARY,
     COMPACTION,
     CONTEXT_EDIT,
@@ -38,7 +38,7 @@ from ds4sessions.pi.entries import (
     THINKING_LEVEL_CHANGE,
     Entry,
 )
-from ds4sessions.pi.reader import PiSession
+from ds4sessions.agents.pi.reader import PiSession
 
 COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"

@@ -52,7 +52,7 @@ class Entry:
       `parent_id` is None for a root (also for an empty or non-string `parentId`);
     - `timestamp`: the entry's ISO-8601 string as stored ("" if absent);
     - `raw`: the whole parsed object, unknown fields kept (for v1/v2 files: after the in-memory
-      migration, see `ds4sessions.pi.migrate`); treat it as read-only;
+      migration, see `ds4sessions.agents.pi.migrate`); treat it as read-only;
     - `line_no`: 1-based line number in the file; `offset`: byte offset of the line start;
       `length`: bytes of the line including its newline (a torn last line has none).
     """

@@ -1,6 +1,6 @@
 """The prompt-cache monitor of a live session: state, history, miss causes and DS4's decision.
 
-Glue between a `ds4sessions.live.Snapshot` and the pure engines:
+Glue between a `ds4sessions.ingest.live.Snapshot` and the pure engines:
 
 - `ds4core.cache_state` (countdown, history, miss explainer, cached prefix), fed with the branch's
   `CacheEvent`s (assistant replies and `usage` entries of kind `cache_warm`, Pi session format
@@ -57,14 +57,14 @@ from ds4core.models import ModelInfo, ModelTable, Pricing
 from ds4core.planner import plan_managed_context
 from ds4core.usage import usage_of
 
-from ds4sessions.bridge import RequestMeta, channel_dir
-from ds4sessions.bridge import prefix_change as request_prefix_change
-from ds4sessions.ds4config import LoadedDs4Config
-from ds4sessions.live import Snapshot
-from ds4sessions.pi.context import SessionContext, build_context, iso_to_ms
-from ds4sessions.pi.entries import BRANCH_SUMMARY, COMPACTION, CONTEXT_EDIT, MODEL_CHANGE, USAGE, Entry
-from ds4sessions.pi.reader import PiSession
-from ds4sessions.planning import LivePlanner, PlanView
+from ds4sessions.bridge.channel import RequestMeta, channel_dir
+from ds4sessions.bridge.channel import prefix_change as request_prefix_change
+from ds4sessions.derive.ds4config import LoadedDs4Config
+from ds4sessions.ingest.live import Snapshot
+from ds4sessions.agents.pi.context import SessionContext, build_context, iso_to_ms
+from ds4sessions.agents.pi.entries import BRANCH_SUMMARY, COMPACTION, CONTEXT_EDIT, MODEL_CHANGE, USAGE, Entry
+from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.derive.planning import LivePlanner, PlanView
 
 __all__ = [
     "CacheMonitor",
@@ -550,8 +550,8 @@ class CacheMonitor:
     `models` prices the requests of every model in the session (default: the bundled table; pass
     the live session's table so `models.json` overrides apply). `retention` is the
     `PI_CACHE_RETENTION` value; `config` the user's DS4 configuration
-    (`ds4sessions.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
-    `ds4sessions.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
+    (`ds4sessions.derive.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
+    `ds4sessions.derive.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
     `agent` is Pi's agent dir holding the bridge's channel (default `discovery.agent_dir()`, read
     at each view): when `<agent>/ds4tui/<session-id>/requests.jsonl` exists, each view reads the
     lines appended since the previous view (one offset per session) and matches them to the

@@ -29,11 +29,11 @@ from typing import Any, Iterator
 from ds4core.models import ModelTable
 from ds4core.retrieval import committed_entry_ids, planner_outcomes
 
-from ds4sessions.cache import CacheMonitor, CacheView
-from ds4sessions.ds4config import LoadedDs4Config, load_ds4_config
-from ds4sessions.live import LiveSession, Snapshot
-from ds4sessions.planning import LivePlanner, PlanView
-from ds4sessions.retrieval import LiveRetrieval, RetrievalView
+from ds4sessions.derive.cache import CacheMonitor, CacheView
+from ds4sessions.derive.ds4config import LoadedDs4Config, load_ds4_config
+from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.derive.planning import LivePlanner, PlanView
+from ds4sessions.derive.retrieval import LiveRetrieval, RetrievalView
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@
   `convert_to_llm(messages)` applies Pi's conversion to provider messages.
 """
 
-from ds4sessions.pi.context import ContextWarning, SessionContext, branch_path, build_context, convert_to_llm
-from ds4sessions.pi.entries import Entry
-from ds4sessions.pi.reader import PiSession, PiSessionReader, read_session
+from ds4sessions.agents.pi.context import ContextWarning, SessionContext, branch_path, build_context, convert_to_llm
+from ds4sessions.agents.pi.entries import Entry
+from ds4sessions.agents.pi.reader import PiSession, PiSessionReader, read_session
 
 __all__ = [
     "ContextWarning",

@@ -4,7 +4,7 @@ Sources, in order, each merged over the previous result (`ds4core.config.apply_s
 
 1. DS4's defaults;
 2. the global file `<agentDir>/ds4-context.json` (`agentDir` as Pi resolves it:
-   `ds4sessions.discovery.agent_dir()`);
+   `ds4sessions.agents.pi.discovery.agent_dir()`);
 3. the project file `<cwd>/.pi/ds4-context.json` of the session's working directory, only when
    Pi trusts that project (`project_trusted`); an untrusted project's file is skipped with the
    warning `<path>: project configuration skipped because the project is not trusted`.
@@ -26,7 +26,7 @@ from ds4core.budgets import ContextConfig
 from ds4core.calibration import ModelAwarenessConfig
 from ds4core.config import Ds4Config, apply_source
 
-from ds4sessions.discovery import agent_dir
+from ds4sessions.agents.pi.discovery import agent_dir
 
 __all__ = [
     "CONFIG_FILE_NAME",

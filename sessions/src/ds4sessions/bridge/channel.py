@@ -1,7 +1,7 @@
 """The ds4tui bridge: steer a running Pi through a Pi extension instead of writing the file.
 
 A Pi that has a session open keeps it in memory; an entry another process appends is not seen
-until the session is reopened. The bridge extension (`bridge/pi/ds4tui-bridge.ts`, installed into
+until the session is reopened. The bridge extension (`ds4sessions/bridge/ds4tui-bridge.ts`, installed into
 `<agentDir>/extensions/`) runs inside Pi and applies ds4tui's commands through Pi's own API, so
 Pi itself appends the entries and its next request carries the change. See docs/bridge.md.
 
@@ -43,10 +43,10 @@ from typing import Any
 
 from ds4core.models import ModelInfo
 
-from ds4sessions.discovery import agent_dir
-from ds4sessions.pi.reader import PiSession
-from ds4sessions.steer import PIN_PREFIX, CollapsePlan, is_pin, plan_collapse
-from ds4sessions.writer import Expected, FileState, WriteRefused, read_state
+from ds4sessions.agents.pi.discovery import agent_dir
+from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.steering.steer import PIN_PREFIX, CollapsePlan, is_pin, plan_collapse
+from ds4sessions.steering.writer import Expected, FileState, WriteRefused, read_state
 
 EXTENSION_FILE = "ds4tui-bridge.ts"
 """File name of the extension, in the repository (`bridge/pi/`) and in `<agentDir>/extensions/`."""
@@ -69,16 +69,14 @@ class BridgeTimeout(Exception):
 
 
 def extension_source() -> Path:
-    """The extension file shipped with ds4tui: `$DS4TUI_BRIDGE_SOURCE`, else `bridge/pi/` of the
-    source tree this package runs from, else the copy inside an installed wheel
-    (`ds4sessions/data/`). Raises FileNotFoundError when none exists."""
+    """The extension file shipped with ds4tui: `$DS4TUI_BRIDGE_SOURCE`, else the copy inside this
+    package (`ds4sessions/bridge/ds4tui-bridge.ts`, in a checkout and in an installed wheel alike).
+    Raises FileNotFoundError when none exists."""
     env = os.environ.get("DS4TUI_BRIDGE_SOURCE")
     if env:
         path = Path(env).expanduser()
     else:
-        path = Path(__file__).resolve().parents[3] / "bridge" / "pi" / EXTENSION_FILE
-        if not path.is_file():
-            path = Path(__file__).resolve().parent / "data" / EXTENSION_FILE
+        path = Path(__file__).resolve().parent / EXTENSION_FILE
     if not path.is_file():
         raise FileNotFoundError(f"the bridge extension is not at {path} (set DS4TUI_BRIDGE_SOURCE to its path)")
     return path
@@ -420,7 +418,7 @@ def send_command(
 
 
 def pin_label(session: PiSession, entry_id: str, *, clear: bool = False, note: str | None = None) -> str | None:
-    """The label text `ds4sessions.steer.pin` would write for `entry_id` (None = clear the label):
+    """The label text `ds4sessions.steering.steer.pin` would write for `entry_id` (None = clear the label):
     `ds4:pin`, then `note` or the existing plain label; unpinning keeps the text after `ds4:pin`.
     Raises WriteRefused (`unknown_entry`, `nothing_to_do`) as `steer.pin` does."""
     if entry_id not in session.by_id:

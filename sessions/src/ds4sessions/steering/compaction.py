@@ -38,17 +38,17 @@ from ds4core.jsjson import stringify, utf16_len
 from ds4core.models import ModelInfo
 from ds4core.usage import is_valid_measurement, usage_of
 
-from ds4sessions.discovery import agent_dir
-from ds4sessions.pi.context import (
+from ds4sessions.agents.pi.discovery import agent_dir
+from ds4sessions.agents.pi.context import (
     SessionContext,
     branch_path,
     build_context,
     convert_to_llm,
     iso_to_ms,
 )
-from ds4sessions.pi.entries import COMPACTION, CONTEXT_EDIT, Entry
-from ds4sessions.pi.reader import PiSession
-from ds4sessions.writer import (
+from ds4sessions.agents.pi.entries import COMPACTION, CONTEXT_EDIT, Entry
+from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.steering.writer import (
     QUIET_SECONDS,
     Draft,
     Expected,

@@ -1,0 +1,1 @@
+"""User actions (steering) as a controller the app calls."""
