@@ -1,6 +1,6 @@
 """`ds4tui bridge install|uninstall|status`: the Pi extension that lets ds4tui steer a running Pi.
 
-`install` copies `bridge/pi/ds4tui-bridge.ts` into `<agentDir>/extensions/` (Pi loads it at its
+`install` copies the extension shipped inside ds4sessions (`ds4sessions/bridge/ds4tui-bridge.ts`) into `<agentDir>/extensions/` (Pi loads it at its
 next start or `/reload`); `uninstall` removes it; `status` says whether it is installed and, for
 a session (default: the newest), whether a live bridge answers. See docs/bridge.md.
 """
@@ -49,9 +49,9 @@ def status_cmd(
     path: Annotated[Path | None, typer.Argument(help="A Pi session .jsonl file (default: the newest session)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output")] = False,
 ) -> None:
-    """Is the bridge installed, and does a live bridge answer for the session? Exit 0 when live,
-    3 otherwise."""
-    from ds4sessions.bridge.channel import installed_path, status
+    """Is the bridge installed, and does a live bridge answer for the session? Also names the
+    extension file shipped with ds4tui (what `install` copies). Exit 0 when live, 3 otherwise."""
+    from ds4sessions.bridge.channel import extension_source, installed_path, status
     from ds4sessions.agents.pi.discovery import newest_session, read_header
 
     if path is None:
@@ -68,15 +68,21 @@ def status_cmd(
     except ValueError as err:  # a header id Pi would not write
         typer.echo(f"ds4tui: {literal(str(err), keep_newlines=False)}", err=True)
         raise typer.Exit(2) from None
+    try:
+        shipped: str | None = str(extension_source())
+    except FileNotFoundError:
+        shipped = None
     if as_json:
         beat = state.heartbeat
         typer.echo(json.dumps({
             "state": state.state, "installed": state.installed, "extension": str(installed_path()),
+            "shipped": shipped,
             "session": str(path) if path else None, "sessionId": session_id, "reason": state.reason,
             "heartbeatAge": state.age, "pid": beat.pid if beat else None, "leafId": beat.leaf_id if beat else None,
             "idle": beat.idle if beat else None,
         }))
     else:
+        typer.echo(f"shipped:   {shipped or 'missing (this ds4tui install has no bridge extension)'}")
         typer.echo(f"extension: {installed_path()} ({'installed' if state.installed else 'not installed'})")
         if path is not None:
             typer.echo(literal(f"session: {path}", keep_newlines=False))

@@ -27,11 +27,10 @@ def retrieve_cmd(
     """Show what DS4's historical retrieval would inject for the session's current request."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
-    from ds4sessions.derive.retrieval import LiveRetrieval
-    from ds4sessions.derive.retrieval_index import RetrievalIndex, session_db_path
+    from ds4sessions.derive.retrieval import LiveRetrieval, open_session_index
 
     session_file(path)
-    index = RetrievalIndex(session_db_path(path))
+    index = open_session_index(path)
     if rebuild_index:
         index.rebuild()
     view = LiveRetrieval(index).retrieve(open_snapshot(path, load_model_table()))

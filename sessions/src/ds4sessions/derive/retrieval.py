@@ -221,7 +221,7 @@ class LiveRetrieval:
             return self._index
         key = str(session_path)
         if key not in self._per_session:
-            self._per_session[key] = RetrievalIndex(session_db_path(session_path))
+            self._per_session[key] = open_session_index(session_path)
         return self._per_session[key]
 
     def retrieve(
@@ -331,3 +331,18 @@ class LiveRetrieval:
             retrieve_seconds=retrieve_seconds,
             plan_seconds=plan_seconds,
         )
+
+
+def open_session_index(session_path: str | Path) -> RetrievalIndex:
+    """Open (creating) the derived index of one session file, then keep the indexes under their
+    total size cap (`ds4sessions.state.enforce_cap`: least recently opened evicted first, never
+    this one). A malformed `$DS4TUI_INDEX_CAP_MB` falls back to the default cap."""
+    from ds4sessions import state
+
+    index = RetrievalIndex(session_db_path(session_path))
+    try:
+        cap = state.index_cap_bytes()
+    except ValueError:
+        cap = state.DEFAULT_INDEX_CAP_MB << 20
+    state.enforce_cap(cap, keep=index.path)
+    return index

@@ -193,6 +193,10 @@ class RetrievalIndex:
         self.path = Path(path) if path is not None else default_db_path()
         self._lock = threading.Lock()
         self._conn = self._open()
+        try:  # "last opened", read by `ds4sessions.state` (prune, size cap: least recently opened first)
+            os.utime(self.path)
+        except OSError:
+            pass
 
     # -- lifecycle -------------------------------------------------------------------------
 
