@@ -448,29 +448,30 @@ class Fingerprints:
 
 
 def _candidates(
-    snapshot: Snapshot, view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint
+    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint
 ) -> Callable[[int | None], CandidatePlan]:
-    """`plan(tail)`: DS4's planner on the same inputs as the `LivePlanner` plan `view` (native
-    messages, fixed tokens, pins, calibrated budget and ceilings) with `cacheAwareTailTokens =
-    tail`; `plan(None)` is `view`'s own nominal plan. Results are the numbers DS4's runtime reads."""
-    ctx = snapshot.context
-    native_ids = [eid for eid, m in zip(ctx.message_entry_ids, ctx.messages) if m.get("role") != "system"]
-    pinned = set(view.pinned_entry_ids)
-    pins = [n for n, eid in enumerate(native_ids) if eid in pinned]
-    native = [m for m in ctx.messages if m.get("role") != "system"]
+    """`plan(tail)`: DS4's planner on the inputs of the `LivePlanner` plan `view`
+    (`view.inputs`: native messages and their estimates, fixed tokens, pins, calibrated budget
+    and ceilings) with `cacheAwareTailTokens = tail`; `plan(None)` is `view`'s own nominal plan.
+    Each tail is planned once per call of `_candidates` (the configured decision and the `auto`
+    what-if share it). Results are the numbers DS4's runtime reads."""
+    inputs = view.inputs
     nominal = CandidatePlan.from_plan(view.plan, fingerprint=fingerprint)
+    planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
         if tail is None:
             return nominal
-        return CandidatePlan.from_plan(
-            plan_managed_context(
-                native, fixed_tokens=view.fixed_tokens, budget=view.budget,
-                config=view.awareness.context_config, pinned_message_indices=pins,
-                cache_aware_tail_tokens=tail,
-            ),
-            fingerprint=fingerprint,
-        )
+        if tail not in planned:
+            planned[tail] = CandidatePlan.from_plan(
+                plan_managed_context(
+                    inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
+                    config=inputs.config, pinned_message_indices=list(inputs.pins),
+                    native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail,
+                ),
+                fingerprint=fingerprint,
+            )
+        return planned[tail]
 
     return plan
 
@@ -550,8 +551,12 @@ class CacheMonitor:
     `models` prices the requests of every model in the session (default: the bundled table; pass
     the live session's table so `models.json` overrides apply). `retention` is the
     `PI_CACHE_RETENTION` value; `config` the user's DS4 configuration
-    (`ds4sessions.derive.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
-    `ds4sessions.derive.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
+    (`ds4sessions.derive.ds4config.load_ds4_config`; default DS4's defaults, mode off);
+    `expiring_s` the expiring threshold in seconds. The decision reads the nominal plan the
+    caller passes to `view` (the pipeline's; its `PlanView.inputs`), and plans only the candidates
+    it needs: the extended tail (once per view) and, once per new request, the plan DS4 would have
+    sent for the previous request (its own `LivePlanner`, so the pipeline's planner keeps its
+    incremental state). `planner` plans the nominal plan when `view` gets none (one-shot use).
     `agent` is Pi's agent dir holding the bridge's channel (default `discovery.agent_dir()`, read
     at each view): when `<agent>/ds4tui/<session-id>/requests.jsonl` exists, each view reads the
     lines appended since the previous view (one offset per session) and matches them to the
@@ -568,13 +573,14 @@ class CacheMonitor:
         config: LoadedDs4Config | None = None,
         expiring_s: float = DEFAULT_EXPIRING_SECONDS,
         agent: Path | None = None,
+        planner: LivePlanner | None = None,
     ) -> None:
         self.models = models or ModelTable.bundled()
         self.agent = agent
         self.retention = retention
         self.config = config or LoadedDs4Config(Ds4Config())
         self.expiring_s = expiring_s
-        self._planner = LivePlanner(self.config)
+        self._planner = planner
         self._previous_planner = LivePlanner(self.config)
         self._changes: dict[tuple[int, str, str], PrefixChange | None] = {}
         self._previous_plans: dict[tuple[int, str, int | None], tuple[str, ...]] = {}
@@ -588,10 +594,13 @@ class CacheMonitor:
         """The user's `context.cacheAware.mode` (`off` or `auto`)."""
         return self.config.context.cache_aware.mode
 
-    def view(self, snapshot: Snapshot, now: float) -> CacheView:
-        """The cache view of `snapshot` at `now` (epoch seconds)."""
+    def view(self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True) -> CacheView:
+        """The cache view of `snapshot` at `now` (epoch seconds). `plan` is the snapshot's nominal
+        `LivePlanner` plan (no supplements); planned here (one-shot use) when None. With
+        `decide=False` DS4's cache-aware decision is left out (`decision`/`what_if` None: e.g.
+        the nominal plan failed, or the agent does not support DS4 planning)."""
         self._fingerprints.retain(snapshot.context.messages)
-        session = snapshot.reader
+        session = snapshot.session
         events = cache_events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
         key = snapshot.model_key
@@ -617,13 +626,13 @@ class CacheMonitor:
         def change(previous: CacheEvent, request: CacheEvent) -> PrefixChange | None:
             old, new = matched.get(previous.entry_id or ""), matched.get(request.entry_id or "")
             if old is not None and new is not None and previous.model_key == request.model_key:
-                bridge_key = (id(session), previous.entry_id, request.entry_id, old.seq, old.time, new.seq, new.time)
+                bridge_key = (session.identity, previous.entry_id, request.entry_id, old.seq, old.time, new.seq, new.time)
                 if bridge_key not in self._bridge_changes:
                     self._bridge_changes[bridge_key] = bridge_prefix_change(
                         session, previous.entry_id or "", request.entry_id or "", old, new
                     )
                 return self._bridge_changes[bridge_key]
-            cache_key = (id(session), previous.entry_id or "", request.entry_id or "")
+            cache_key = (session.identity, previous.entry_id or "", request.entry_id or "")
             if cache_key not in self._changes:
                 self._changes[cache_key] = prefix_change(session, previous.entry_id or "", request.entry_id or "")
             return self._changes[cache_key]
@@ -637,11 +646,15 @@ class CacheMonitor:
         )
         last = next((e for e in reversed(events) if e.counted), None)
         decision = what_if = None
-        if model is not None and key is not None:
-            plan_view = self._planner.plan(snapshot)
-            decision = self._decision(snapshot, plan_view, last, self.configured_mode)
+        if decide and model is not None and key is not None:
+            if plan is None or plan.inputs is None:
+                if self._planner is None:
+                    self._planner = LivePlanner(self.config)
+                plan = self._planner.plan(snapshot)
+            candidates = _candidates(plan, self._fingerprints)
+            decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
-                what_if = self._decision(snapshot, plan_view, last, "auto")
+                what_if = self._decision(snapshot, plan, candidates, last, "auto")
         return CacheView(
             model_key=key,
             clock=clock,
@@ -698,10 +711,10 @@ class CacheMonitor:
             if last.entry_id not in ctx.message_entry_ids:
                 return 0
             request_index, fixed = ctx.message_entry_ids.index(last.entry_id), 0
-            entry = snapshot.reader.by_id.get(last.entry_id or "")
+            entry = snapshot.session.by_id.get(last.entry_id or "")
             unchanged = 0
             if entry is not None:
-                sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
+                sent = build_context(snapshot.session, leaf_id=entry.parent_id)
                 for left, right in zip(sent.messages, ctx.messages):
                     if not _same(left, right):
                         break
@@ -731,16 +744,23 @@ class CacheMonitor:
         with the tail then in force); `()` after a model switch, as in DS4's runtime."""
         if last is None or last.model_key != snapshot.model_key:
             return ()
-        entry = snapshot.reader.by_id.get(last.entry_id or "")
+        entry = snapshot.session.by_id.get(last.entry_id or "")
         if entry is None:
             return ()
-        cache_key = (id(snapshot.reader), entry.id or "", tail)
+        cache_key = (snapshot.session.identity, entry.id or "", tail)
         if cache_key not in self._previous_plans:
-            sent = replace(snapshot, context=build_context(snapshot.reader, leaf_id=entry.parent_id))
-            self._previous_plans[cache_key] = _candidates(sent, self._previous_planner.plan(sent), self._fingerprints)(tail).message_hashes
+            sent = replace(snapshot, context=build_context(snapshot.session, leaf_id=entry.parent_id))
+            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints)(tail).message_hashes
         return self._previous_plans[cache_key]
 
-    def _decision(self, snapshot: Snapshot, view: PlanView, last: CacheEvent | None, mode: str) -> DecisionView:
+    def _decision(
+        self,
+        snapshot: Snapshot,
+        view: PlanView,
+        plan: Callable[[int | None], CandidatePlan],
+        last: CacheEvent | None,
+        mode: str,
+    ) -> DecisionView:
         """DS4 runtime steps 1-3 for the next request in `mode` (spec §4.4), with display extras.
 
         The hysteresis advances once per new request: the state after the previous view's
@@ -763,7 +783,6 @@ class CacheMonitor:
             observed_cache_read_share=cache.cache_read_share if cache.sample_count > 0 else None,
             sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail, active_input_budget=active,
         )
-        plan = _candidates(snapshot, view, self._fingerprints)
         previous = self._previous_hashes(
             snapshot, last, decision.candidate_tail_tokens if before.stick_extended else None
         )

@@ -65,7 +65,9 @@ class PiSession:
     - `leaf_id`: id of the last entry in file order (None when there is none or it has no id);
     - `diagnostics`: the problems found;
     - `end_offset`: byte offset just past the last complete line read (where a torn tail starts);
-    - `last_line_no`: number of the last line read (0 before any).
+    - `last_line_no`: number of the last line read (0 before any);
+    - `identity`: a number shared by a reader and every frozen copy of it (`PiSessionReader.freeze`),
+      for per-session caches: the same file read by the same reader.
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -81,6 +83,7 @@ class PiSession:
         self.diagnostics = Diagnostics()
         self.end_offset = 0
         self.last_line_no = 0
+        self.identity = id(self)
 
     @property
     def session_id(self) -> str | None:
@@ -322,11 +325,16 @@ class PiSessionReader(PiSession):
         frozen.diagnostics = self.diagnostics.copy()
         frozen.end_offset = self.end_offset
         frozen.last_line_no = self.last_line_no
+        frozen.identity = self.identity
         return frozen
 
 
-class EntryPrefix(Sequence[Entry]):
-    """The first `length` entries of an append-only list, as a read-only sequence (O(1) to make)."""
+class EntryPrefix(Sequence[Any]):
+    """The first `length` items of an append-only list, as a read-only sequence (O(1) to make).
+
+    Used for a frozen session's entries and for the planner inputs' per-message columns: the
+    owner only ever appends to the list (or replaces it with a new one), so the prefix never
+    changes."""
 
     __slots__ = ("_items", "_length")
 
@@ -348,9 +356,12 @@ class EntryPrefix(Sequence[Entry]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Entry]:
-        items = self._items
-        for i in range(self._length):
-            yield items[i]
+        return iter(self._items[: self._length])
+
+    @property
+    def base(self) -> list[Entry]:
+        """The underlying append-only list (valid for indices below `len(self)`)."""
+        return self._items
 
     def __reversed__(self) -> Iterator[Entry]:
         items = self._items
