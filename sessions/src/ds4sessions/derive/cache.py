@@ -493,7 +493,8 @@ class CacheView:
     - `pricing_source`: where the current model's prices come from (data, dated);
     - `bridge_fixed_tokens`: system prompt + tool schema tokens (chars-v1, DS4 `fixedTokens`) of
       the newest request in the bridge's request metadata (None without metadata);
-      `bridge_requests`: metadata lines read; `bridge_matched`: history records matched to one.
+      `bridge_requests`: metadata lines read; `bridge_matched`: history records matched to one;
+    - `agent`: the agent whose session this is (`agents.base.AGENTS`).
 
     With request metadata (docs/bridge.md), a cold request whose reply and previous reply (same
     model) both have a line is explained from the fingerprints ("prefix changed at message N
@@ -513,6 +514,7 @@ class CacheView:
     bridge_fixed_tokens: int | None = None
     bridge_requests: int = 0
     bridge_matched: int = 0
+    agent: str = "pi"
 
     def state_at(self, now: float) -> CacheState:
         """The cache state at `now` (epoch seconds) with this view's expiring threshold."""
@@ -522,6 +524,7 @@ class CacheView:
         """JSON for `ds4tui cache --json`."""
         refresh = self.clock.refresh
         return {
+            "agent": self.agent,
             "model": self.model_key,
             "state": {
                 **self.state.to_json(),
@@ -668,6 +671,7 @@ class CacheMonitor:
             bridge_fixed_tokens=requests[-1].fixed_tokens if requests else None,
             bridge_requests=len(requests),
             bridge_matched=sum(1 for r in history.records if r.event.entry_id in matched),
+            agent=snapshot.agent,
         )
 
     def _request_log(self, session: PiSession) -> _RequestLog | None:

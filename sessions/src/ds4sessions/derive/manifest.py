@@ -273,6 +273,8 @@ class PlanView:
     version: int = 0
     supplements: tuple[SupplementalMessage, ...] = ()
     retrieval_pending: bool = False
+    agent: str = "pi"
+    """The agent whose session was planned (`agents.base.AGENTS`; from the snapshot)."""
     inputs: Any = field(default=None, repr=False, compare=False)
     """The `ds4sessions.derive.inputs.PlannerInputs` this plan was made from (None when built
     elsewhere): the cache-aware candidates and retrieval read the same inputs."""
@@ -361,6 +363,7 @@ class PlanView:
         planning = self.plan.planning.to_json()
         planning["durationMs"] = round(self.duration_ms, 3)
         out: dict[str, Any] = {
+            "agent": self.agent,
             "sessionId": self.session_id,
             "branchLeafId": self.leaf_id,
             "provider": self.profile.provider,

@@ -251,6 +251,7 @@ class LivePlanner:
             warnings=inputs.warnings,
             version=snapshot.version,
             supplements=supplements,
+            agent=snapshot.agent,
             inputs=inputs,
         )
 

@@ -88,7 +88,8 @@ class RetrievalView:
       pipeline applies it, see `LiveRetrieval.retrieve(final=False)`);
     - `committed_count`: entries the nominal plan sends (excluded from retrieval);
     - `max_tokens` (`maxRetrievedHistoryTokens`) and `selected_tokens` in estimator tokens;
-    - `sync`: what the index update did, `index_path` the database; timings in seconds.
+    - `sync`: what the index update did, `index_path` the database; timings in seconds;
+    - `agent`: the agent whose session this is (`agents.base.AGENTS`).
     """
 
     path: str
@@ -108,6 +109,7 @@ class RetrievalView:
     index_path: str
     retrieve_seconds: float
     plan_seconds: float
+    agent: str = "pi"
 
     @property
     def status(self) -> str:
@@ -123,6 +125,7 @@ class RetrievalView:
         """JSON for `ds4tui retrieve --json`: DS4's retrieval diagnostics (`result`), the rows,
         the injected evidence and the plan's outcome."""
         return {
+            "agent": self.agent,
             "path": self.path,
             "sessionId": self.session_id,
             "requestEntryId": self.request_entry_id,
@@ -277,6 +280,7 @@ class LiveRetrieval:
             index_path=str(index.path),
             retrieve_seconds=retrieve_seconds,
             plan_seconds=plan_seconds,
+            agent=snapshot.agent,
         )
 
 
