@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
@@ -59,6 +59,7 @@ from ds4core.retrieval import TaskDescriptor, current_request_text, describe_tas
 from ds4core.usage import Usage, is_valid_measurement, usage_of
 
 from ds4sessions.agents.pi.reader import EntryPrefix
+from ds4sessions.agents.pi.system import SystemReplay
 from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.manifest import _Columns
 
@@ -205,44 +206,9 @@ class _TokenCache:
         return out
 
 
-@dataclass
-class _SystemReplay:
-    """In-order replay of Pi 1.x `system` messages: prompt parts and active tools."""
-
-    content: str = ""
-    sections: dict[str, str] = field(default_factory=dict)
-    tools: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    seen: bool = False
-
-    def apply(self, message: Mapping[str, Any]) -> None:
-        self.seen = True
-        content = message.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, list):
-            text = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
-        else:
-            text = ""
-        if text:
-            self.content = text
-        sections = message.get("sections")
-        if isinstance(sections, Mapping):
-            for name, value in sections.items():
-                if value is None:
-                    self.sections.pop(name, None)
-                elif isinstance(value, str):
-                    self.sections[name] = value
-        for tool in message.get("toolsRemoved") or ():
-            if isinstance(tool, Mapping):
-                self.tools.pop(str(tool.get("name")), None)
-        for tool in message.get("toolsAdded") or ():
-            if isinstance(tool, Mapping):
-                self.tools[str(tool.get("name"))] = tool
-
-    @property
-    def prompt(self) -> str:
-        """The effective system prompt: `content`, then the sections in order, blank-line joined."""
-        return "\n\n".join(part for part in (self.content, *self.sections.values()) if part)
+class _SystemReplay(SystemReplay):
+    """Pi's system-message replay (`ds4sessions.agents.pi.system.SystemReplay`) plus the fixed
+    tokens of the result."""
 
     def rows(self) -> tuple[int, tuple[tuple[str, int], ...]]:
         """(system prompt tokens, ((tool name, tool tokens), ...)) after the messages replayed so

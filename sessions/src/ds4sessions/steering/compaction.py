@@ -48,6 +48,8 @@ from ds4sessions.agents.pi.context import (
 )
 from ds4sessions.agents.pi.entries import COMPACTION, CONTEXT_EDIT, Entry
 from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.agents.pi.system import content_text as _content_text
+from ds4sessions.agents.pi.system import current_system_message, system_prompt_text
 from ds4sessions.steering.writer import (
     QUIET_SECONDS,
     Draft,
@@ -303,57 +305,6 @@ def _find_cut_point(entries: list[_Projected], start: int, end: int, keep_recent
         return cut, -1, False
     turn = next((i for i in range(cut, start - 1, -1) if turn_start(entries[i])), -1)
     return cut, turn, turn != -1
-
-
-def current_system_message(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Pi's `getCurrentSystemMessage` (pi-ai transcript.js): replay every system message into one
-    (content joined by blank lines, sections patched by name, tools added/removed)."""
-    content: list[str] = []
-    sections: dict[str, str] = {}
-    tools: dict[str, Any] = {}
-    timestamp = None
-    for message in messages:
-        if message.get("role") != "system":
-            continue
-        if timestamp is None:
-            timestamp = message.get("timestamp")
-        text = _content_text(message.get("content"))
-        if text:
-            content.append(text)
-        for name, value in (message.get("sections") or {}).items():
-            if value is None:
-                sections.pop(name, None)
-            else:
-                sections[name] = value
-        for tool in message.get("toolsRemoved") or ():
-            tools.pop(tool.get("name"), None)
-        for tool in message.get("toolsAdded") or ():
-            tools[tool.get("name")] = tool
-    if timestamp is None and not tools:
-        return None
-    result: dict[str, Any] = {"role": "system", "content": "\n\n".join(content)}
-    if sections:
-        result["sections"] = sections
-    if tools:
-        result["toolsAdded"] = list(tools.values())
-    result["timestamp"] = timestamp if timestamp is not None else 0
-    return result
-
-
-def _content_text(content: Any, sep: str = "\n") -> str:
-    """pi-ai `contentText`: a string as is, else the text blocks joined by `sep`."""
-    if isinstance(content, str):
-        return content
-    return sep.join(b.get("text", "") for b in content or () if isinstance(b, Mapping) and b.get("type") == "text")
-
-
-def system_prompt_text(message: Mapping[str, Any] | None) -> str:
-    """pi-ai `getSystemMessageText`: content, then each section, non-empty parts joined by blank lines."""
-    if message is None:
-        return ""
-    parts = [_content_text(message.get("content"))]
-    parts += [v for v in (message.get("sections") or {}).values() if isinstance(v, str)]
-    return "\n\n".join(p for p in parts if p)
 
 
 def _file_ops(messages: Sequence[Mapping[str, Any]], read: set[str], edited: set[str]) -> None:
