@@ -54,7 +54,7 @@ from ds4core.cache_state import (
 )
 from ds4core.config import Ds4Config
 from ds4core.models import ModelInfo, ModelTable, Pricing
-from ds4core.planner import plan_managed_context
+from ds4core.planner import AtomicGrouper, ManagedContextPlan, plan_managed_context
 from ds4core.usage import usage_of
 
 from ds4sessions.bridge.channel import RequestMeta, channel_dir
@@ -447,29 +447,48 @@ class Fingerprints:
         self._known = {k: v for k, v in self._known.items() if k in keep}
 
 
+def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str]) -> CandidatePlan:
+    """`CandidatePlan.from_plan(plan)` for a plan of `PlannerInputs` (chars-v1 estimates): a
+    managed plan's sent messages are its selected items in order, whose `tokens` are already the
+    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated."""
+    if plan.mode != "managed" or len(plan.selected) != len(plan.messages):
+        return CandidatePlan.from_plan(plan, fingerprint=fingerprint)
+    selected_tokens = tuple(item.tokens for item in plan.selected)
+    return CandidatePlan(
+        managed=True,
+        message_hashes=tuple(map(fingerprint, plan.messages)),
+        message_tokens=selected_tokens,
+        fixed_tokens=plan.planning.fixed_tokens,
+        original_message_tokens=plan.planning.original_message_tokens,
+        recent_tail_token_limit=plan.planning.recent_tail_token_limit,
+        selected_tokens=sum(selected_tokens),
+    )
+
+
 def _candidates(
-    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint
+    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None
 ) -> Callable[[int | None], CandidatePlan]:
     """`plan(tail)`: DS4's planner on the inputs of the `LivePlanner` plan `view`
     (`view.inputs`: native messages and their estimates, fixed tokens, pins, calibrated budget
     and ceilings) with `cacheAwareTailTokens = tail`; `plan(None)` is `view`'s own nominal plan.
     Each tail is planned once per call of `_candidates` (the configured decision and the `auto`
-    what-if share it). Results are the numbers DS4's runtime reads."""
+    what-if share it); `grouper` is an `AtomicGrouper` kept between calls for a growing session
+    (same plans, regrouping only appended messages). Results are the numbers DS4's runtime reads."""
     inputs = view.inputs
-    nominal = CandidatePlan.from_plan(view.plan, fingerprint=fingerprint)
+    nominal = _candidate(view.plan, fingerprint)
     planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
         if tail is None:
             return nominal
         if tail not in planned:
-            planned[tail] = CandidatePlan.from_plan(
+            planned[tail] = _candidate(
                 plan_managed_context(
                     inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
                     config=inputs.config, pinned_message_indices=list(inputs.pins),
-                    native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail,
+                    native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
                 ),
-                fingerprint=fingerprint,
+                fingerprint,
             )
         return planned[tail]
 
@@ -591,6 +610,11 @@ class CacheMonitor:
         self._logs: dict[Path, _RequestLog] = {}
         self._bridge_changes: dict[tuple[Any, ...], PrefixChange | None] = {}
         self._fingerprints = Fingerprints()
+        # Kept groupings for the candidate plans (current context; previous request's context).
+        self._candidate_grouper = AtomicGrouper()
+        self._previous_grouper = AtomicGrouper()
+        self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
+        self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
 
     @property
     def configured_mode(self) -> str:
@@ -604,7 +628,7 @@ class CacheMonitor:
         the nominal plan failed, or the agent does not support DS4 planning)."""
         self._fingerprints.retain(snapshot.context.messages)
         session = snapshot.session
-        events = cache_events(session, snapshot.context.branch_entry_ids)
+        events = self._events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
         key = snapshot.model_key
         source = _table_source(self.models)
@@ -654,7 +678,7 @@ class CacheMonitor:
                 if self._planner is None:
                     self._planner = LivePlanner(self.config)
                 plan = self._planner.plan(snapshot)
-            candidates = _candidates(plan, self._fingerprints)
+            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper)
             decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
                 what_if = self._decision(snapshot, plan, candidates, last, "auto")
@@ -673,6 +697,29 @@ class CacheMonitor:
             bridge_matched=sum(1 for r in history.records if r.event.entry_id in matched),
             agent=snapshot.agent,
         )
+
+    def _events(self, session: PiSession, branch: Sequence[str | None]) -> list[CacheEvent]:
+        """`cache_events(session, branch)`, extending the previous view's events when `branch`
+        extends its branch (same reader): O(new entries) plus a C-level prefix comparison."""
+        previous = self._branch_events
+        if previous is not None:
+            identity, old_branch, old_events = previous
+            n = len(old_branch)
+            if identity == session.identity and len(branch) >= n and branch[:n] == old_branch:
+                events = old_events + cache_events(session, branch[n:])
+                self._branch_events = (identity, list(branch), events)
+                return events
+        events = cache_events(session, branch)
+        self._branch_events = (session.identity, list(branch), events)
+        return events
+
+    def _sent_context(self, session: PiSession, entry: Entry) -> SessionContext:
+        """The context a reply answered (`build_context` at its parent), memoised for the last
+        request: it only changes when a new request appears."""
+        key = (session.identity, entry.id, entry.parent_id)
+        if self._sent is None or self._sent[0] != key:
+            self._sent = (key, build_context(session, leaf_id=entry.parent_id))
+        return self._sent[1]
 
     def _request_log(self, session: PiSession) -> _RequestLog | None:
         """The session's request-metadata log, polled for new lines; None when the session has
@@ -718,7 +765,7 @@ class CacheMonitor:
             entry = snapshot.session.by_id.get(last.entry_id or "")
             unchanged = 0
             if entry is not None:
-                sent = build_context(snapshot.session, leaf_id=entry.parent_id)
+                sent = self._sent_context(snapshot.session, entry)
                 for left, right in zip(sent.messages, ctx.messages):
                     if not _same(left, right):
                         break
@@ -753,8 +800,8 @@ class CacheMonitor:
             return ()
         cache_key = (snapshot.session.identity, entry.id or "", tail)
         if cache_key not in self._previous_plans:
-            sent = replace(snapshot, context=build_context(snapshot.session, leaf_id=entry.parent_id))
-            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints)(tail).message_hashes
+            sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
+            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper)(tail).message_hashes
         return self._previous_plans[cache_key]
 
     def _decision(
