@@ -10,6 +10,7 @@ prints the same JSON through the same `map_json` / `dumps_map`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,7 @@ def main() -> None:
     snap = open_snapshot(path, models, exact=exact)
     sys.stdout.write(dumps_map(map_json(snap)) + "\n")
     sys.stdout.flush()
+    sys.stderr.flush()
+    # Nothing is left to clean up (no thread, no file open for writing): skip the interpreter's
+    # teardown, which frees every parsed object one by one (~10 % of a 50,000-turn open).
+    os._exit(0)
