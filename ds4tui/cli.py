@@ -143,36 +143,13 @@ def map_cmd(
     """Print the context map panel (categories, totals), or its numbers as JSON."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
-    from ds4tui.render import category_lines, overshoot_line, problem_lines, rows_json, summary_line
+    from ds4tui.mapjson import dumps_map, map_json
+    from ds4tui.render import category_lines, overshoot_line, problem_lines, summary_line
 
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
     if as_json:
-        prov = snap.provider
-        typer.echo(json.dumps({
-            "agent": snap.agent,
-            "path": str(snap.path),
-            "model": snap.model_key,
-            "contextWindow": snap.context_window,
-            "estimator": bd.counter,
-            "estimate": bd.estimate,
-            "unattributed": bd.unattributed,
-            "free": bd.free,
-            "provider": None if prov is None else {
-                "anchorEntryId": prov.anchor_entry_id, "promptTokens": prov.prompt_tokens,
-                "contextTokens": prov.context_tokens, "estimateAtAnchor": prov.estimate_at_anchor,
-                "ratio": prov.ratio, "laterMessages": prov.later_messages,
-            },
-            "systemInferred": snap.system_inferred,
-            "categories": rows_json(bd.rows),
-            "turns": [
-                {"index": t.index, "time": t.time.isoformat() if t.time else None, "prompt": t.prompt,
-                 "toolCalls": t.tool_calls, "tokens": t.tokens, "entryIds": list(t.entry_ids)}
-                for t in snap.turns
-            ],
-            "diagnostics": snap.reader.diagnostics.total,
-            "problems": problem_lines(snap),
-        }, indent=2, ensure_ascii=False))
+        typer.echo(dumps_map(map_json(snap)))
         return
     from rich.console import Console, Group
     from rich.panel import Panel

@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from ds4core.categories import Breakdown, CategoryRow
+from ds4tui.mapjson import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 from ds4tui.palette import COLOURS, FILLED
 from ds4tui.text import fmt_tokens, literal
 
@@ -62,27 +63,6 @@ def summary_line(estimate: int, provider: Any, counter: str) -> Text:
     else:
         text.append(" · provider —", style="dim")
     return text
-
-
-def rows_json(rows: list[CategoryRow]) -> list[dict[str, Any]]:
-    """Category rows as JSON-ready dicts (tokens as integers)."""
-    return [
-        {"id": r.id, "label": r.label, "tokens": r.tokens, "inferred": r.inferred,
-         "children": [{"name": n, "tokens": t} for n, t in r.children]}
-        for r in rows
-    ]
-
-
-def problem_lines(snap: Any) -> list[str]:
-    """Every problem worth a user's attention, one line each: the reader's diagnostics (with
-    line numbers), a torn last line, and the context builder's warnings (metadata leaf, unknown
-    entry types, cycles, unpaired tool calls)."""
-    lines: list[str] = []
-    summary = snap.reader.diagnostics.summary()
-    if summary != "no problems":
-        lines += summary.splitlines()
-    lines += [f"{w.kind}: {w.message}" for w in snap.context.warnings]
-    return lines
 
 
 def overshoot_line(estimate: int, provider: Any) -> Text | None:

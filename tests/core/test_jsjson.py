@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ds4core.jsjson import _stringify_exact  # the reference for the fast path
 from ds4core.jsjson import (
     UNDEFINED,
     js_property_order,
@@ -141,3 +144,34 @@ def test_utf16_len(text: str, length: int) -> None:
 )
 def test_round6_uses_javascript_math_round(value: float, rounded: float) -> None:
     assert round6(value) == rounded
+
+
+_JSON_KEYS = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["0", "1", "10", "01", "4294967294", "4294967295", "-1", "1.5", "\ud800", "a\udc00"]),
+)
+_JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.sampled_from([2**53 - 1, 2**53, -(2**53) + 1, -(2**53), 10**30]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12),
+    st.sampled_from(["\ud800", "\udfff", "\ud83d\ude00", "a\ud83d", "\udc00b", "\x00\x1f\x7f\u2028\u2029", "\"\\"]),
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(_JSON_KEYS, children, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_JSON_VALUES)
+def test_stringify_fast_path_equals_the_rules(value: object) -> None:
+    # The C-encoder path (issue 14) must write exactly what the rule-by-rule serialiser writes.
+    assert stringify(value) == _stringify_exact(value)

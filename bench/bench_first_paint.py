@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""First paint of the TUI (issue 14): process start → the context map drawn, on a large session.
+
+    uv run python bench/bench_first_paint.py [SESSION.jsonl] [--runs 5]
+
+Default session: `99-large.jsonl` from `$DS4TUI_SHARED`, `../shared` or `../../shared` (copied
+to bench/out/ first). Each run is a fresh process (`--child`) that imports the app, starts
+`Ds4App` headless (Textual's `run_test`, 160×50 cells; file watcher and DS4 retrieval off, so
+nothing is written) and waits until the pixel map holds the session's cells and a frame was
+drawn after that. Time is CLOCK_MONOTONIC (shared by all processes) from just before the
+parent starts the child to that moment: interpreter start, imports, reading the file, the
+chars-v1 snapshot and the paint. Prints the median, min and max; target ≤ 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def child(path: Path) -> None:
+    """In a fresh process: start the app, print CLOCK_MONOTONIC when the map is drawn."""
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4tui.app import Ds4App
+    from ds4tui.widgets.pixel_map import PixelMap
+
+    app = Ds4App(path, models=load_model_table(), watch=False, retrieval=False)
+
+    async def run() -> float:
+        async with app.run_test(size=(160, 50)) as pilot:
+            while True:
+                cells = app.query_one(PixelMap).cells
+                if app.snapshot is not None and any(c.category != "free" for c in cells):
+                    await pilot.pause()  # one more frame: the cells are on screen
+                    return time.monotonic()
+                await pilot.pause(0.005)
+
+    print(asyncio.run(run()))
+
+
+def main() -> int:
+    """Run `--runs` fresh children and print the first-paint times."""
+    from bench_cold import OUT, copy_of, large_session
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("session", nargs="?", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+    source = args.session or large_session()
+    if source is None:
+        print("bench_first_paint: 99-large.jsonl not found (set DS4TUI_SHARED or pass a file)", file=sys.stderr)
+        return 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = copy_of(source)
+    times = []
+    for _ in range(args.runs):
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, check=True)
+        times.append(float(out.stdout.strip().splitlines()[-1]) - start)
+    print(f"first paint {source.name}: median {statistics.median(times):.2f} s (min {min(times):.2f}, "
+          f"max {max(times):.2f}; {args.runs} runs; load {os.getloadavg()[0]:.2f}; target 0.5 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
