@@ -33,7 +33,8 @@ class CodexAgent:
     """OpenAI Codex CLI rollouts. Read-only (`CAPABILITIES.read_only_reason`).
 
     `context_window` overrides the recorded window for every reader made (tokens); the configured
-    window for the 95 % note comes from `$CODEX_HOME/config.toml`.
+    window for the 95 % note comes from the `config.toml` of the Codex home holding the rollout
+    (else `$CODEX_HOME`).
     """
 
     name = CODEX
@@ -52,4 +53,5 @@ class CodexAgent:
 
     def reader(self, path: Path) -> CodexReader:
         """A fresh incremental reader for `path`."""
-        return CodexReader(path, context_window=self.context_window, configured_window=discovery.configured_window())
+        home = discovery.home_of(path) or discovery.codex_home()
+        return CodexReader(path, context_window=self.context_window, configured_window=discovery.configured_window(home))

@@ -78,6 +78,15 @@ def thread_names(home: Path | None = None) -> dict[str, str]:
     return names
 
 
+def home_of(path: Path) -> Path | None:
+    """The Codex home holding `path` (the folder above its `sessions/` or `archived_sessions/`
+    ancestor), None when it is not under one."""
+    for parent in Path(path).resolve().parents:
+        if parent.name in ("sessions", "archived_sessions"):
+            return parent.parent
+    return None
+
+
 def configured_window(home: Path | None = None) -> int | None:
     """`model_context_window` from `<home>/config.toml` (tokens), None when absent or unreadable."""
     try:
