@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ds4sessions.agents.base import CODEX, SessionInfo
@@ -29,10 +30,21 @@ def looks_like_rollout(head: bytes) -> bool:
     return "type" not in row and isinstance(row.get("id"), str) and isinstance(row.get("timestamp"), str) and "instructions" in row
 
 
+WINDOW_ENV = "DS4TUI_CODEX_CONTEXT_WINDOW"
+"""Environment variable: a context window (tokens) that overrides the recorded `model_context_window`."""
+
+
+def window_override() -> int | None:
+    """`$DS4TUI_CODEX_CONTEXT_WINDOW` as a positive int (tokens), None when unset or invalid."""
+    raw = os.environ.get(WINDOW_ENV, "").replace("_", "").replace(",", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
 class CodexAgent:
     """OpenAI Codex CLI rollouts. Read-only (`CAPABILITIES.read_only_reason`).
 
-    `context_window` overrides the recorded window for every reader made (tokens); the configured
+    `context_window` overrides the recorded window for every reader made (tokens; default
+    `$DS4TUI_CODEX_CONTEXT_WINDOW`); the configured
     window for the 95 % note comes from the `config.toml` of the Codex home holding the rollout
     (else `$CODEX_HOME`).
     """
@@ -41,7 +53,7 @@ class CodexAgent:
     capabilities = CAPABILITIES
 
     def __init__(self, context_window: int | None = None) -> None:
-        self.context_window = context_window
+        self.context_window = context_window if context_window is not None else window_override()
 
     def discover(self) -> list[SessionInfo]:
         """Every rollout under `$CODEX_HOME` (sessions/ and archived_sessions/), newest first."""

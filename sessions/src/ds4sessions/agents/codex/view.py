@@ -190,15 +190,15 @@ def cache_json(conv: Conversation, at: float, retention: float | None = None) ->
     prompt = totals["inputTokens"] + totals["cacheReadTokens"] + totals["cacheWriteTokens"]
     last = conv.requests[-1] if conv.requests else None
     if last is None or last.timestamp is None:
-        state = {"words": "no requests", "reason": "no model request recorded yet", "ttlRecorded": False,
+        state = {"status": "none", "words": "no requests", "reason": "no model request recorded yet", "ttlRecorded": False,
                  "retentionSeconds": retention, "remainingSeconds": None, "label": None}
     elif retention is None:
-        state = {"words": "unknown", "reason": "OpenAI records no prompt-cache TTL in Codex rollouts; set "
+        state = {"status": "unknown", "words": "unknown", "reason": "OpenAI records no prompt-cache TTL in Codex rollouts; set "
                  f"{RETENTION_ENV} (seconds) for a typical countdown", "ttlRecorded": False,
                  "retentionSeconds": None, "remainingSeconds": None, "label": None}
     else:
         remaining = last.timestamp + retention - at
-        state = {"words": "warm (typical)" if remaining > 0 else "probably cold (typical)",
+        state = {"status": "warm" if remaining > 0 else "cold", "words": "warm (typical)" if remaining > 0 else "probably cold (typical)",
                  "reason": f"last request {max(at - last.timestamp, 0):.0f} s ago; retention {retention:.0f} s configured",
                  "ttlRecorded": False, "retentionSeconds": retention, "remainingSeconds": max(remaining, 0.0),
                  "label": "typical, not recorded"}
@@ -212,7 +212,7 @@ def cache_json(conv: Conversation, at: float, retention: float | None = None) ->
         "state": state,
         "pricingSource": f"openai-prices.json ({source.get('from')}, {source.get('date')})",
         "priceNote": None if priced else f"no price for {model or 'an unknown model'} in the OpenAI price table",
-        "history": {"records": records, "overallShare": (totals["cacheReadTokens"] / prompt) if prompt else None},
+        "history": {"requests": len(records), "records": records, "overallShare": (totals["cacheReadTokens"] / prompt) if prompt else None},
         "totals": totals,
         "costUsd": cost_total if priced and records else None,
     }
