@@ -53,7 +53,7 @@ class CodexAgent:
     capabilities = CAPABILITIES
 
     def __init__(self, context_window: int | None = None) -> None:
-        self.context_window = context_window if context_window is not None else window_override()
+        self.context_window = context_window
 
     def discover(self) -> list[SessionInfo]:
         """Every rollout under `$CODEX_HOME` (sessions/ and archived_sessions/), newest first."""
@@ -66,4 +66,5 @@ class CodexAgent:
     def reader(self, path: Path) -> CodexReader:
         """A fresh incremental reader for `path`."""
         home = discovery.home_of(path) or discovery.codex_home()
-        return CodexReader(path, context_window=self.context_window, configured_window=discovery.configured_window(home))
+        window = self.context_window if self.context_window is not None else window_override()
+        return CodexReader(path, context_window=window, configured_window=discovery.configured_window(home))
