@@ -252,6 +252,23 @@ def test_real_fork_counts_only_its_own_request() -> None:
     assert fork.title == "THINK-ONLY: in the fork, what is 17 times 3?"
 
 
+def test_real_fork_inherits_the_parents_history_without_its_requests() -> None:
+    # 0.171 keeps the parent's rows in the parent's file: forked_from_ordinal_exclusive = 38 (FORK:1)
+    reader = CodexAgent().reader(FORK)
+    reader.feed(iter_lines(FORK.read_bytes()))
+    fork = reader.conversation()
+    assert fork.extra["inherited"] == {"parent": "01a2346f-feba-7773-bb08-ef2cfc95dbfe", "ordinalExclusive": 38,
+                                       "path": str(PARENT), "rows": 38}
+    users = [m["content"][0]["text"] for m in fork.messages if m["role"] == "user"]
+    assert users == ["LIST-FILES: what files are in this directory?", "READ-NOTES: show me notes.txt",
+                     "THINK-ONLY: in the fork, what is 17 times 3?"]
+    (request,) = fork.requests  # the parent's 4 token_count rows are replay, not requests
+    assert fork.extra["forkReplayedTokenRows"] == 4
+    assert request.usage.prompt_tokens + request.usage.output == 10_604 == fork.extra["contextTokens"]
+    assert fork.entries == 14 and fork.extra["eventTypes"]["token_count"] == 1
+    assert request.message_index == 14  # the reply starts after the fork's own prompt
+
+
 def test_fork_replay_of_the_parent_is_not_counted_twice() -> None:
     # old-style fork file (ccusage #1349/#1369): own meta, parent's meta + its token_count rows, own meta again
     rows = [meta("child", forked_from_id="parent"), meta("parent"),

@@ -67,4 +67,5 @@ class CodexAgent:
         """A fresh incremental reader for `path`."""
         home = discovery.home_of(path) or discovery.codex_home()
         window = self.context_window if self.context_window is not None else window_override()
-        return CodexReader(path, context_window=window, configured_window=discovery.configured_window(home))
+        return CodexReader(path, context_window=window, configured_window=discovery.configured_window(home),
+                           find_thread=lambda thread: discovery.find_thread(thread, home))

@@ -60,6 +60,14 @@ def rollout_files(home: Path | None = None) -> list[Path]:
     return list(found.values())
 
 
+def find_thread(thread_id: str, home: Path | None = None) -> Path | None:
+    """The rollout of thread `thread_id` under `home` (its file name ends with the id), or None."""
+    for path in rollout_files(home):
+        if path.stem.endswith(thread_id):
+            return path
+    return None
+
+
 def thread_names(home: Path | None = None) -> dict[str, str]:
     """Thread id → name from `session_index.jsonl` (later lines win); {} when absent or unreadable."""
     path = (home or codex_home()) / "session_index.jsonl"

@@ -47,7 +47,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, percent_left, window_note
@@ -170,8 +170,11 @@ class CodexReader:
     O(messages kept + requests); message bodies of compacted history are dropped.
     """
 
-    def __init__(self, path: Path, *, context_window: int | None = None, configured_window: int | None = None) -> None:
+    def __init__(self, path: Path, *, context_window: int | None = None, configured_window: int | None = None,
+                 find_thread: Callable[[str], Path | None] | None = None) -> None:
         self.path = Path(path)
+        self.find_thread = find_thread
+        self.inherited: dict[str, Any] | None = None
         self.window_override = context_window
         self.configured_window = configured_window
         self.entries = 0
@@ -320,6 +323,7 @@ class CodexReader:
                 self._messages.insert(0, {"role": "system", "content": self.system_text})
                 self._meta.insert(0, MessageMeta(entry_id=own, source="session_meta.base_instructions"))
                 self._last_input_index = len(self._messages)
+            self._inherit(p)
             return
         if own is not None and own == self.thread_id:
             if self._foreign is not None:
@@ -328,6 +332,46 @@ class CodexReader:
         # another thread's meta inside this file: a fork's replayed parent segment
         self._foreign = own or "?"
         self.row_types["replayed_session_meta"] += 1
+
+    def _inherit(self, p: Mapping[str, Any]) -> None:
+        """A 0.171 fork (`forked_from_id` + `forked_from_ordinal_exclusive`) starts from the parent's
+        rows before that ordinal, which stay in the parent's file (paginated history). Read them
+        as a replayed segment: their messages are the fork's context, their token rows are the
+        parent's (not counted again; they set the cumulative baseline)."""
+        parent, upto = _str(p.get("forked_from_id")), p.get("forked_from_ordinal_exclusive")
+        if parent is None or not isinstance(upto, int) or self.find_thread is None:
+            return
+        path = self.find_thread(parent)
+        self.inherited = {"parent": parent, "ordinalExclusive": upto, "path": str(path) if path else None, "rows": 0}
+        if path is None:
+            self._diag("fork_parent_missing", f"forked from {parent}, whose rollout was not found: inherited history unknown")
+            return
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            self._diag("fork_parent_missing", f"parent rollout {path} unreadable: {error}")
+            return
+        self._foreign = parent
+        for line_no, offset, raw in iter_lines(data):
+            try:
+                ordinal = json.loads(raw).get("ordinal")
+            except (ValueError, AttributeError):
+                continue
+            if not isinstance(ordinal, int) or ordinal >= upto:
+                break
+            self.inherited["rows"] += 1
+            self._line_inherited(line_no, offset, raw)
+        self._foreign = None
+
+    def _line_inherited(self, line_no: int, offset: int, raw: bytes) -> None:
+        row = json.loads(raw)
+        if not isinstance(row, dict) or row.get("type") == "session_meta":
+            return
+        saved = self.entries, Counter(self.row_types), Counter(self.event_types), Counter(self.item_types)
+        self._line(line_no, offset, raw)
+        # the parent's rows are not this file's entries
+        self.entries, self.row_types, self.event_types, self.item_types = saved
+        self.row_types["inherited"] += 1
 
     def _turn_context(self, p: Mapping[str, Any], when: float | None) -> None:
         model = _str(p.get("model"))
@@ -643,6 +687,7 @@ class CodexReader:
             "opaque": {"items": self.opaque_items, "encryptedBytes": self.opaque_bytes},
             "spawnedAgents": list(self.spawned),
             "forkReplayedTokenRows": self.replayed_rows,
+            "inherited": self.inherited,
             "rowTypes": dict(self.row_types),
             "eventTypes": dict(self.event_types),
             "itemTypes": dict(self.item_types),

@@ -97,8 +97,11 @@ def problems(conv: Conversation) -> list[str]:
     items, size = opaque_in_context(conv)
     if items:
         lines.append(f"{items} encrypted item(s) in the context, {size:,} bytes: opaque, not in the estimate")
-    if extra.get("forkedFrom"):
-        lines.append(f"forked from thread {extra['forkedFrom']}: the history it inherited is in the parent's rollout")
+    inherited = extra.get("inherited") or {}
+    if inherited.get("path"):
+        lines.append(f"forked from thread {extra['forkedFrom']}: {inherited['rows']} inherited rows read from {inherited['path']}")
+    elif extra.get("forkedFrom"):
+        lines.append(f"forked from thread {extra['forkedFrom']}: the history it inherited is in the parent's rollout (not found)")
     if extra.get("windowNote"):
         lines.append(str(extra["windowNote"]))
     return lines
