@@ -48,6 +48,18 @@ def _codex(path: Path, command: str, **options: bool) -> bool:
     return codex_dispatch(command, path, **options)
 
 
+def _codex_open(path: Path) -> bool:
+    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
+    from ds4tui.commands.codex import codex_agent_for
+
+    if codex_agent_for(path) is None:
+        return False
+    from ds4tui.codex_app import CodexApp
+
+    CodexApp(path).run()
+    return True
+
+
 ConfigOption = Annotated[
     Optional[Path], typer.Option("--config", help="A DS4 configuration file used instead of the user's and project's")
 ]
@@ -78,6 +90,8 @@ def open_cmd(
             path, demo = demo_session_path(), True
     else:
         path = session_file(path)
+        if _codex_open(path):
+            return
     _run_tui(path, demo, config)
 
 
