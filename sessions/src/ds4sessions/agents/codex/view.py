@@ -107,9 +107,16 @@ def problems(conv: Conversation) -> list[str]:
     return lines
 
 
-def map_json(conv: Conversation, *, exact: bool = True) -> dict[str, Any]:
-    """The `map --json` object for a Codex conversation (see module doc)."""
-    ledger = TokenLedger(Cl100kCounter() if exact else CharsV1Counter(), codex_parts)
+def new_ledger(exact: bool = True) -> TokenLedger:
+    """A token ledger for Codex messages (cl100k or chars-v1, `codex_parts` split); keep one per
+    live session so unchanged messages are not counted again."""
+    return TokenLedger(Cl100kCounter() if exact else CharsV1Counter(), codex_parts)
+
+
+def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None) -> dict[str, Any]:
+    """The `map --json` object for a Codex conversation (see module doc). `ledger` (from
+    `new_ledger`) memoises counts across calls; a fresh one is made when None."""
+    ledger = ledger or new_ledger(exact)
     extra = conv.extra
     context = extra.get("contextTokens")
     entry_ids = [m.entry_id for m in conv.meta]
