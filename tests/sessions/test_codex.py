@@ -266,6 +266,7 @@ def test_real_fork_inherits_the_parents_history_without_its_requests() -> None:
     assert fork.extra["forkReplayedTokenRows"] == 4
     assert request.usage.prompt_tokens + request.usage.output == 10_604 == fork.extra["contextTokens"]
     assert fork.entries == 14 and fork.extra["eventTypes"]["token_count"] == 1
+    assert fork.title == "THINK-ONLY: in the fork, what is 17 times 3?"
     assert request.message_index == 14  # the reply starts after the fork's own prompt
 
 
@@ -365,6 +366,8 @@ def test_registry_and_recognition() -> None:
     assert looks_like_rollout(MAIN.read_bytes()[:65536])
     assert not looks_like_rollout(b'{"type":"session","version":3,"id":"x"}\n')
     assert not looks_like_rollout(b"garbage")
+    assert looks_like_rollout(MAIN.read_bytes()[:4096])  # the 21,825-byte first line cut by the head
+    assert not looks_like_rollout(b'{"timestamp":"x","type":"response_item","payload":{"a":"' + b"x" * 5000)
     assert CodexAgent().capabilities.steering is False and "only reads" in CodexAgent().capabilities.read_only_reason
     assert CodexAgent().capabilities.cache_ttl_recorded is False and CodexAgent().capabilities.ds4_plan is False
 

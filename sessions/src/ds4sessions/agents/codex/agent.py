@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from ds4sessions.agents.base import CODEX, SessionInfo
@@ -17,11 +18,13 @@ def looks_like_rollout(head: bytes) -> bool:
     `RolloutLine`/`SessionMetaLine`), or a pre-2025-09 bare meta line `{id, timestamp, instructions}`."""
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
-    first = head.lstrip().split(b"\n", 1)[0]
+    head = head.lstrip()
+    first, newline, _ = head.partition(b"\n")
     try:
         row = json.loads(first)
     except ValueError:
-        return False
+        # a first line longer than the head (long base instructions): judge by its opening keys
+        return not newline and _META_START.match(first[:512]) is not None
     if not isinstance(row, dict):
         return False
     payload = row.get("payload")
@@ -38,6 +41,10 @@ def window_override() -> int | None:
     """`$DS4TUI_CODEX_CONTEXT_WINDOW` as a positive int (tokens), None when unset or invalid."""
     raw = os.environ.get(WINDOW_ENV, "").replace("_", "").replace(",", "")
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+_META_START = re.compile(rb'^\{\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*(?:"ordinal"\s*:\s*\d+\s*,\s*)?"type"\s*:\s*"session_meta"')
+"""How a rollout's first line starts (`RolloutLine`: timestamp, 0.171's ordinal, then the item's type)."""
 
 
 class CodexAgent:

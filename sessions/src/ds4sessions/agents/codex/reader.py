@@ -367,10 +367,10 @@ class CodexReader:
         row = json.loads(raw)
         if not isinstance(row, dict) or row.get("type") == "session_meta":
             return
-        saved = self.entries, Counter(self.row_types), Counter(self.event_types), Counter(self.item_types)
+        saved = self.entries, Counter(self.row_types), Counter(self.event_types), Counter(self.item_types), self.title
         self._line(line_no, offset, raw)
-        # the parent's rows are not this file's entries
-        self.entries, self.row_types, self.event_types, self.item_types = saved
+        # the parent's rows are not this file's entries, nor its title
+        self.entries, self.row_types, self.event_types, self.item_types, self.title = saved
         self.row_types["inherited"] += 1
 
     def _turn_context(self, p: Mapping[str, Any], when: float | None) -> None:
