@@ -73,9 +73,24 @@ def test_cache_prices_a_known_model(tmp_path: Path) -> None:
     path.write_text(text)
     data = run_json("cache", "--json", str(path))
     first = data["history"]["records"][0]
+    # no config.toml next to it: the catalog window (272,000) is the configured one; 190,000 recorded is not 95 % of it
+    mapped = run_json("map", "--json", str(path))
+    assert (mapped["configuredWindow"], mapped["windowNote"]) == (None, None)
     # gpt-5.4: $2.50 / M input, $0.25 / M cached, $15 / M output (openai-prices.json)
     assert first["catalogUsd"] == pytest.approx((9939 * 2.5 + 131 * 15) / 1e6)
     assert data["priceNote"] is None and data["costUsd"] == pytest.approx(sum(r["catalogUsd"] for r in data["history"]["records"]))
+
+
+def test_window_note_from_the_catalog(tmp_path: Path) -> None:
+    # gpt-5.4 lists 272,000 tokens; Codex records 258,400 (openai/codex #40095)
+    text = MAIN.read_text().replace('"model":"gpt-5-codex"', '"model":"gpt-5.4"').replace(
+        '"model_context_window":190000', '"model_context_window":258400')
+    path = tmp_path / "rollout-2026-12-02T01-10-23-x.jsonl"
+    path.write_text(text)
+    data = run_json("map", "--json", str(path))
+    assert (data["contextWindow"], data["configuredWindow"], data["configuredWindowSource"]) == (258_400, 272_000, "openai-prices.json")
+    assert "95% of the configured 272,000" in data["windowNote"]
+    assert data["percentLeft"] == 100
 
 
 def test_context_json_messages() -> None:

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from ds4core.categories import breakdown, message_parts
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4sessions.agents.base import Conversation, Request
+from ds4sessions.agents.codex.tokens import usable_window, window_note
 
 RETENTION_ENV = "DS4TUI_CODEX_CACHE_RETENTION"
 """Environment variable: the prompt-cache retention (seconds) to assume for Codex sessions."""
@@ -127,6 +128,13 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
          "children": [{"name": n, "tokens": t} for n, t in r.children]}
         for r in bd.rows
     ]
+    configured, note = extra.get("configuredWindow"), extra.get("windowNote")
+    configured_source = "config.toml" if configured else None
+    if configured is None:
+        catalog = (price_for(conv.model) or {}).get("contextWindow")
+        if isinstance(catalog, int) and usable_window(catalog) == extra.get("recordedWindow"):
+            configured, configured_source = catalog, "openai-prices.json"
+            note = window_note(extra.get("recordedWindow"), catalog)
     turns = []
     for i, turn in enumerate(extra.get("turns") or ()):
         turns.append({"index": i, "turnId": turn.get("turnId"), "model": turn.get("model"), "effort": turn.get("effort"),
@@ -142,8 +150,9 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         "effort": extra.get("effort"),
         "contextWindow": conv.context_window,
         "recordedWindow": extra.get("recordedWindow"),
-        "configuredWindow": extra.get("configuredWindow"),
-        "windowNote": extra.get("windowNote"),
+        "configuredWindow": configured,
+        "configuredWindowSource": configured_source,
+        "windowNote": note,
         "estimator": bd.counter,
         "estimate": bd.estimate,
         "unattributed": bd.unattributed,
