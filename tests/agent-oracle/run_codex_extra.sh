@@ -7,7 +7,7 @@ set -eu
 W=${W:-/tmp/w12-agents}
 D=$(cd "$(dirname "$0")" && pwd)
 DEPS=${DEPS:-$W/deps}
-export W D CODEX=$DEPS/node_modules/.bin/codex
+export W D PAUSE_AFTER_FIRST=${PAUSE_AFTER_FIRST:-0} CODEX=$DEPS/node_modules/.bin/codex
 rm -rf "$W/cx-home" "$W/proj-codex" "$W/logs-extra" "$W/out-extra"
 mkdir -p "$W/cx-home" "$W/proj-codex" "$W/logs-extra" "$W/home"
 unshare -n bash -c 'ip link set lo up; bash "$D/run_codex_extra_inner.sh"'

@@ -39,6 +39,7 @@ cd "$P"
 cx() { local name=$1; shift; echo "== codex $name: $*" >&2
   timeout 120 "$CODEX" "$@" < /dev/null > "$L/codex-$name.out" 2> "$L/codex-$name.err"; echo "   rc=$?" >&2; }
 cx 1-list exec --skip-git-repo-check "LIST-FILES: what files are in this directory?"
+sleep "${PAUSE_AFTER_FIRST:-0}"  # time to open ds4tui on the new rollout (live test in tmux)
 cx 2-read exec --skip-git-repo-check resume --last "READ-NOTES: show me notes.txt"
 PARENT=$(find "$CH/sessions" -name 'rollout-*.jsonl' | sort | head -1)
 PID=$(head -1 "$PARENT" | python3 -c "import json,sys; print(json.load(sys.stdin)['payload']['id'])")
