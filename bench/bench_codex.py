@@ -5,7 +5,7 @@
 The rollout is synthetic: the real sample MAIN (tests/fixtures/codex/sample) with its turn rows
 (MAIN:23-38, one READ-NOTES turn: 2 requests) repeated `turns` times, totals advanced so no row
 is a re-emit. Prints medians: whole read (feed + conversation()), conversation() alone,
-map_json (chars-v1, fresh ledger), and one appended turn with a kept reader and ledger.
+map_json (chars-v1, fresh `MapState`), and one appended turn with the kept reader and state.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def main() -> None:
         t1 = time.perf_counter()
         conv = reader.conversation()
         t2 = time.perf_counter()
-        ledger = view.new_ledger(exact=False)
-        view.map_json(conv, ledger=ledger)
+        state = view.MapState(exact=False)
+        view.map_json(conv, state=state)
         t3 = time.perf_counter()
         base = body.count(b"\n")
         reader.feed([(base + i + 1, 0, raw) for i, raw in enumerate(last_turn)])
-        view.map_json(reader.conversation(), ledger=ledger)
+        view.map_json(reader.conversation(), state=state)
         t4 = time.perf_counter()
         whole.append(t1 - t0)
         conv_only.append(t2 - t1)

@@ -90,7 +90,7 @@ class CodexApp(App[None]):
         self.reader = agent.reader(self.path)
         self.updates = 0
         self.rendered: Group | None = None
-        self.ledger: Any = None
+        self.map_state: Any = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -114,9 +114,9 @@ class CodexApp(App[None]):
         self.reader.feed([(line.line_no, line.offset, line.raw) for line in batch.lines])
         conv = self.reader.conversation()
         at = conv.extra.get("lastTime") or 0.0
-        if self.ledger is None:
-            self.ledger = view.new_ledger(exact=False)
-        renderable = render_view(view.map_json(conv, ledger=self.ledger), view.cache_json(conv, at, view.configured_retention()),
+        if self.map_state is None:
+            self.map_state = view.MapState(exact=False)
+        renderable = render_view(view.map_json(conv, state=self.map_state), view.cache_json(conv, at, view.configured_retention()),
                                  conv.capabilities.read_only_reason)
         self.rendered = renderable
         self.query_one("#codex-view", Static).update(renderable)

@@ -413,3 +413,15 @@ def test_shared_rollouts_match_the_fixture_copies(shared_dir: Path) -> None:
         shared = read_rollout(root / path.name, configured_window=200_000).conversation()
         local = read_rollout(path, configured_window=200_000).conversation()
         assert shared.requests == local.requests and shared.extra["contextTokens"] == local.extra["contextTokens"]
+
+
+def test_map_state_append_equals_a_fresh_map() -> None:
+    from ds4sessions.agents.codex import view
+
+    state = view.MapState(exact=False)
+    reader = CodexReader(MAIN)
+    items = iter_lines(MAIN.read_bytes())
+    for cut in (16, 40, 68, 69, 73, 90, len(items)):  # across the compaction (MAIN:69) too
+        reader.feed(items[reader.entries:cut])
+        conv = reader.conversation()
+        assert view.map_json(conv, state=state) == view.map_json(conv, exact=False)

@@ -20,7 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Mapping
 
-from ds4core.categories import breakdown, message_parts
+from ds4core.categories import Attribution, attribute, compose_breakdown, message_parts
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4sessions.agents.base import Conversation, Request
 from ds4sessions.agents.codex.tokens import usable_window, window_note
@@ -75,15 +75,18 @@ def _usage_json(request: Request) -> dict[str, int]:
 
 
 def opaque_in_context(conv: Conversation) -> tuple[int, int]:
-    """(items, bytes) of encrypted content (reasoning, remote compaction) in the current context."""
+    """(items, bytes) of encrypted content (reasoning, remote compaction) in the current context:
+    the messages whose `MessageMeta.opaque` is set, sized by their `opaqueBytes`. O(messages)."""
     items = size = 0
-    for message in conv.messages:
-        found = message.get("opaqueBytes") or sum(
-            b.get("opaqueBytes", 0) for b in message.get("content") or () if isinstance(b, Mapping)
-        ) if isinstance(message.get("content"), list) else message.get("opaqueBytes") or 0
-        if found:
-            items += 1
-            size += int(found)
+    for message, meta in zip(conv.messages, conv.meta):
+        if not meta.opaque:
+            continue
+        items += 1
+        found = message.get("opaqueBytes") or 0
+        for block in message.get("content") or ():
+            if type(block) is dict:
+                found += block.get("opaqueBytes", 0)
+        size += int(found)
     return items, size
 
 
@@ -114,14 +117,41 @@ def new_ledger(exact: bool = True) -> TokenLedger:
     return TokenLedger(Cl100kCounter() if exact else CharsV1Counter(), codex_parts)
 
 
-def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None) -> dict[str, Any]:
-    """The `map --json` object for a Codex conversation (see module doc). `ledger` (from
-    `new_ledger`) memoises counts across calls; a fresh one is made when None."""
-    ledger = ledger or new_ledger(exact)
+class MapState:
+    """What `map_json` keeps between calls on one live session: the token ledger, and the last
+    attribution with the message objects it covered, so an append counts only the new messages
+    (`ds4core.categories.attribute(previous=...)`). A compaction or rollback (a changed prefix)
+    starts over."""
+
+    def __init__(self, exact: bool = True) -> None:
+        self.ledger = new_ledger(exact)
+        self.messages: tuple[Mapping[str, Any], ...] = ()
+        self.attribution: Attribution | None = None
+
+    def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None]) -> Attribution:
+        """The attribution of `messages`, extending the previous one when it covers a prefix."""
+        old = self.messages
+        previous = self.attribution
+        if previous is None or len(old) > len(messages) or any(a is not b for a, b in zip(old, messages)):
+            previous = None
+        self.attribution = attribute(messages, entry_ids, self.ledger, previous)
+        self.messages = messages
+        return self.attribution
+
+
+def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None,
+             state: MapState | None = None) -> dict[str, Any]:
+    """The `map --json` object for a Codex conversation (see module doc). `state` (a `MapState`
+    kept per live session) makes an append O(new messages); `ledger` alone memoises counts; a
+    fresh ledger is made when both are None."""
     extra = conv.extra
     context = extra.get("contextTokens")
     entry_ids = [m.entry_id for m in conv.meta]
-    bd = breakdown(conv.messages, entry_ids, ledger, context_window=conv.context_window, provider_tokens=context)
+    if state is not None:
+        attribution = state.attribute(conv.messages, entry_ids)
+    else:
+        attribution = attribute(conv.messages, entry_ids, ledger or new_ledger(exact))
+    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context)
     anchor = conv.last_request
     rows = [
         {"id": r.id, "label": r.label, "tokens": r.tokens, "inferred": r.inferred,
