@@ -203,13 +203,17 @@ def test_subagent_linked_to_the_spawn_call() -> None:
     parent = read_rollout(MAIN).conversation()
     child = read_rollout(SUB).conversation()
     assert child.session_id == SUB_ID and child.parent == MAIN_ID  # keyed by id, not session_id (= root)
-    assert child.extra["subagent"] == {"parentThreadId": MAIN_ID, "depth": 1, "nickname": "Linnaeus", "role": None}
+    assert child.extra["subagent"] == {"parentThreadId": MAIN_ID, "depth": 1, "nickname": "Linnaeus", "role": None,
+                                       "spawnCallId": None}  # no way to find the parent without find_thread
     (spawned,) = parent.extra["spawnedAgents"]
     assert spawned["agentId"] == SUB_ID and spawned["nickname"] == "Linnaeus"
     call_ids = [json.loads(line)["payload"].get("call_id") for line in lines_of(MAIN)
                 if b'"name": "spawn_agent"' in line or b'"name":"spawn_agent"' in line]
     assert spawned["callId"] == call_ids[0]
     assert child.extra["contextTokens"] == 7_341 and len(child.requests) == 2  # SUB:18
+    linked = CodexAgent().reader(SUB)  # finds MAIN in the same Codex home
+    linked.feed(iter_lines(SUB.read_bytes()))
+    assert linked.conversation().extra["subagent"]["spawnCallId"] == spawned["callId"]
 
 
 def test_incremental_feed_equals_whole_read() -> None:

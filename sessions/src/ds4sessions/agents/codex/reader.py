@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,9 @@ class CodexDiagnostic:
         shown = f" — {json.dumps(self.excerpt, ensure_ascii=False)}" if self.excerpt is not None else ""
         return f"{where}{self.message}{shown}"
 
+
+SPAWN_LOOKUP_SECONDS = 10.0
+"""Seconds between two searches of the parent's rollout for a subagent's spawn call."""
 
 MAX_KEPT_DIAGNOSTICS = 200
 """Diagnostics kept for display (all are counted in `extra["diagnosticCounts"]`)."""
@@ -175,6 +179,8 @@ class CodexReader:
         self.path = Path(path)
         self.find_thread = find_thread
         self.inherited: dict[str, Any] | None = None
+        self._spawn_call_id: str | None = None
+        self._spawn_lookup = float("-inf")
         self.window_override = context_window
         self.configured_window = configured_window
         self.entries = 0
@@ -635,6 +641,35 @@ class CodexReader:
         self.codex_estimate = None
         self._items_since_request = 0
 
+    def _spawn_call(self, parent: str | None) -> str | None:
+        """The parent's `spawn_agent` call that made this subagent thread: the `function_call_output`
+        in the parent's rollout whose `agent_id` is this thread's id (codex-format.md §4, MAIN:49).
+        Looked up through `find_thread`, at most once per `SPAWN_LOOKUP_SECONDS` until found."""
+        if self._spawn_call_id is not None or parent is None or self.find_thread is None or self.thread_id is None:
+            return self._spawn_call_id
+        now = time.monotonic()
+        if now - self._spawn_lookup < SPAWN_LOOKUP_SECONDS:
+            return None
+        self._spawn_lookup = now
+        path = self.find_thread(parent)
+        try:
+            data = path.read_bytes() if path is not None else b""
+        except OSError:
+            return None
+        needle = self.thread_id.encode()
+        for raw in data.splitlines():
+            if needle not in raw or b"function_call_output" not in raw:
+                continue
+            try:
+                p = _map(json.loads(raw).get("payload"))
+                output = json.loads(p.get("output")) if isinstance(p.get("output"), str) else p.get("output")
+            except (ValueError, AttributeError):
+                continue
+            if _map(output).get("agent_id") == self.thread_id:
+                self._spawn_call_id = _str(p.get("call_id"))
+                break
+        return self._spawn_call_id
+
     # ---------------------------------------------------------------- results
 
     def _anchor_index(self) -> int | None:
@@ -704,7 +739,8 @@ class CodexReader:
         if spawn:
             parent = _str(spawn.get("parent_thread_id")) or _str(meta.get("parent_thread_id"))
             extra["subagent"] = {"parentThreadId": parent, "depth": spawn.get("depth"),
-                                 "nickname": _str(spawn.get("agent_nickname")), "role": _str(spawn.get("agent_role"))}
+                                 "nickname": _str(spawn.get("agent_nickname")), "role": _str(spawn.get("agent_role")),
+                                 "spawnCallId": self._spawn_call(parent)}
         elif parent is None and isinstance(meta.get("parent_thread_id"), str):
             parent = meta["parent_thread_id"]
         return Conversation(
