@@ -317,6 +317,19 @@ def test_remote_compaction_is_opaque_and_labelled() -> None:
     assert "opaque" in last["content"][0]["text"]
 
 
+def test_recorded_dynamic_tools_count_as_tools() -> None:
+    spec = {"name": "lookup", "namespace": "crm", "description": "Find a customer", "defer_loading": False,
+            "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    conv = feed([meta(dynamic_tools=[spec])]).conversation()
+    system = conv.messages[0]
+    assert system["toolsAdded"] == [{"name": "crm.lookup", "description": "Find a customer",
+                                     "parameters": spec["input_schema"]}]
+    assert conv.extra["toolsRecorded"] == ["crm.lookup"]
+    from ds4core.categories import message_parts
+    assert [(c, child) for c, child, _ in message_parts(system)] == [("system_prompt", None), ("tools", "crm.lookup")]
+    assert read_rollout(MAIN).conversation().extra["toolsRecorded"] == []  # 0.171 exec records none
+
+
 def test_turn_context_model_and_effort_per_turn() -> None:
     rows = [meta(), {"type": "turn_context", "timestamp": "2026-12-02T00:00:00Z",
                      "payload": {"turn_id": "a", "model": "gpt-5.4", "effort": "high"}},

@@ -14,8 +14,10 @@ What it builds (rules from codex-format.md, checked in codex-rs):
   is opaque: counted in bytes, flagged in `MessageMeta.opaque`); `function_call`,
   `custom_tool_call`, `local_shell_call`, `web_search_call` → `toolCall` blocks; their outputs →
   `toolResult` with the tool name. Items with `metadata.compaction_output` (the summary written
-  before `compacted`) are not added twice. Tool definitions are not in 0.171 rollouts: `extra`
-  lists the tool names seen, labelled inferred.
+  before `compacted`) are not added twice. Tool definitions: `session_meta.dynamic_tools` (client-injected
+  `DynamicToolSpec`s, protocol.rs `SessionMeta`) are recorded and become the system message's
+  `toolsAdded`; Codex's built-in tools are not in the rollout: `extra["toolsInferred"]` lists
+  the tool names called, labelled inferred.
 - **Compaction**: a `compacted` row replaces the context by its `replacement_history`
   (codex-rs core `compact.rs`: the history is rebuilt from it); without one (older Codex), the
   earlier user messages plus the summary. A `compaction` / `compaction_summary` item holds a
@@ -179,6 +181,7 @@ class CodexReader:
         self.path = Path(path)
         self.find_thread = find_thread
         self.inherited: dict[str, Any] | None = None
+        self.tools_recorded: list[str] = []
         self._spawn_call_id: str | None = None
         self._spawn_lookup = float("-inf")
         self.window_override = context_window
@@ -325,8 +328,17 @@ class CodexReader:
             self.system_text = _str(_map(base).get("text")) if isinstance(base, Mapping) else _str(base)
             if self.system_text is None:
                 self.system_text = _str(p.get("instructions"))
-            if self.system_text:
-                self._messages.insert(0, {"role": "system", "content": self.system_text})
+            tools = [
+                {"name": ".".join(x for x in (_str(t.get("namespace")), _str(t.get("name"))) if x) or "?",
+                 "description": t.get("description"), "parameters": t.get("input_schema")}
+                for t in p.get("dynamic_tools") or () if isinstance(t, Mapping)
+            ] if isinstance(p.get("dynamic_tools"), list) else []
+            self.tools_recorded = [t["name"] for t in tools]
+            if self.system_text or tools:
+                system: dict[str, Any] = {"role": "system", "content": self.system_text or ""}
+                if tools:
+                    system["toolsAdded"] = tools
+                self._messages.insert(0, system)
                 self._meta.insert(0, MessageMeta(entry_id=own, source="session_meta.base_instructions"))
                 self._last_input_index = len(self._messages)
             self._inherit(p)
@@ -716,6 +728,7 @@ class CodexReader:
             "compactionCalls": sorted(self._compaction_calls),
             "rateLimits": self.rate_limits,
             "rateLimitRows": self.rate_limit_rows,
+            "toolsRecorded": list(self.tools_recorded),
             "toolsInferred": {"names": dict(self.tools_seen),
                               "note": "Codex does not record tool definitions in the rollout; names are the tools called, "
                                       "their definitions' tokens are inside the provider's count (unattributed)"},

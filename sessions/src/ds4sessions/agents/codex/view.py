@@ -195,6 +195,7 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
             "anchorEntryId": anchor.entry_id, "promptTokens": anchor.usage.prompt_tokens, "contextTokens": context,
         },
         "systemInferred": False,
+        "toolsRecorded": extra.get("toolsRecorded"),
         "toolsInferred": extra.get("toolsInferred"),
         "opaque": {"inContext": dict(zip(("items", "encryptedBytes"), opaque_in_context(conv))),
                    "inFile": extra.get("opaque"),
