@@ -357,16 +357,23 @@ def test_rollback_drops_the_last_turns() -> None:
     assert [m["content"][0]["text"] for m in conv.messages if m["role"] == "user"] == ["one"]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(
-    st.binary(max_size=60),
-    st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                 lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
-                     st.sampled_from(["type", "payload", "info", "id", "role", "content", "total_token_usage",
-                                      "last_token_usage", "replacement_history", "call_id", "output", "summary",
-                                      "encrypted_content", "num_turns", "input_tokens", "forked_from_id", "source"]),
-                     kids, max_size=4), max_leaves=12).map(lambda v: (json.dumps(v) + "\n").encode()),
-), max_size=12))
+KEYS = st.sampled_from(["type", "payload", "info", "id", "role", "content", "total_token_usage", "last_token_usage",
+                        "replacement_history", "call_id", "output", "summary", "encrypted_content", "num_turns",
+                        "input_tokens", "forked_from_id", "source", "ordinal", "forked_from_ordinal_exclusive"])
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | st.sampled_from(
+    ["session_meta", "response_item", "compacted", "event_msg", "token_count", "message", "reasoning", "function_call",
+     "function_call_output", "compaction", "thread_rolled_back", "turn_context", "user", "assistant", "developer"])
+
+
+def _nest(children: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(children, max_size=3) | st.dictionaries(KEYS, children, max_size=4)
+
+
+JSON_ROWS = st.recursive(SCALARS, _nest, max_leaves=12).map(lambda v: (json.dumps(v) + "\n").encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=60), JSON_ROWS), max_size=12))
 def test_reader_never_raises(lines: list[bytes]) -> None:
     reader = CodexReader(Path("rollout-fuzz.jsonl"))
     reader.feed([(i + 1, 0, raw) for i, raw in enumerate([(json.dumps(meta()) + "\n").encode(), *lines])])
