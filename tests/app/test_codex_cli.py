@@ -38,6 +38,8 @@ def test_map_json_on_a_rollout() -> None:
     assert data["compactions"][0]["tokensBefore"] == 10_948
     assert data["opaque"]["inContext"] == {"items": 2, "encryptedBytes": 54}
     assert data["diagnostics"] == 0
+    # config.toml: model_auto_compact_token_limit = 1,000,000 (set back after the forced compaction); 90 % of 200,000 wins
+    assert data["autoCompact"]["limit"] == 180_000 and data["autoCompact"]["setting"] == 1_000_000
 
 
 def test_window_override(monkeypatch: pytest.MonkeyPatch) -> None:

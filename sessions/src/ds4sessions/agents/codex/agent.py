@@ -75,4 +75,5 @@ class CodexAgent:
         home = discovery.home_of(path) or discovery.codex_home()
         window = self.context_window if self.context_window is not None else window_override()
         return CodexReader(path, context_window=window, configured_window=discovery.configured_window(home),
+                           auto_compact_limit=discovery.configured("model_auto_compact_token_limit", home),
                            find_thread=lambda thread: discovery.find_thread(thread, home))

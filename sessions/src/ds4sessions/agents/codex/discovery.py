@@ -95,14 +95,20 @@ def home_of(path: Path) -> Path | None:
     return None
 
 
-def configured_window(home: Path | None = None) -> int | None:
-    """`model_context_window` from `<home>/config.toml` (tokens), None when absent or unreadable."""
+def configured(key: str, home: Path | None = None) -> int | None:
+    """A positive integer setting of `<home>/config.toml` (e.g. "model_context_window",
+    "model_auto_compact_token_limit", tokens), None when absent, invalid or unreadable."""
     try:
         data = tomllib.loads(((home or codex_home()) / "config.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    value = data.get("model_context_window")
+    value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def configured_window(home: Path | None = None) -> int | None:
+    """`model_context_window` from `<home>/config.toml` (tokens), None when absent or unreadable."""
+    return configured("model_context_window", home)
 
 
 def _head_facts(head: bytes) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
-from ds4sessions.agents.codex.tokens import RawUsage, percent_left, window_note
+from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
 
 CAPABILITIES = Capabilities(
     ds4_plan=False,
@@ -172,14 +172,17 @@ class CodexReader:
     `feed(lines)` takes complete lines `(line_no, byte_offset, raw_bytes)`; `conversation()`
     returns the frozen `Conversation` after everything fed. `context_window` overrides the
     recorded `model_context_window` (tokens); `configured_window` is the full window configured
-    in `config.toml` or a model catalog (tokens), used only for the 95 % note. Memory is
+    in `config.toml` or a model catalog (tokens), used for the 95 % note and the auto-compaction
+    limit with `auto_compact_limit` (`model_auto_compact_token_limit`, tokens); `find_thread`
+    maps a thread id to its rollout (a fork's parent, a subagent's parent). Memory is
     O(messages kept + requests); message bodies of compacted history are dropped.
     """
 
     def __init__(self, path: Path, *, context_window: int | None = None, configured_window: int | None = None,
-                 find_thread: Callable[[str], Path | None] | None = None) -> None:
+                 find_thread: Callable[[str], Path | None] | None = None, auto_compact_limit: int | None = None) -> None:
         self.path = Path(path)
         self.find_thread = find_thread
+        self.auto_compact_setting = auto_compact_limit
         self.inherited: dict[str, Any] | None = None
         self.tools_recorded: list[str] = []
         self._spawn_call_id: str | None = None
@@ -725,6 +728,7 @@ class CodexReader:
             "windowOverride": self.window_override,
             "configuredWindow": self.configured_window,
             "windowNote": window_note(self.recorded_window, self.configured_window),
+            "autoCompact": auto_compact(self.auto_compact_setting, self.configured_window),
             "compactionCalls": sorted(self._compaction_calls),
             "rateLimits": self.rate_limits,
             "rateLimitRows": self.rate_limit_rows,

@@ -127,3 +127,17 @@ def window_note(recorded: int | None, configured: int | None) -> str | None:
         return (f"Codex records {recorded:,} tokens: {EFFECTIVE_CONTEXT_WINDOW_PERCENT}% of the configured "
                 f"{configured:,} (effective_context_window_percent, codex-rs TurnContext::model_context_window)")
     return f"Codex records a {recorded:,}-token window; {configured:,} is configured"
+
+
+def auto_compact(setting: int | None, configured_window: int | None) -> dict[str, Any] | None:
+    """When Codex compacts on its own (tokens): `min(setting, 90 % of the full window)`, or
+    either alone (codex-rs/protocol/src/openai_models.rs `ModelInfo::auto_compact_token_limit`:
+    `context_window × 9 / 10`, capped by `model_auto_compact_token_limit`). Codex compares it
+    with its own running count, which adds local growth since the last usage (openai/codex
+    #43648), so it can fire before the displayed context reaches it. None when neither is known."""
+    ninety = configured_window * 9 // 10 if configured_window else None
+    limits = [v for v in (setting, ninety) if v]
+    if not limits:
+        return None
+    return {"limit": min(limits), "setting": setting, "ninetyPercentOfWindow": ninety,
+            "note": "Codex compares this with its own running count (last usage + local growth), not the displayed context"}

@@ -191,6 +191,7 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         "contextState": extra.get("contextState"),
         "codexEstimate": extra.get("codexEstimate"),
         "percentLeft": extra.get("percentLeft"),
+        "autoCompact": extra.get("autoCompact"),
         "provider": None if anchor is None or context is None else {
             "anchorEntryId": anchor.entry_id, "promptTokens": anchor.usage.prompt_tokens, "contextTokens": context,
         },
