@@ -380,6 +380,9 @@ def test_reader_never_raises(lines: list[bytes]) -> None:
     conv = reader.conversation()
     assert len(conv.messages) == len(conv.meta)
     json.dumps(conv.extra)  # JSON-safe
+    from ds4sessions.agents.codex import view
+
+    json.dumps([view.map_json(conv, exact=False), view.cache_json(conv, 0.0, 300.0), view.context_json(conv)])
 
 
 # ------------------------------------------------------------------ discovery and recognition
