@@ -69,6 +69,25 @@ def demo_session_path() -> Path:
 
 
 
+def _codex(path: Path, command: str, **options: bool) -> bool:
+    """Codex rollouts: `command` handled by `ds4tui.commands.codex` (True), else False (Pi)."""
+    from ds4tui.commands.codex import codex_dispatch
+
+    return codex_dispatch(command, path, **options)
+
+
+def _codex_open(path: Path) -> bool:
+    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
+    from ds4tui.commands.codex import codex_agent_for
+
+    if codex_agent_for(path) is None:
+        return False
+    from ds4tui.codex_app import CodexApp
+
+    CodexApp(path).run()
+    return True
+
+
 ConfigOption = Annotated[
     Optional[Path], typer.Option("--config", help="A DS4 configuration file used instead of the user's and project's")
 ]
@@ -99,6 +118,8 @@ def open_cmd(
             path, demo = demo_session_path(), True
     else:
         path = session_file(path)
+        if _codex_open(path):
+            return
     _run_tui(path, demo, config)
 
 
@@ -141,6 +162,8 @@ def map_cmd(
     exact: Annotated[bool, typer.Option("--exact/--fast", help="cl100k counts (default) or chars-v1")] = True,
 ) -> None:
     """Print the context map panel (categories, totals), or its numbers as JSON."""
+    if _codex(path, "map", as_json=as_json, exact=exact):
+        return
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
     from ds4tui.mapjson import dumps_map, map_json
@@ -175,6 +198,8 @@ def context_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the only format)")] = True,
 ) -> None:
     """Print the context Pi builds from PATH, in the shape of Pi's own `<name>.context.json`."""
+    if _codex(path, "context"):
+        return
     from ds4sessions.agents.pi.context import build_context
     from ds4sessions.agents.pi.reader import read_session
 

@@ -45,6 +45,10 @@ def cache_cmd(
     now: Annotated[bool, typer.Option("--now", help="State at the current time (default: the last entry's time)")] = False,
 ) -> None:
     """Show the prompt cache of PATH: state, history, misses with causes, DS4's decision."""
+    from ds4tui.commands.codex import codex_dispatch
+
+    if codex_dispatch("cache", path, as_json=as_json, now=now):
+        return
     from ds4sessions.derive.cache import cache_view
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.derive.ds4config import load_ds4_config

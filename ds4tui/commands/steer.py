@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ds4tui.commands import session_file
+from ds4tui.commands.codex import refuse_steering
 
 from ds4tui.text import literal
 
@@ -55,6 +56,7 @@ def pin_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused
 
     session_file(path)
+    refuse_steering(path)
     try:
         result = pin(path, entry_id, clear=clear, note=note, journal=Journal(), force=force)
     except WriteRefused as err:
@@ -77,6 +79,7 @@ def collapse_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     session_file(path)
+    refuse_steering(path)
     state = read_state(path)
     try:
         plan = plan_collapse(state, turns, _model(state.session))
@@ -131,6 +134,7 @@ def compact_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     session_file(path)
+    refuse_steering(path)
     state = read_state(path)
     model = _model(state.session)
     try:

@@ -1,0 +1,298 @@
+"""JSON views of a Codex `Conversation` for `ds4tui map|cache|context --json` (agent "codex").
+
+Shapes follow the Pi commands where the facts exist (`contextWindow`, `estimate`, `categories`,
+`provider`, `turns`, `diagnostics`, `problems` for map; `history`, `state` for cache) and add
+the Codex facts: Codex's own context count and "% left" (`tokens.percent_left`), the window note,
+rate limits, opaque bytes. Token counts: cl100k (`ds4core.tokens.Cl100kCounter`) or chars-v1.
+
+Prices: `ds4core/data/openai-prices.json` (USD per million tokens; source and date inside,
+made by scripts/make_openai_prices.py). A model without a price gets `costUsd: null` and a note.
+Cache: OpenAI records no TTL (`Capabilities.cache_ttl_recorded` False); a countdown is given only
+for a retention the user configures (`$DS4TUI_CODEX_CACHE_RETENTION`, seconds), labelled
+"typical, not recorded".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from importlib import resources
+from typing import Any, Mapping
+
+from ds4core.categories import Attribution, attribute, compose_breakdown, message_parts
+from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
+from ds4sessions.agents.base import Conversation, Request
+from ds4sessions.agents.codex.tokens import usable_window, window_note
+
+RETENTION_ENV = "DS4TUI_CODEX_CACHE_RETENTION"
+"""Environment variable: the prompt-cache retention (seconds) to assume for Codex sessions."""
+
+
+def codex_parts(message: Mapping[str, Any]) -> list[tuple[str, str | None, Any]]:
+    """`ds4core.categories.message_parts`, with the reader's `ds4Category` override applied
+    (e.g. Codex's compaction summary, written as a user message, counts as "compaction")."""
+    parts = message_parts(message)
+    override = message.get("ds4Category") if isinstance(message, Mapping) else None
+    if isinstance(override, str):
+        return [(override, None, payload) for _, _, payload in parts]
+    return parts
+
+
+@cache
+def price_table() -> dict[str, Any]:
+    """The bundled OpenAI price table (`source`, `models`), read once."""
+    text = resources.files("ds4core").joinpath("data", "openai-prices.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def price_for(model: str | None) -> Mapping[str, Any] | None:
+    """Prices of `model` (USD per million tokens), None when the table has none. A provider
+    prefix (`openai/`) is ignored."""
+    if not model:
+        return None
+    return price_table()["models"].get(model.split("/")[-1])
+
+
+def request_cost(request: Request, prices: Mapping[str, Any] | None) -> float | None:
+    """USD for one request at list prices (uncached input, cached input, cache write, output;
+    the tier above `inputTokensAbove` prompt tokens when listed), None without prices."""
+    if prices is None:
+        return None
+    u = request.usage
+    rates = prices
+    for tier in prices.get("tiers") or ():
+        if isinstance(tier, Mapping) and u.prompt_tokens > tier.get("inputTokensAbove", 1 << 62):
+            rates = tier
+    return (u.input * rates.get("input", 0) + u.cache_read * rates.get("cacheRead", 0)
+            + u.cache_write * rates.get("cacheWrite", 0) + u.output * rates.get("output", 0)) / 1e6
+
+
+def _usage_json(request: Request) -> dict[str, int]:
+    u = request.usage
+    return {"input": u.input, "cacheRead": u.cache_read, "cacheWrite": u.cache_write, "output": u.output,
+            "reasoning": u.reasoning}
+
+
+def opaque_in_context(conv: Conversation) -> tuple[int, int]:
+    """(items, bytes) of encrypted content (reasoning, remote compaction) in the current context:
+    the messages whose `MessageMeta.opaque` is set, sized by their `opaqueBytes`. O(messages)."""
+    items = size = 0
+    for message, meta in zip(conv.messages, conv.meta):
+        if not meta.opaque:
+            continue
+        items += 1
+        found = message.get("opaqueBytes") or 0
+        for block in message.get("content") or ():
+            if type(block) is dict:
+                found += block.get("opaqueBytes", 0)
+        size += int(found)
+    return items, size
+
+
+def problems(conv: Conversation) -> list[str]:
+    """One line per thing worth the user's attention: diagnostics, unknown types, opaque content."""
+    lines = [str(d) for d in conv.diagnostics]
+    extra = conv.extra
+    if extra.get("contextState") == "unknown after compaction":
+        est = extra.get("codexEstimate")
+        lines.append("context unknown right after a compaction until the next request"
+                     + (f" (Codex's own estimate: {est:,} tokens)" if est else ""))
+    items, size = opaque_in_context(conv)
+    if items:
+        lines.append(f"{items} encrypted item(s) in the context, {size:,} bytes: opaque, not in the estimate")
+    inherited = extra.get("inherited") or {}
+    if inherited.get("path"):
+        lines.append(f"forked from thread {extra['forkedFrom']}: {inherited['rows']} inherited rows read from {inherited['path']}")
+    elif extra.get("forkedFrom"):
+        lines.append(f"forked from thread {extra['forkedFrom']}: the history it inherited is in the parent's rollout (not found)")
+    if extra.get("windowNote"):
+        lines.append(str(extra["windowNote"]))
+    return lines
+
+
+def new_ledger(exact: bool = True) -> TokenLedger:
+    """A token ledger for Codex messages (cl100k or chars-v1, `codex_parts` split); keep one per
+    live session so unchanged messages are not counted again."""
+    return TokenLedger(Cl100kCounter() if exact else CharsV1Counter(), codex_parts)
+
+
+class MapState:
+    """What `map_json` keeps between calls on one live session: the token ledger, and the last
+    attribution with the message objects it covered, so an append counts only the new messages
+    (`ds4core.categories.attribute(previous=...)`). A compaction or rollback (a changed prefix)
+    starts over."""
+
+    def __init__(self, exact: bool = True) -> None:
+        self.ledger = new_ledger(exact)
+        self.messages: tuple[Mapping[str, Any], ...] = ()
+        self.attribution: Attribution | None = None
+
+    def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None]) -> Attribution:
+        """The attribution of `messages`, extending the previous one when it covers a prefix."""
+        old = self.messages
+        previous = self.attribution
+        if previous is None or len(old) > len(messages) or any(a is not b for a, b in zip(old, messages)):
+            previous = None
+        self.attribution = attribute(messages, entry_ids, self.ledger, previous)
+        self.messages = messages
+        return self.attribution
+
+
+def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None,
+             state: MapState | None = None) -> dict[str, Any]:
+    """The `map --json` object for a Codex conversation (see module doc). `state` (a `MapState`
+    kept per live session) makes an append O(new messages); `ledger` alone memoises counts; a
+    fresh ledger is made when both are None."""
+    extra = conv.extra
+    context = extra.get("contextTokens")
+    entry_ids = [m.entry_id for m in conv.meta]
+    if state is not None:
+        attribution = state.attribute(conv.messages, entry_ids)
+    else:
+        attribution = attribute(conv.messages, entry_ids, ledger or new_ledger(exact))
+    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context)
+    anchor = conv.last_request
+    rows = [
+        {"id": r.id, "label": r.label, "tokens": r.tokens, "inferred": r.inferred,
+         "children": [{"name": n, "tokens": t} for n, t in r.children]}
+        for r in bd.rows
+    ]
+    configured, note = extra.get("configuredWindow"), extra.get("windowNote")
+    configured_source = "config.toml" if configured else None
+    if configured is None:
+        catalog = (price_for(conv.model) or {}).get("contextWindow")
+        if isinstance(catalog, int) and usable_window(catalog) == extra.get("recordedWindow"):
+            configured, configured_source = catalog, "openai-prices.json"
+            note = window_note(extra.get("recordedWindow"), catalog)
+    turns = []
+    for i, turn in enumerate(extra.get("turns") or ()):
+        turns.append({"index": i, "turnId": turn.get("turnId"), "model": turn.get("model"), "effort": turn.get("effort"),
+                      "time": turn.get("time")})
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "sessionId": conv.session_id,
+        "title": conv.title,
+        "cwd": conv.cwd,
+        "parent": conv.parent,
+        "model": conv.model,
+        "effort": extra.get("effort"),
+        "contextWindow": conv.context_window,
+        "recordedWindow": extra.get("recordedWindow"),
+        "configuredWindow": configured,
+        "configuredWindowSource": configured_source,
+        "windowNote": note,
+        "estimator": bd.counter,
+        "estimate": bd.estimate,
+        "unattributed": bd.unattributed,
+        "free": bd.free,
+        "contextTokens": context,
+        "contextState": extra.get("contextState"),
+        "codexEstimate": extra.get("codexEstimate"),
+        "percentLeft": extra.get("percentLeft"),
+        "autoCompact": extra.get("autoCompact"),
+        "provider": None if anchor is None or context is None else {
+            "anchorEntryId": anchor.entry_id, "promptTokens": anchor.usage.prompt_tokens, "contextTokens": context,
+        },
+        "systemInferred": False,
+        "toolsRecorded": extra.get("toolsRecorded"),
+        "toolsInferred": extra.get("toolsInferred"),
+        "opaque": {"inContext": dict(zip(("items", "encryptedBytes"), opaque_in_context(conv))),
+                   "inFile": extra.get("opaque"),
+                   "note": "encrypted reasoning / remote compaction: opaque; bytes counted, not tokenised"},
+        "categories": rows,
+        "turns": turns,
+        "compactions": [{"entryId": c.entry_id, "time": c.timestamp, "kind": c.kind, "tokensBefore": c.tokens_before,
+                         "opaque": c.opaque} for c in conv.compactions],
+        "rateLimits": extra.get("rateLimits"),
+        "spawnedAgents": extra.get("spawnedAgents"),
+        "rowTypes": extra.get("rowTypes"),
+        "eventTypes": extra.get("eventTypes"),
+        "diagnostics": sum((extra.get("diagnosticCounts") or {}).values()),
+        "problems": problems(conv),
+    }
+
+
+def cache_json(conv: Conversation, at: float, retention: float | None = None) -> dict[str, Any]:
+    """The `cache --json` object: per-request cached share and cost, totals counting each request
+    once, and the cache state (a countdown only with a configured `retention` in seconds)."""
+    records = []
+    totals = {"requests": 0, "inputTokens": 0, "cacheReadTokens": 0, "cacheWriteTokens": 0, "outputTokens": 0}
+    cost_total = 0.0
+    priced = True
+    compaction_calls = set(conv.extra.get("compactionCalls") or ())
+    for r in conv.requests:
+        prices = price_for(r.model or conv.model)
+        cost = request_cost(r, prices)
+        if cost is None:
+            priced = False
+        else:
+            cost_total += cost
+        share = r.usage.cache_read_share
+        records.append({"number": r.index + 1, "entryId": r.entry_id, "time": r.timestamp, "model": r.model,
+                        "share": share, "usage": _usage_json(r), "catalogUsd": cost,
+                        "compactionCall": r.index in compaction_calls})
+        totals["requests"] += 1
+        totals["inputTokens"] += r.usage.input
+        totals["cacheReadTokens"] += r.usage.cache_read
+        totals["cacheWriteTokens"] += r.usage.cache_write
+        totals["outputTokens"] += r.usage.output
+    prompt = totals["inputTokens"] + totals["cacheReadTokens"] + totals["cacheWriteTokens"]
+    last = conv.requests[-1] if conv.requests else None
+    if last is None or last.timestamp is None:
+        state = {"status": "none", "words": "no requests", "reason": "no model request recorded yet", "ttlRecorded": False,
+                 "retentionSeconds": retention, "remainingSeconds": None, "label": None}
+    elif retention is None:
+        state = {"status": "unknown", "words": "unknown", "reason": "OpenAI records no prompt-cache TTL in Codex rollouts; set "
+                 f"{RETENTION_ENV} (seconds) for a typical countdown", "ttlRecorded": False,
+                 "retentionSeconds": None, "remainingSeconds": None, "label": None}
+    else:
+        remaining = last.timestamp + retention - at
+        state = {"status": "warm" if remaining > 0 else "cold", "words": "warm (typical)" if remaining > 0 else "probably cold (typical)",
+                 "reason": f"last request {max(at - last.timestamp, 0):.0f} s ago; retention {retention:.0f} s configured",
+                 "ttlRecorded": False, "retentionSeconds": retention, "remainingSeconds": max(remaining, 0.0),
+                 "label": "typical, not recorded"}
+    model = conv.model
+    source = price_table()["source"]
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "at": at,
+        "model": model,
+        "state": state,
+        "pricingSource": f"openai-prices.json ({source.get('from')}, {source.get('date')})",
+        "priceNote": None if priced else f"no price for {model or 'an unknown model'} in the OpenAI price table",
+        "history": {"requests": len(records), "records": records, "overallShare": (totals["cacheReadTokens"] / prompt) if prompt else None},
+        "totals": totals,
+        "costUsd": cost_total if priced and records else None,
+    }
+
+
+def context_json(conv: Conversation) -> dict[str, Any]:
+    """The `context --json` object: the messages the model saw after the last compaction
+    (Pi-shaped), with their neutral meta, plus the model and window."""
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "sessionId": conv.session_id,
+        "model": conv.model,
+        "provider": conv.provider,
+        "contextWindow": conv.context_window,
+        "messageCount": len(conv.messages),
+        "messages": list(conv.messages),
+        "meta": [{"entryId": m.entry_id, "category": m.category, "tool": m.tool, "opaque": m.opaque, "source": m.source}
+                 for m in conv.meta],
+        "compactions": len(conv.compactions),
+        "diagnostics": [str(d) for d in conv.diagnostics],
+    }
+
+
+def configured_retention() -> float | None:
+    """`$DS4TUI_CODEX_CACHE_RETENTION` as seconds (> 0), None when unset or invalid."""
+    raw = os.environ.get(RETENTION_ENV)
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        return None
+    return value if value is not None and value > 0 else None
