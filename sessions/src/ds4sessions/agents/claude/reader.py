@@ -14,7 +14,8 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 - `message.diagnostics.cache_miss_reason.type` → `Request.miss_reason`. Claude Code 2.1.197 copies
   the API's `diagnostics` into the row when the API returns it (checked with the agent-oracle
   fake: tests/fixtures/claude/*-diagnostics.jsonl); anthropics/claude-code #87966.
-- The context is the chain from the leaf (`last-prompt.leafUuid`, else the last main-chain row)
+- The context is the chain from the leaf (`last-prompt.leafUuid` when it is the newest row, else
+  the last main-chain row: a live turn's rows come after the previous turn's `last-prompt`)
   up through `parentUuid`; when it reaches a `compact_boundary` the context starts there: the
   `isCompactSummary` row, then `compactMetadata.preservedMessages.uuids` (they sit before the
   boundary in the file), then the rest of the chain (§4, §7; MAIN:38–39).
@@ -137,6 +138,8 @@ class _State:
     replies: dict[str, _Reply] = field(default_factory=dict)
     reply_order: list[str] = field(default_factory=list)
     leaf: str | None = None
+    leaf_line: int = 0
+    last_main_line: int = 0
     last_main_uuid: str | None = None
     title: str | None = None
     first_prompt: str | None = None
@@ -210,6 +213,7 @@ class ClaudeReader:
         if kind == "last-prompt":
             if isinstance(row.get("leafUuid"), str):
                 s.leaf = row["leafUuid"]
+                s.leaf_line = line_no
             return
         if kind in ("ai-title", "summary", "custom-title"):
             title = row.get("aiTitle") or row.get("title") or row.get("summary") or row.get("customTitle")
@@ -234,6 +238,7 @@ class ClaudeReader:
         sidechain = row.get("isSidechain") is True
         if not sidechain or s.agent_id:
             s.last_main_uuid = uuid
+            s.last_main_line = line_no
         message = row.get("message") if isinstance(row.get("message"), dict) else None
         if kind == "user" and s.first_prompt is None and message and not row.get("isMeta") and not row.get("isCompactSummary"):
             content = message.get("content")
@@ -277,7 +282,9 @@ class ClaudeReader:
     def _chain(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, int]:
         """Rows from the context start to the leaf, the last compact_boundary on it, missing parents."""
         s = self._s
-        leaf = s.leaf if s.leaf in s.by_uuid else s.last_main_uuid
+        # the last `last-prompt.leafUuid` when no main-chain row came after it (a turn in progress
+        # is newer than the previous turn's last-prompt), else the last main-chain row
+        leaf = s.leaf if s.leaf in s.by_uuid and s.leaf_line > s.last_main_line else s.last_main_uuid
         chain: list[dict[str, Any]] = []
         seen: set[str] = set()
         missing = 0
