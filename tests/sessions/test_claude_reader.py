@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import SHARED, SKIP_NO_SHARED
 
-FIX = Path(__file__).parent / "fixtures" / "claude"
+FIX = Path(__file__).parents[1] / "fixtures" / "claude"
 MAIN_REL = "sessions-claude/projects/-home-dev-proj-claude/af1a7763-5fb1-49c2-9069-d33ceb06acd6.jsonl"
 
 

@@ -15,7 +15,7 @@ from ds4sessions.agents.claude.reader import read_transcript
 from ds4sessions.agents.claude.views import cache_report, context_map, context_messages
 from tests.conftest import SHARED, SKIP_NO_SHARED
 
-FIX = Path(__file__).parent / "fixtures" / "claude"
+FIX = Path(__file__).parents[1] / "fixtures" / "claude"
 SAMPLE = "sessions-claude/projects/-home-dev-proj-claude/af1a7763-5fb1-49c2-9069-d33ceb06acd6.jsonl"
 SAMPLE_CTX = "sessions-claude/af1a7763-5fb1-49c2-9069-d33ceb06acd6.claude-context.md"
 B_ENV = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30"}

@@ -17,7 +17,7 @@ from ds4sessions.agents.claude.discovery import config_roots, discover
 from ds4sessions.agents.registry import agent_for_path
 from ds4tui.cli import app
 
-FIX = Path(__file__).parent / "fixtures" / "claude"
+FIX = Path(__file__).parents[1] / "fixtures" / "claude"
 MAIN = FIX / "manual-compact-diagnostics.jsonl"
 runner = CliRunner()
 
