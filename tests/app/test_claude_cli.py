@@ -117,3 +117,9 @@ def test_discovery_roots_and_sessions(tmp_path: Path) -> None:
     (b / "sessions" / "999999999.json").write_text(json.dumps({"sessionId": main.session_id}))
     assert not next(i for i in discover(env, tmp_path / "home", now=old + 10_000) if i.parent is None).live
     assert next(i for i in discover(env, tmp_path / "home", now=old + 5) if i.parent is None).live
+
+
+def test_open_prints_the_map_instead_of_a_broken_pi_dashboard() -> None:
+    result = run("open", str(MAIN))
+    assert result.exit_code == 0
+    assert "tokens until autocompact" in result.stdout and "claude-code (read-only)" in result.stdout

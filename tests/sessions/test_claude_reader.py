@@ -230,3 +230,21 @@ def test_reader_never_raises(lines: list[bytes]) -> None:
 
     context_map(conv, {})
     cache_report(conv)
+
+
+def test_incremental_feed_equals_whole_read() -> None:
+    path = FIX / "autocompact-diagnostics.jsonl"
+    whole = read_transcript(path)
+    reader = ClaudeReader(path)
+    raw = path.read_bytes().splitlines(keepends=True)
+    offset = 0
+    for i in range(0, len(raw), 7):  # as a tailer would, a few lines at a time
+        chunk = []
+        for j, line in enumerate(raw[i:i + 7], i + 1):
+            chunk.append((j, offset, line))
+            offset += len(line)
+        reader.feed(chunk)
+        reader.conversation()
+    inc = reader.conversation()
+    assert inc.requests == whole.requests and list(inc.messages) == list(whole.messages)
+    assert inc.last_request is not None and inc.last_request.usage.prompt_tokens == whole.last_request.usage.prompt_tokens
