@@ -163,3 +163,27 @@ def test_context_messages_is_what_the_model_saw() -> None:
     assert data["messages"][0]["role"] == "compactionSummary"
     assert len(data["messages"]) == len(data["meta"]) == data["messageCount"]
     json.dumps(data)
+
+
+def test_right_after_a_compaction_the_fixed_part_comes_from_the_first_request() -> None:
+    if SHARED is None:
+        pytest.skip(SKIP_NO_SHARED)
+    lines = (SHARED / SAMPLE).read_bytes().splitlines(keepends=True)[:48]  # through MAIN:48, before MAIN:52
+    from ds4sessions.agents.claude.reader import ClaudeReader
+
+    reader = ClaudeReader(SHARED / SAMPLE)
+    reader.feed([(i + 1, 0, raw) for i, raw in enumerate(lines)])
+    conv = reader.conversation()
+    data = context_map(conv, {})
+    assert data["totalSource"] == "estimate" and data["provider"] is None  # no reply since /compact
+    assert data["fixedInferredFrom"] == "eb6f51c9-eb3d-4c92-976b-a2522fd5128c"  # MAIN:6
+    full = context_map(read_transcript(SHARED / SAMPLE), {})
+    fixed_now = data["categories"][0]["tokens"] + data["categories"][1]["tokens"]
+    fixed_full = full["categories"][0]["tokens"] + full["categories"][1]["tokens"]
+    assert abs(fixed_now - fixed_full) / fixed_full < 0.02  # 19,341 − messages vs 19,875 − messages
+    # the estimate + what MAIN:49–51 then added (reply, prompt, skill listing) ≈ MAIN:52's 19,875
+    from ds4sessions.agents.claude.views import messages_tokens_of
+
+    whole = read_transcript(SHARED / SAMPLE)
+    added = messages_tokens_of(whole.messages[len(conv.messages):whole.last_request.message_index])
+    assert abs(data["total"] + added - 19875) / 19875 < 0.02

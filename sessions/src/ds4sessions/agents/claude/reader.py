@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ds4core.claude_context import model_window
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
     Capabilities,
@@ -357,15 +358,39 @@ class ClaudeReader:
             "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
             "agentId": s.agent_id,
             "firstPrompt": s.first_prompt,
+            "startAnchor": self._start_anchor() if boundary is not None else None,
         }
         return Conversation(
             agent=CLAUDE_CODE, path=self.path, capabilities=CAPABILITIES,
             messages=tuple(messages), meta=tuple(metas), requests=tuple(requests),
             compactions=tuple([*all_compactions, *compactions]), session_id=s.session_id,
             title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
-            context_window=None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
+            context_window=model_window(model) if model else None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
             diagnostics=tuple(diagnostics), parent=self.parent, extra=extra,
         )
+
+    def _start_anchor(self) -> dict[str, Any] | None:
+        """The session's first real main-chain request and the messages it carried (walked from
+        its first row up to the root): the fallback for inferring the system prompt + tools when
+        no request has run since the last compaction (format doc §6.3). JSON-safe:
+        `{entryId, promptTokens, messageTokens}`, None when there is no such request."""
+        from ds4sessions.agents.claude.views import messages_tokens_of
+
+        s = self._s
+        reply = next((r for k in s.reply_order if not (r := s.replies[k]).synthetic and not r.sidechain), None)
+        if reply is None:
+            return None
+        chain: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        uuid = reply.rows[0].get("parentUuid")
+        while isinstance(uuid, str) and uuid not in seen and uuid in s.by_uuid:
+            seen.add(uuid)
+            chain.append(s.by_uuid[uuid])
+            uuid = s.by_uuid[uuid].get("parentUuid")
+        chain.reverse()
+        messages, _, _ = convert(chain, set(), set(), s.replies)
+        return {"entryId": reply.first_uuid, "promptTokens": reply.usage.prompt_tokens,
+                "messageTokens": messages_tokens_of(messages)}
 
     def _request_time(self, reply: _Reply) -> float | None:
         """When the request was sent: the prompt / tool-result row the reply answers (walk up the
