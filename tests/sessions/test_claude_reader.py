@@ -91,6 +91,7 @@ def test_subagent_is_its_own_session_and_result_is_the_agent_call_result() -> No
     reader.feed(read_lines(sub))
     conv = reader.conversation()
     assert conv.parent == "af1a7763-5fb1-49c2-9069-d33ceb06acd6"
+    assert conv.extra["parentToolUseId"] == "toolu_01oedWsMOA1gt6CyDHzfIYCXJH"  # MAIN:25's Agent call
     last = conv.last_request
     assert last is not None and last.usage.prompt_tokens == 11966  # SUB:6 (format doc §6.7)
     # parent side: the Agent call's tool result carries the subagent's answer (MAIN:26)

@@ -161,9 +161,11 @@ class ClaudeReader:
     frozen `Conversation` for everything fed so far (recomputed only after new lines).
     """
 
-    def __init__(self, path: Path | None = None, parent: str | None = None) -> None:
+    def __init__(self, path: Path | None = None, parent: str | None = None,
+                 subagent: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path) if path is not None else Path("<memory>")
         self.parent = parent
+        self.subagent = dict(subagent) if subagent else None
         self._s = _State()
         self._cached: Conversation | None = None
 
@@ -358,6 +360,9 @@ class ClaudeReader:
             "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
             "agentId": s.agent_id,
             "firstPrompt": s.first_prompt,
+            # a subagent: its .meta.json; `toolUseId` is the parent's Agent tool call
+            "subagent": self.subagent,
+            "parentToolUseId": (self.subagent or {}).get("toolUseId"),
             "startAnchor": self._start_anchor() if boundary is not None else None,
         }
         return Conversation(
