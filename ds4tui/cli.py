@@ -73,10 +73,11 @@ def open_cmd(
     else:
         path = session_file(path)
         if agent_name(path) == "claude-code":
-            # the dashboard reads Pi sessions only for now; never show a Claude Code transcript as a
-            # broken Pi session: print its /context map instead (read-only)
-            typer.echo("ds4tui: the live dashboard does not read Claude Code sessions yet; showing `ds4tui map`", err=True)
-            return claude_map(path, as_json=False)
+            # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
+            from ds4tui.claude_view import ClaudeApp
+
+            ClaudeApp(path).run()
+            return
     _run_tui(path, demo, config)
 
 

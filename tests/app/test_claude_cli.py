@@ -119,7 +119,12 @@ def test_discovery_roots_and_sessions(tmp_path: Path) -> None:
     assert next(i for i in discover(env, tmp_path / "home", now=old + 5) if i.parent is None).live
 
 
-def test_open_prints_the_map_instead_of_a_broken_pi_dashboard() -> None:
+def test_open_runs_the_claude_view_not_the_pi_dashboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the view itself runs in tests/app/test_claude_view.py (Textual run_test); here only the dispatch
+    from ds4tui import claude_view
+
+    opened: list[Path] = []
+    monkeypatch.setattr(claude_view.ClaudeApp, "run", lambda self: opened.append(self.path))
     result = run("open", str(MAIN))
-    assert result.exit_code == 0
-    assert "tokens until autocompact" in result.stdout and "claude-code (read-only)" in result.stdout
+    assert result.exit_code == 0, result.output
+    assert opened == [MAIN]
