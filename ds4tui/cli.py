@@ -21,6 +21,7 @@ from typing import Annotated, Optional
 import typer
 
 from ds4tui.commands import session_file
+from ds4tui.commands.agents import agent_name, claude_context, claude_map
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
 app = typer.Typer(
@@ -120,6 +121,12 @@ def open_cmd(
         path = session_file(path)
         if _codex_open(path):
             return
+        if agent_name(path) == "claude-code":
+            # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
+            from ds4tui.claude_view import ClaudeApp
+
+            ClaudeApp(path).run()
+            return
     _run_tui(path, demo, config)
 
 
@@ -169,6 +176,8 @@ def map_cmd(
     from ds4tui.mapjson import dumps_map, map_json
     from ds4tui.render import category_lines, overshoot_line, problem_lines, summary_line
 
+    if agent_name(path) == "claude-code":
+        return claude_map(path, as_json)
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
     if as_json:
@@ -205,6 +214,8 @@ def context_cmd(
 
     from ds4sessions.agents.pi.context import convert_to_llm
 
+    if agent_name(path) == "claude-code":
+        return claude_context(path)
     session = read_session(session_file(path))
     ctx = build_context(session)
     out = ctx.to_json()
