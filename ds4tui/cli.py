@@ -115,10 +115,11 @@ def map_cmd(
     """Print the context map panel (categories, totals), or its numbers as JSON."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
-    from ds4tui.render import category_lines, overshoot_line, problem_lines, rows_json, summary_line
+    from ds4tui.render import calibrated_of, calibration_line, category_lines, grid_lines, problem_lines, rows_json
 
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
+    cal = calibrated_of(snap)
     if as_json:
         prov = snap.provider
         typer.echo(json.dumps({
@@ -136,6 +137,10 @@ def map_cmd(
             },
             "systemInferred": snap.system_inferred,
             "categories": rows_json(bd.rows),
+            "calibrated": {
+                "used": cal.used, "free": cal.free, "source": cal.source, "factor": cal.factor,
+                "capped": cal.capped, "categories": rows_json(cal.rows),
+            },
             "turns": [
                 {"index": t.index, "time": t.time.isoformat() if t.time else None, "prompt": t.prompt,
                  "toolCalls": t.tool_calls, "tokens": t.tokens, "entryIds": list(t.entry_ids)}
@@ -150,14 +155,19 @@ def map_cmd(
     from rich.text import Text
 
     console = Console()
-    used = snap.provider.context_tokens if snap.provider else bd.estimate
+    used = cal.used  # the same number the dashboard's header and legend show
     window = snap.context_window
     title = Text(f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
-    lines = [Text(fill, style="bold"), *category_lines(bd, width=min(console.width - 4, 60)), summary_line(bd.estimate, snap.provider, bd.counter)]
-    over = overshoot_line(bd.estimate, snap.provider)
-    if over is not None:
-        lines.append(over)
+    width = max(min(console.width - 4, 60), 30)
+    grid, per_cell = grid_lines(cal, width=min(width, 50), rows=10)
+    lines = [
+        Text(fill, style="bold"),
+        *grid,
+        Text(f"1 cell = {per_cell:,} tokens · what Pi sends", style="dim"),
+        *category_lines(cal, width=width),
+        calibration_line(cal, bd.counter),
+    ]
     for problem in problem_lines(snap):
         lines.append(Text(literal(problem), style="yellow"))
     console.print(Panel(Group(*lines), title=title, title_align="left", expand=False))

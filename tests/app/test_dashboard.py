@@ -188,20 +188,65 @@ async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None
         assert app._selected == 5
 
 
-async def test_cached_prefix_greys_when_the_cache_is_cold(sample01: Path) -> None:
-    from ds4tui.palette import COLD
+@pytest.mark.parametrize(("later", "status"), [(120, "warm"), (3600, "cold")])
+async def test_the_cache_overlay_keeps_the_category_colour(sample01: Path, later: int, status: str) -> None:
+    """Issue 17: a cold cache no longer greys every cell; the boundary cell (where the cached
+    prefix ends) carries the state, each cell keeps its category's colour."""
+    from ds4tui.palette import BOUNDARY, COLOURS
 
     last_request = 1772441024.433
-    app = Ds4App(sample01, watch=False, now=lambda: last_request + 3600)  # an hour later: cold
+    app = Ds4App(sample01, watch=False, now=lambda: last_request + later)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
         await pilot.pause(1.2)  # one countdown tick
         app._apply_overlays()
         pixel_map = app.query_one(PixelMap)
         assert app.derived.cache.cached_prefix_end == 18
-        first = pixel_map.cells[0]
-        assert pixel_map._cached_cold(first)
-        assert pixel_map._style(first, 0).color.name == COLD
+        assert pixel_map.cache_status == status
+        for index, cell in enumerate(pixel_map.cells):
+            if cell.category != "free":
+                assert pixel_map._style(cell, index).color.name == COLOURS[cell.category]
+        boundary = pixel_map.boundary
+        assert boundary is not None and pixel_map.cells[boundary].message_index <= 17
+        assert pixel_map.cells[boundary + 1].category == "free" or pixel_map.cells[boundary + 1].message_index >= 18
+        assert pixel_map._style(pixel_map.cells[boundary], boundary).bgcolor.name == BOUNDARY[status]
+        assert f"cache {status}" in str(pixel_map.border_subtitle)
+
+
+async def test_the_map_shows_what_pi_sends_and_v_switches_to_the_ds4_plan(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        pixel_map = app.query_one(PixelMap)
+        assert pixel_map.view == "agent"  # DS4 is not installed for this session
+        assert str(pixel_map.border_title).startswith("What Pi sends · 1 cell = ")
+        glyphs = {pixel_map._glyph(c, i) for i, c in enumerate(pixel_map.cells)}
+        assert "▒" not in glyphs and "◆" not in glyphs
+        await pilot.press("v")
+        await pilot.pause()
+        assert pixel_map.view == "ds4" and str(pixel_map.border_title).startswith("DS4 plan")
+        await pilot.press("v")
+        assert pixel_map.view == "agent"
+
+
+async def test_header_and_legend_agree_and_add_up_to_the_window(sample01: Path) -> None:
+    from ds4tui.render import calibrated_of
+    from ds4tui.text import fmt_tokens
+
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        cal = calibrated_of(snap)
+        assert snap.provider is not None and cal.used == snap.provider.context_tokens
+        assert sum(r.tokens for r in cal.rows) == snap.context_window
+        header = str(app.query_one("#header").content)
+        assert f"{fmt_tokens(cal.used)} / {fmt_tokens(snap.context_window)}" in header
+        legend = "\n".join(str(line) for line in app.query_one("#categories").content.renderables)
+        assert f"provider {fmt_tokens(cal.used)}" in legend  # the legend's total
+        assert "Images" in legend and "Unattributed" not in legend  # 01-tools-and-image carries an image
+        filled = sum(1 for c in app.query_one(PixelMap).cells if c.category != "free")
+        assert filled == round(cal.used / app.query_one(PixelMap).tokens_per_cell)
 
 
 async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Path, sample01: Path) -> None:
