@@ -64,14 +64,23 @@ def open_cmd(
     """Open a session in the dashboard (default: the newest Pi session, else the bundled demo)."""
     from ds4sessions.agents.pi.discovery import newest_session
 
-    demo = False
     if path is None:
         path = newest_session()
         if path is None:
-            path, demo = demo_session_path(), True
+            _run_demo_copy(config)
+            return
     else:
         path = session_file(path)
-    _run_tui(path, demo, config)
+    _run_tui(path, False, config)
+
+
+def _run_demo_copy(config: Path | None = None) -> None:
+    """Open a temporary copy of the bundled demo, dated just now (the packaged file is never
+    written: a pin confirmed in the demo appends to the copy, deleted on exit)."""
+    from ds4tui.demo import demo_copy
+
+    with tempfile.TemporaryDirectory(prefix="ds4tui-demo-") as tmp:
+        _run_tui(demo_copy(demo_session_path(), Path(tmp) / "demo-session.jsonl"), True, config)
 
 
 @app.command("sessions")
@@ -195,32 +204,15 @@ def context_cmd(
         typer.echo(f"ds4tui: {session.diagnostics.summary()}", err=True)
 
 
-def replay(source: Path, target: Path, speed: float, stop: threading.Event) -> None:
-    """Append `source`'s lines to `target` one by one, waiting the recorded gap between entries
-    divided by `speed` (at most 2 s per step). The header and the lines up to the first user
-    prompt are written at once."""
-    lines = source.read_bytes().splitlines(keepends=True)
-    prev: float | None = None
-    with target.open("ab") as out:
-        for raw in lines:
-            try:
-                ts = json.loads(raw).get("timestamp")
-                when = dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if isinstance(ts, str) else None
-            except (ValueError, AttributeError):
-                when = None
-            if prev is not None and when is not None and speed > 0:
-                if stop.wait(min(max(when - prev, 0) / speed, 2.0)):
-                    return
-            prev = when if when is not None else prev
-            out.write(raw)
-            out.flush()
+from ds4tui.demo import replay  # noqa: E402  (kept importable from here)
 
 
 @app.command("demo")
 def demo_cmd(
     speed: Annotated[float, typer.Option(help="Replay speed: 1 = recorded pace, 60 = a minute per second")] = 30.0,
 ) -> None:
-    """Replay the bundled demo session into a temporary file while the dashboard tails it."""
+    """Replay the bundled demo session into a temporary file while the dashboard tails it (each
+    line dated when it is written, so the prompt cache is live; the packaged file is only read)."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.app import Ds4App
 
