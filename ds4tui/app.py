@@ -218,6 +218,7 @@ class Ds4App(SteeringMixin, App[None]):
     def _apply_size_classes(self) -> None:
         self.default_screen.set_class(self.size.width < NARROW_WIDTH, "-narrow")
         self.default_screen.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
+        self.query_one(PixelMap).fit_height = self.size.width >= NARROW_WIDTH  # map above its legend
         if not getattr(self, "_inspector_sized", False):
             self._inspector_sized = True  # a short stacked screen starts without the inspector (`i` shows it)
             self.default_screen.set_class(self.size.width < NARROW_WIDTH and self.size.height < 30, "-no-inspector")

@@ -68,6 +68,8 @@ class PixelMap(Widget, can_focus=True):
         self._view = "agent"
         self._agent_name = "Pi"
         self._scale_window: int | None = None
+        self.fit_height = False
+        """Shrink the widget to the rows the grid needs (the panel below gets the rest)."""
 
     @property
     def tokens_per_cell(self) -> int:
@@ -103,8 +105,13 @@ class PixelMap(Widget, can_focus=True):
         self._layout()
 
     def reset_scale(self) -> None:
-        """Choose the scale afresh at the next layout (the terminal was resized)."""
+        """Choose the scale afresh at the next layout (the terminal was resized): the widget
+        takes its full share of the screen again, then fits its rows (`fit_height`)."""
         self._scale_window = None
+        if self.fit_height:
+            self.styles.height = "1fr"
+        else:
+            self.styles.clear_rule("height")
         self._layout()
 
     def set_overlays(
@@ -195,6 +202,11 @@ class PixelMap(Widget, can_focus=True):
         self._cells = map_cells(self._segments, min(total, needed), self._per_cell)
         self._find_boundary()
         self._set_title()
+        if self.fit_height and self._cells:
+            rows = -(-len(self._cells) // width)
+            border = self.outer_size.height - self.size.height
+            if rows < height:
+                self.styles.height = rows + border
         if self.cursor >= len(self._cells):
             self.cursor = len(self._cells) - 1
         self.refresh()
