@@ -394,8 +394,7 @@ class Ds4App(SteeringMixin, App[None]):
         """Switch the map between what the agent sends and DS4's plan."""
         pixel_map = self.query_one(PixelMap)
         self._view_chosen = True
-        pixel_map.set_view("ds4" if pixel_map.view == "agent" else "agent")
-        self.notify("map: DS4's plan (▒ excluded, ◆ pinned)" if pixel_map.view == "ds4" else "map: what the agent sends")
+        pixel_map.set_view("ds4" if pixel_map.view == "agent" else "agent")  # the map's title names it
 
     def action_focus_map(self) -> None:
         """Move focus to the pixel map (arrows move the cell cursor)."""

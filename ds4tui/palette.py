@@ -11,7 +11,7 @@ COLOURS: dict[str, str] = {
     "thinking": "#d7af5f",
     "tool_calls": "#ff8700",
     "tool_results": "#d75f5f",
-    "images": "#ffd75f",
+    "images": "#87ffd7",
     "bash": "#d787af",
     "compaction": "#00afaf",
     "branch_summary": "#5fd7d7",
