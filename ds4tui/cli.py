@@ -102,11 +102,13 @@ def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     from rich.console import Console
     from rich.text import Text
 
+    from ds4tui.header import session_display_name
+
     console = Console(soft_wrap=True)
     for i in infos:
         line = Text()
         line.append(dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"), style="bold")
-        line.append("  " + literal(i.name or "(no name)", keep_newlines=False))
+        line.append("  " + literal(session_display_name(i.name, i.path), keep_newlines=False))
         line.append(f"  ·  {literal(i.cwd, keep_newlines=False)}", style="dim")
         line.append(f"  ·  {i.model or 'model unknown'}  ·  {i.entries} entries  ·  {fmt_bytes(i.size)}")
         console.print(line)
@@ -124,6 +126,7 @@ def map_cmd(
     """Print the context map panel (categories, totals), or its numbers as JSON."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.header import session_display_name
     from ds4tui.render import calibrated_of, calibration_line, category_lines, grid_lines, problem_lines, rows_json
 
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
@@ -166,7 +169,7 @@ def map_cmd(
     console = Console()
     used = cal.used  # the same number the dashboard's header and legend show
     window = snap.context_window
-    title = Text(f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}")
+    title = Text(f"{literal(session_display_name(snap.reader.session_name, snap.path), keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
     width = max(min(console.width - 4, 60), 30)
     grid, per_cell = grid_lines(cal, width=min(width, 50), rows=10)

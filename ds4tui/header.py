@@ -14,6 +14,15 @@ from rich.text import Text
 
 from ds4tui.text import fmt_tokens, literal
 
+def session_display_name(name: str | None, path: object) -> str:
+    """The name ds4tui shows for a session everywhere (header, `sessions`, picker, `map`): its
+    `session_info` name, else the file name without `.jsonl` (Pi's session files are named
+    `<timestamp>_<id>.jsonl`)."""
+    from pathlib import Path
+
+    return (name or "").strip() or Path(str(path)).stem
+
+
 SEPARATOR = " · "
 """Between two header items."""
 

@@ -119,3 +119,20 @@ def test_map_says_when_the_estimate_exceeds_the_provider(shared_dir: Path) -> No
     result = runner.invoke(app, ["map", str(shared_dir / "sessions-pi" / "99-large.jsonl")], terminal_width=200)
     text = " ".join(result.stdout.split())
     assert "categories are estimates, 22.8k above the provider's 183k" in text.replace("│ ", "").replace(" │", "")
+
+
+def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: `sessions` said "(no name)" where the header showed the file's name."""
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.widgets.panels import header_facts
+
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--z--"
+    folder.mkdir(parents=True)
+    unnamed = folder / "2026-03-02T08-41-13-726Z_unnamed.jsonl"
+    unnamed.write_bytes(b"".join(line for line in sample01.read_bytes().splitlines(keepends=True) if b'"session_info"' not in line))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    listing = runner.invoke(app, ["sessions"], terminal_width=300)
+    header = header_facts(open_snapshot(unnamed), demo=False, following=True)
+    assert header.name == "2026-03-02T08-41-13-726Z_unnamed"
+    assert f"  {header.name}  ·  " in listing.stdout and "(no name)" not in listing.stdout
