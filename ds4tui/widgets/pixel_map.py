@@ -5,8 +5,9 @@ colour; "ds4" shows DS4's plan on top: cells of entries the plan leaves out draw
 entries ◆ (still in their category's colour). In both views the prompt cache is an overlay
 that keeps the colour: cells after the cached prefix of the last request are drawn □ (hollow),
 and the last cell of the cached prefix is the boundary, its background coloured by the cache
-state (warm green, expiring amber, cold blue). The scale (tokens per cell, 1-2-5 series) is
-kept while the window is the same and still fits (`ds4core.categories.tokens_per_cell`).
+state (warm green, expiring amber, cold blue). The scale (tokens per cell, 1-2-5 series,
+`ds4core.categories.tokens_per_cell`) depends on the window and the map's share of the screen
+only, so it stays while the session grows.
 
 Rendered with Textual's Line API (`render_line` returns one `Strip` per row), so the cost of a
 repaint is one row of runs, whatever the window size. Cells follow context order and each one
@@ -67,7 +68,6 @@ class PixelMap(Widget, can_focus=True):
         self._boundary: int | None = None
         self._view = "agent"
         self._agent_name = "Pi"
-        self._scale_window: int | None = None
         self.fit_height = False
         """Shrink the widget to the rows the grid needs (the panel below gets the rest)."""
 
@@ -98,21 +98,16 @@ class PixelMap(Widget, can_focus=True):
         """Show `segments` (calibrated: they add up to the tokens in context) in a window of
         `window` tokens."""
         self._segments = list(segments)
-        window = max(window, 1)
-        if window != self._window:
-            self._scale_window = None  # a new window: choose the scale afresh
-        self._window = window
+        self._window = max(window, 1)
         self._layout()
 
     def reset_scale(self) -> None:
         """Choose the scale afresh at the next layout (the terminal was resized): the widget
         takes its full share of the screen again, then fits its rows (`fit_height`)."""
-        self._scale_window = None
-        if self.fit_height:
-            self.styles.height = "1fr"
-        else:
+        if not self.fit_height:
             self.styles.clear_rule("height")
         self._layout()
+        self.call_after_refresh(self._layout)  # again once the new screen size is laid out
 
     def set_overlays(
         self, *, excluded: set[int], pinned: set[int], cached_end: int | None, cache_status: str | None
@@ -191,21 +186,25 @@ class PixelMap(Widget, can_focus=True):
 
     def _layout(self) -> None:
         width, height = self.size.width, self.size.height
+        border = self.outer_size.height - height
+        if self.fit_height and self.parent is not None and self.parent.size.height:
+            # The scale follows the map's share of its column (half, beside a 1fr legend), not
+            # the widget's own height, which shrinks to the rows the scale needs: so the scale
+            # depends on the window and the terminal size only, never on the session's growth.
+            outer = self.parent.size.height - self.parent.size.height // 2
+            height = max(outer - border, 1)
         if width <= 0 or height <= 0:
             self._cells = []
             return
         total = width * height
-        keep = self._per_cell if self._scale_window == self._window else None
-        self._per_cell = tokens_per_cell(self._window, total, keep=keep)
-        self._scale_window = self._window
+        self._per_cell = tokens_per_cell(self._window, total)
         needed = -(-self._window // self._per_cell)
         self._cells = map_cells(self._segments, min(total, needed), self._per_cell)
         self._find_boundary()
         self._set_title()
         if self.fit_height and self._cells:
             rows = -(-len(self._cells) // width)
-            border = self.outer_size.height - self.size.height
-            if rows < height:
+            if self.styles.height is None or self.styles.height.value != rows + border:
                 self.styles.height = rows + border
         if self.cursor >= len(self._cells):
             self.cursor = len(self._cells) - 1

@@ -292,6 +292,9 @@ async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sampl
         await settle(pilot, app)
         app._select_message(3, sync_turns=True)
         await open_pin_dialog(pilot, app)
+        import os
+
+        os.utime(copy)  # modified just now (a loaded machine may take > 3 s to get here)
         await pilot.press("y")
         for _ in range(100):
             await pilot.pause(0.02)
@@ -394,3 +397,26 @@ async def test_o_opens_a_typed_path(tmp_path: Path, sample01: Path, monkeypatch:
         await pilot.pause()
         assert not isinstance(app.screen, SessionPicker)
         assert app.session_path == other
+
+
+async def test_the_scale_stays_while_the_session_grows(tmp_path: Path, sample01: Path) -> None:
+    """Issue 17: the scale jumped from 200 to 250 tokens per cell while live."""
+    lines = sample01.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "live.jsonl"
+    target.write_bytes(b"".join(lines[:6]))
+    app = Ds4App(target, watch=False, retrieval=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, exact=False, derived=False)
+        pixel_map = app.query_one(PixelMap)
+        scale = pixel_map.tokens_per_cell
+        assert scale in (100, 200, 500, 1000)  # the 1-2-5 series
+        for count in range(7, len(lines) + 1, 3):
+            target.write_bytes(b"".join(lines[:count]))
+            app.refresh_session()
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if app.snapshot is not None and app.snapshot.file_size == target.stat().st_size:
+                    break
+            await pilot.pause()
+            assert pixel_map.tokens_per_cell == scale
+            assert str(pixel_map.border_title).endswith(f"1 cell = {scale:,} tok")
