@@ -420,3 +420,20 @@ async def test_the_scale_stays_while_the_session_grows(tmp_path: Path, sample01:
             await pilot.pause()
             assert pixel_map.tokens_per_cell == scale
             assert str(pixel_map.border_title).endswith(f"1 cell = {scale:,} tok")
+
+
+async def test_the_map_opens_on_the_ds4_plan_when_ds4_is_active(tmp_path: Path, sample01: Path) -> None:
+    """DS4's configuration file is in use: the map starts on DS4's plan (title names it)."""
+    config = tmp_path / "ds4-context.json"
+    config.write_text(json.dumps({"context": {}}))
+    app = Ds4App(sample01, watch=False, retrieval=False, config_file=config)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        pixel_map = app.query_one(PixelMap)
+        assert app.derived.config is not None and app.derived.config.loaded_files == (config,)
+        assert pixel_map.view == "ds4" and str(pixel_map.border_title).startswith("DS4 plan")
+        await pilot.press("v")
+        assert pixel_map.view == "agent"
+        app.refresh_session(force=True)  # a later update keeps the user's choice
+        await settle(pilot, app)
+        assert pixel_map.view == "agent"
