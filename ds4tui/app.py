@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
@@ -33,6 +33,7 @@ from ds4sessions.ingest.watch import SessionWatcher
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
+from ds4tui.render import calibrated_of
 from ds4tui.widgets.pixel_map import PixelMap
 from ds4tui.actions.steering import StatusLine, SteeringMixin
 from ds4tui.widgets.retrieval import RetrievalView
@@ -85,18 +86,19 @@ class Ds4App(SteeringMixin, App[None]):
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
         Binding("o", "open_session", "Open", id="open", tooltip="Pick another Pi session"),
         Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
-        Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now"),
+        Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now", show=False),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
+        Binding("v", "toggle_map_view", "View", id="map-view", tooltip="Switch the map between what the agent sends and DS4's plan (▒ excluded, ◆ pinned)"),
         Binding("i", "toggle_inspector", "Inspector", id="inspector", tooltip="Show or hide the entry inspector"),
         Binding("p", "pin", "Pin", id="pin", tooltip="Pin or unpin the selected entry (a ds4:pin label; confirmed first)"),
-        Binding("P", "pins", "Pins", id="pins", tooltip="List the pinned entries"),
+        Binding("P", "pins", "Pins", id="pins", tooltip="List the pinned entries", show=False),
         Binding("c", "collapse", "Collapse", id="collapse", tooltip="Collapse finished turns into a summary (preview first)"),
         Binding("C", "compact", "Compact", id="compact", tooltip="Preview and trigger a cache-friendly compaction"),
-        Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list"),
+        Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list", show=False),
         Binding("M", "show_tab('manifest')", "Manifest", id="tab-manifest", tooltip="Show the DS4 plan: every item and why"),
         Binding("K", "show_tab('cache')", "Cache", id="tab-cache", tooltip="Show the prompt-cache history and DS4's cache-aware decision"),
         Binding("R", "show_tab('retrieval')", "Retrieval", id="tab-retrieval", tooltip="Show DS4's historical retrieval for the current request"),
-        Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics", tooltip="Show problems found in the file"),
+        Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics", tooltip="Show problems found in the file", show=False),
     ]
 
     following: var[bool] = var(True)
@@ -133,6 +135,7 @@ class Ds4App(SteeringMixin, App[None]):
         self.derived: Derived | None = None
         self._latest: Snapshot | None = None
         self._selected: int | None = None
+        self._view_chosen = False  # the user (or DS4 detection) chose the map's view
 
     def _new_pipeline(self) -> SessionPipeline:
         return SessionPipeline(
@@ -151,7 +154,7 @@ class Ds4App(SteeringMixin, App[None]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="topbar"):
             yield SessionHeader(id="header")
-            yield CacheCountdown(id="countdown", notify=True, now=self._now)
+            yield CacheCountdown(id="countdown", notify=True, now=self._now, compact=True)
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield PixelMap(id="map")
@@ -200,6 +203,9 @@ class Ds4App(SteeringMixin, App[None]):
         except ValueError:
             text = "bridge: n/a"
         header.set_bridge(text)
+        countdown = self.query_one(CacheCountdown).state
+        if countdown is not None and countdown.status != self.query_one(PixelMap).cache_status:
+            self._apply_overlays()  # the cache went cold (or warm) since the last overlay
 
     def on_unmount(self) -> None:
         if self._watcher is not None:
@@ -207,10 +213,15 @@ class Ds4App(SteeringMixin, App[None]):
 
     def on_resize(self) -> None:
         self._apply_size_classes()
+        self.query_one(PixelMap).reset_scale()  # a new terminal size: choose the map scale afresh
 
     def _apply_size_classes(self) -> None:
         self.default_screen.set_class(self.size.width < NARROW_WIDTH, "-narrow")
         self.default_screen.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
+        self.query_one(PixelMap).fit_height = self.size.width >= NARROW_WIDTH  # map above its legend
+        if not getattr(self, "_inspector_sized", False):
+            self._inspector_sized = True  # a short stacked screen starts without the inspector (`i` shows it)
+            self.default_screen.set_class(self.size.width < NARROW_WIDTH and self.size.height < 30, "-no-inspector")
 
     # --- ingest -----------------------------------------------------------------------------
 
@@ -248,6 +259,12 @@ class Ds4App(SteeringMixin, App[None]):
             return  # views of a snapshot not on screen (paused, or already superseded)
         previous = self.derived
         self.derived = derived
+        if not self._view_chosen:
+            from ds4sessions.derive.ds4config import ds4_active
+
+            self._view_chosen = True
+            if ds4_active(derived.config, self.snapshot.reader.cwd):
+                self.query_one(PixelMap).set_view("ds4")
         errors = dict(derived.errors)
         if derived.plan is not None:
             same = previous is not None and previous.plan is derived.plan
@@ -277,27 +294,21 @@ class Ds4App(SteeringMixin, App[None]):
             excluded = {i for i, eid in enumerate(ids) if eid in out}
             pinned = {i for i, eid in enumerate(ids) if eid in pins}
         cached_end = None
-        cold = False
+        status = None
         if derived.cache is not None:
             cached_end = derived.cache.cached_prefix_end
             state = self.query_one(CacheCountdown).state
-            cold = state is not None and state.status == "cold"
-        self.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cold=cold)
+            status = state.status if state is not None else None
+        self.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cache_status=status)
 
     def show_snapshot(self, snap: Snapshot) -> None:
         """Redraw every panel from `snap`."""
         self.snapshot = snap
         self._poll_bridge()
         self.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
-        best = snap.best
-        segments = best.segments
-        if snap.provider is not None and best.estimate > snap.provider.context_tokens > 0:
-            # The provider's count is the truth: scale the estimate's cells down to it.
-            scale = snap.provider.context_tokens / best.estimate
-            segments = [replace(seg, tokens=max(round(seg.tokens * scale), 1)) for seg in segments]
-        window = snap.context_window or max(best.estimate + best.unattributed, 1)
+        cal = calibrated_of(snap)  # one number per category: header, legend and map agree
         pixel_map = self.query_one(PixelMap)
-        pixel_map.set_data(segments, window)
+        pixel_map.set_data(cal.segments, snap.context_window or max(cal.used, 1))
         self.query_one(CategoryList).show(snap)
         self.query_one(TurnList).show(snap)
         self.query_one(DiagnosticsView).show(snap)
@@ -379,6 +390,12 @@ class Ds4App(SteeringMixin, App[None]):
         """Show or hide the entry inspector (more room for the tabs)."""
         self.default_screen.toggle_class("-no-inspector")
 
+    def action_toggle_map_view(self) -> None:
+        """Switch the map between what the agent sends and DS4's plan."""
+        pixel_map = self.query_one(PixelMap)
+        self._view_chosen = True
+        pixel_map.set_view("ds4" if pixel_map.view == "agent" else "agent")  # the map's title names it
+
     def action_focus_map(self) -> None:
         """Move focus to the pixel map (arrows move the cell cursor)."""
         self.query_one(PixelMap).focus()
@@ -424,6 +441,8 @@ class Ds4App(SteeringMixin, App[None]):
         self.snapshot = None
         self.derived = None
         self._selected = None
+        self._view_chosen = False
+        self.query_one(PixelMap).set_view("agent")
         if self._watch:
             self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
             self._watcher.start()

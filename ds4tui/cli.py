@@ -112,11 +112,11 @@ def open_cmd(
     """Open a session in the dashboard (default: the newest Pi session, else the bundled demo)."""
     from ds4sessions.agents.pi.discovery import newest_session
 
-    demo = False
     if path is None:
         path = newest_session()
         if path is None:
-            path, demo = demo_session_path(), True
+            _run_demo_copy(config)
+            return
     else:
         path = session_file(path)
         if _codex_open(path):
@@ -127,7 +127,16 @@ def open_cmd(
 
             ClaudeApp(path).run()
             return
-    _run_tui(path, demo, config)
+    _run_tui(path, False, config)
+
+
+def _run_demo_copy(config: Path | None = None) -> None:
+    """Open a temporary copy of the bundled demo, dated just now (the packaged file is never
+    written: a pin confirmed in the demo appends to the copy, deleted on exit)."""
+    from ds4tui.demo import demo_copy
+
+    with tempfile.TemporaryDirectory(prefix="ds4tui-demo-") as tmp:
+        _run_tui(demo_copy(demo_session_path(), Path(tmp) / "demo-session.jsonl"), True, config)
 
 
 @app.command("sessions")
@@ -149,11 +158,13 @@ def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     from rich.console import Console
     from rich.text import Text
 
+    from ds4tui.header import session_display_name
+
     console = Console(soft_wrap=True)
     for i in infos:
         line = Text()
         line.append(dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"), style="bold")
-        line.append("  " + literal(i.name or "(no name)", keep_newlines=False))
+        line.append("  " + literal(session_display_name(i.name, i.path), keep_newlines=False))
         line.append(f"  ·  {literal(i.cwd, keep_newlines=False)}", style="dim")
         line.append(f"  ·  {i.model or 'model unknown'}  ·  {i.entries} entries  ·  {fmt_bytes(i.size)}")
         console.print(line)
@@ -173,13 +184,15 @@ def map_cmd(
         return
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.header import session_display_name
     from ds4tui.mapjson import dumps_map, map_json
-    from ds4tui.render import category_lines, overshoot_line, problem_lines, summary_line
+    from ds4tui.render import calibrated_of, calibration_line, category_lines, grid_lines, problem_lines
 
     if agent_name(path) == "claude-code":
         return claude_map(path, as_json)
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
+    cal = calibrated_of(snap)
     if as_json:
         typer.echo(dumps_map(map_json(snap)))
         return
@@ -188,14 +201,19 @@ def map_cmd(
     from rich.text import Text
 
     console = Console()
-    used = snap.provider.context_tokens if snap.provider else bd.estimate
+    used = cal.used  # the same number the dashboard's header and legend show
     window = snap.context_window
-    title = Text(f"{literal(snap.reader.session_name or snap.path.name, keep_newlines=False)} · {snap.model_key or 'model unknown'}")
+    title = Text(f"{literal(session_display_name(snap.reader.session_name, snap.path), keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
-    lines = [Text(fill, style="bold"), *category_lines(bd, width=min(console.width - 4, 60)), summary_line(bd.estimate, snap.provider, bd.counter)]
-    over = overshoot_line(bd.estimate, snap.provider)
-    if over is not None:
-        lines.append(over)
+    width = max(min(console.width - 4, 60), 30)
+    grid, per_cell = grid_lines(cal, width=min(width, 50), rows=10)
+    lines = [
+        Text(fill, style="bold"),
+        *grid,
+        Text(f"1 cell = {per_cell:,} tokens · what Pi sends", style="dim"),
+        *category_lines(cal, width=width),
+        calibration_line(cal, bd.counter),
+    ]
     for problem in problem_lines(snap):
         lines.append(Text(literal(problem), style="yellow"))
     console.print(Panel(Group(*lines), title=title, title_align="left", expand=False))
@@ -227,32 +245,15 @@ def context_cmd(
         typer.echo(f"ds4tui: {session.diagnostics.summary()}", err=True)
 
 
-def replay(source: Path, target: Path, speed: float, stop: threading.Event) -> None:
-    """Append `source`'s lines to `target` one by one, waiting the recorded gap between entries
-    divided by `speed` (at most 2 s per step). The header and the lines up to the first user
-    prompt are written at once."""
-    lines = source.read_bytes().splitlines(keepends=True)
-    prev: float | None = None
-    with target.open("ab") as out:
-        for raw in lines:
-            try:
-                ts = json.loads(raw).get("timestamp")
-                when = dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if isinstance(ts, str) else None
-            except (ValueError, AttributeError):
-                when = None
-            if prev is not None and when is not None and speed > 0:
-                if stop.wait(min(max(when - prev, 0) / speed, 2.0)):
-                    return
-            prev = when if when is not None else prev
-            out.write(raw)
-            out.flush()
+from ds4tui.demo import replay  # noqa: E402  (kept importable from here)
 
 
 @app.command("demo")
 def demo_cmd(
     speed: Annotated[float, typer.Option(help="Replay speed: 1 = recorded pace, 60 = a minute per second")] = 30.0,
 ) -> None:
-    """Replay the bundled demo session into a temporary file while the dashboard tails it."""
+    """Replay the bundled demo session into a temporary file while the dashboard tails it (each
+    line dated when it is written, so the prompt cache is live; the packaged file is only read)."""
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.app import Ds4App
 

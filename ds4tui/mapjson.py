@@ -43,8 +43,11 @@ def map_json(snap: Any) -> dict[str, Any]:
     """The numbers of `ds4tui map --json` for a `Snapshot`: path, model, context window, the
     preferred counter's estimate, unattributed and free tokens, the provider view, categories,
     turns (tokens by the same counter), the diagnostics count and the problem lines."""
+    from ds4core.categories import calibrated
+
     bd = snap.best
     prov = snap.provider
+    cal = calibrated(bd, prov.context_tokens if prov is not None else None)
     return {
         "agent": snap.agent,
         "path": str(snap.path),
@@ -61,6 +64,10 @@ def map_json(snap: Any) -> dict[str, Any]:
         },
         "systemInferred": snap.system_inferred,
         "categories": rows_json(bd.rows),
+        "calibrated": {
+            "used": cal.used, "free": cal.free, "source": cal.source, "factor": cal.factor,
+            "capped": cal.capped, "categories": rows_json(cal.rows),
+        },
         "turns": [
             {"index": t.index, "time": t.time.isoformat() if t.time else None, "prompt": t.prompt,
              "toolCalls": t.tool_calls, "tokens": t.tokens, "entryIds": list(t.entry_ids)}
@@ -79,7 +86,8 @@ def dumps_map(data: dict[str, Any]) -> str:
     beyond 64 bits, non-string keys), take the stdlib path. The stdlib's indenting encoder is
     pure Python (~1 s for the 10,000-turn map); orjson writes it in milliseconds."""
     ratio = (data.get("provider") or {}).get("ratio")
-    if ratio is None or ratio == 0 or 1e-4 <= abs(ratio) < 1e16:
+    factor = (data.get("calibrated") or {}).get("factor")
+    if all(x is None or x == 0 or 1e-4 <= abs(x) < 1e16 for x in (ratio, factor)):
         try:
             import orjson
 
@@ -103,8 +111,15 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
         if flag in ("--fast", "--exact"):
             exact = flag == "--exact"
     path = Path(paths[0])
-    if not path.exists() or path.is_dir():
-        return None  # the Typer CLI prints the error
+    if not path.is_file():
+        return None  # the Typer CLI prints the error (and refuses FIFOs, devices, directories)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if not head.lstrip().startswith(b'{"type":"session"'):
+        return None  # not plainly a Pi session: the CLI picks the agent (Claude Code, Codex) or says why
     return path, exact
 
 

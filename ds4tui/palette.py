@@ -11,6 +11,7 @@ COLOURS: dict[str, str] = {
     "thinking": "#d7af5f",
     "tool_calls": "#ff8700",
     "tool_results": "#d75f5f",
+    "images": "#87ffd7",
     "bash": "#d787af",
     "compaction": "#00afaf",
     "branch_summary": "#5fd7d7",
@@ -27,5 +28,13 @@ PINNED = "◆"
 """A cell of a pinned entry (`ds4:pin` label)."""
 UNCACHED = "□"
 """A cell after the cached prefix of the last request (not in the prompt cache yet)."""
+BOUNDARY: dict[str, str] = {
+    "warm": "#2e7d32",
+    "expiring": "#b8860b",
+    "cold": "#1f4e8c",
+    "unknown": "#5f5f5f",
+}
+"""Background of the map cell where the cached prefix ends, by cache status (the category's
+colour stays in the foreground; the status words are in the header and the legend)."""
 COLD = "#5f5f5f"
-"""Colour of the cached prefix once the prompt cache has gone cold."""
+"""Kept for callers of the old cold grey (the map no longer greys cells)."""

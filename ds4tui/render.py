@@ -6,13 +6,29 @@ from typing import Any
 
 from rich.text import Text
 
-from ds4core.categories import Breakdown, CategoryRow
+from ds4core.categories import Breakdown, Calibrated, CategoryRow, calibrated, map_cells, tokens_per_cell
 from ds4tui.mapjson import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
-from ds4tui.palette import COLOURS, FILLED
+from ds4tui.palette import COLOURS, FILLED, FREE
 from ds4tui.text import fmt_tokens, literal
 
 MAX_CHILDREN = 30
 """Children shown under a category before "+N more (tokens)"."""
+
+
+def calibrated_of(snap: Any) -> Calibrated:
+    """One number per category for a snapshot: its best breakdown calibrated to the provider's
+    count for the context now (`ProviderView.context_tokens`) when there is one. The header,
+    the legend, the map and `ds4tui map` all show these numbers."""
+    provider = getattr(snap, "provider", None)
+    return calibrated(snap.best, provider.context_tokens if provider is not None else None)
+
+
+def _pct(value: float) -> str:
+    if value <= 0:
+        return "0%"
+    if value < 0.1:
+        return "<0.1%"
+    return f"{value:.1f}%"
 
 
 def _leader_line(label: str, value: str, width: int, indent: int, colour: str | None, note: str = "") -> Text:
@@ -35,20 +51,45 @@ def _leader_line(label: str, value: str, width: int, indent: int, colour: str | 
     return line
 
 
-def category_lines(breakdown: Breakdown, width: int = 46, max_children: int = MAX_CHILDREN) -> list[Text]:
-    """The category list with dotted leaders: one line per category, its children (sorted by
-    weight) indented below, at most `max_children` then "+N more (tokens)"."""
+def category_lines(
+    breakdown: Breakdown | Calibrated, width: int = 46, max_children: int = MAX_CHILDREN, *, percent: bool = True
+) -> list[Text]:
+    """The category list with dotted leaders: one line per category with its tokens and, for a
+    `Calibrated` list, its share of the window (as Claude Code's `/context`: "Tools … 14.7k
+    7.3%"); its children (sorted by weight) indented below, at most `max_children` then
+    "+N more (tokens)"."""
     lines: list[Text] = []
+    share = breakdown.percent if isinstance(breakdown, Calibrated) and percent else None
     for row in breakdown.rows:
-        lines.append(_leader_line(row.label, fmt_tokens(row.tokens), width, 0, COLOURS.get(row.id)))
+        value = fmt_tokens(row.tokens)
+        if share is not None:
+            value = f"{value} {_pct(share(row.tokens)):>6}"
+        lines.append(_leader_line(row.label, value, width, 0, COLOURS.get(row.id)))
         shown = row.children[:max_children]
         for name, tokens in shown:
-            lines.append(_leader_line(name, fmt_tokens(tokens), width, 2, None))
+            lines.append(_leader_line(name, fmt_tokens(tokens) + ("       " if share is not None else ""), width, 2, None))
         rest = row.children[max_children:]
         if rest:
             more = sum(t for _, t in rest)
             lines.append(Text(f"    +{len(rest)} more ({fmt_tokens(more)})", style="dim"))
     return lines
+
+
+def calibration_line(cal: Calibrated, counter: str) -> Text:
+    """How the numbers above were made: "provider 182.9k · estimate 205.8k (cl100k) ×0.89",
+    or "estimate 5.1k (cl100k) · no provider count yet"."""
+    text = Text()
+    if cal.source == "provider":
+        text.append(f"provider {fmt_tokens(cal.used)}")
+        text.append(f" · estimate {fmt_tokens(cal.estimate)} ({counter})", style="dim")
+        if cal.estimate and abs(cal.factor - 1) >= 0.005:
+            text.append(f" ×{cal.factor:.2f}", style="dim")
+    else:
+        text.append(f"estimate {fmt_tokens(cal.estimate)} ({counter})")
+        text.append(" · no provider count yet", style="dim")
+    if cal.capped:
+        text.append(" · estimate above the window, capped", style="yellow")
+    return text
 
 
 def summary_line(estimate: int, provider: Any, counter: str) -> Text:
@@ -76,3 +117,20 @@ def overshoot_line(estimate: int, provider: Any) -> Text | None:
         "free space uses the provider's count",
         style="yellow",
     )
+
+
+def grid_lines(cal: Calibrated, width: int = 50, rows: int = 20) -> tuple[list[Text], int]:
+    """The pixel map as text, the same layout as the dashboard's map (agent view, no cache
+    overlay): `width` cells per line, at most `rows` lines, one cell = the returned number of
+    tokens (1-2-5 series). Needs a window (`cal.window`, else `cal.used`)."""
+    window = cal.window or max(cal.used, 1)
+    per_cell = tokens_per_cell(window, width * rows)
+    cells = map_cells(cal.segments, -(-window // per_cell), per_cell)
+    lines: list[Text] = []
+    for start in range(0, len(cells), width):
+        line = Text()
+        for cell in cells[start : start + width]:
+            free = cell.category == "free"
+            line.append(FREE if free else FILLED, style=COLOURS.get(cell.category, "#808080"))
+        lines.append(line)
+    return lines, per_cell

@@ -1,4 +1,6 @@
-"""The session picker: a modal list of discovered Pi sessions, newest first."""
+"""The session picker: a modal list of discovered Pi sessions, newest first, and a field for
+typing the path of any session file (`~` expanded; a missing or unreadable path is reported in
+the dialog, which stays open)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import DataTable, Input, Label
 
 from rich.text import Text
 
@@ -18,7 +20,8 @@ from ds4tui.text import fmt_bytes, literal
 
 
 class SessionPicker(ModalScreen[Path | None]):
-    """Choose a session file; Enter opens it, Escape cancels."""
+    """Choose a session file from the list (Enter opens it) or type its path in the field
+below (Enter opens it); Escape cancels. Returns the path or None."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
@@ -26,6 +29,8 @@ class SessionPicker(ModalScreen[Path | None]):
         with Vertical(id="picker"):
             yield Label("Open a Pi session (Enter opens, Esc cancels)")
             yield DataTable(id="picker-table", cursor_type="row")
+            yield Input(placeholder="or type a session file's path and press Enter (Tab moves here)", id="picker-path")
+            yield Label("", id="picker-error")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -50,7 +55,26 @@ class SessionPicker(ModalScreen[Path | None]):
             self.query_one(Label).update(
                 Text(f"Open a Pi session (Enter opens, Esc cancels) · {len(skipped)} unreadable file(s) skipped")
             )
-        table.focus()
+        if sessions:
+            table.focus()
+        else:
+            self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Open a typed path when it names a readable file; else say why and stay open."""
+        from ds4tui.text import literal_text
+
+        typed = event.value.strip()
+        if not typed:
+            return
+        path = Path(typed).expanduser()
+        error = self.query_one("#picker-error", Label)
+        if not path.exists():
+            error.update(literal_text(f"no such file: {path}", style="bold red", keep_newlines=False))
+        elif not path.is_file():
+            error.update(literal_text(f"not a file: {path}", style="bold red", keep_newlines=False))
+        else:
+            self.dismiss(path)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.dismiss(Path(str(event.row_key.value)))

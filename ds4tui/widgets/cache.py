@@ -61,6 +61,7 @@ class CacheCountdown(Static):
         now: Callable[[], float] = time.time,
         bell: bool = False,
         notify: bool = False,
+        compact: bool = False,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -69,6 +70,8 @@ class CacheCountdown(Static):
         self._now = now
         self._bell = bell
         self._notify = notify
+        self._compact = compact
+        """One line (`● cache warm · 4:12 left`) with the reason as the tooltip (the header)."""
         self._view: CacheView | None = None
         self._alerted_for: float | None = None
         self.state: CacheState | None = None
@@ -89,7 +92,7 @@ class CacheCountdown(Static):
         view = self._view
         if view is None:
             self.state = None
-            self.update(Text("prompt cache: waiting for the session…", style="dim"))
+            self.update(Text("cache: waiting…" if getattr(self, "_compact", False) else "prompt cache: waiting for the session…", style="dim"))
             return
         state = view.state_at(self._now())
         self.state = state
@@ -97,10 +100,14 @@ class CacheCountdown(Static):
         line.append(f"{STATUS_GLYPH[state.status]} ", style=STATUS_STYLE[state.status])
         line.append("cache ", style="bold")
         line.append(state.words, style=STATUS_STYLE[state.status])
-        if view.model_key:
-            line.append(f"  {literal(view.model_key, keep_newlines=False)}", style="dim")
-        reason = Text(literal(state.reason, keep_newlines=False), style="dim")
-        self.update(Group(line, reason))
+        if getattr(self, "_compact", False):
+            self.tooltip = literal(state.reason, keep_newlines=False)
+            self.update(line)
+        else:
+            if view.model_key:
+                line.append(f"  {literal(view.model_key, keep_newlines=False)}", style="dim")
+            reason = Text(literal(state.reason, keep_newlines=False), style="dim")
+            self.update(Group(line, reason))
         if state.status == "expiring" and state.expires_at_s != self._alerted_for:
             self._alerted_for = state.expires_at_s
             if self._bell:
@@ -119,7 +126,8 @@ def _share_bar(share: float | None, width: int = 10) -> Text:
 def _row(record: RequestRecord) -> Text:
     usage = record.event.usage
     text = Text()
-    text.append(f"#{record.number:<4} ", style="dim")
+    text.append(f"#{record.number:<4}", style="dim")
+    text.append("  ")
     text.append(f"{_clock_time(record.event.time_s)} ")
     text.append_text(_share_bar(record.share))
     text.append(f" {record.share:6.1%}" if record.share is not None else "      —")
@@ -233,7 +241,7 @@ class CachePanel(Static):
     def show(self, view: CacheView | None) -> None:
         """Redraw for `view` (None: nothing loaded yet)."""
         if view is None:
-            self.update(Text("prompt cache: waiting for the session…", style="dim"))
+            self.update(Text("cache: waiting…" if getattr(self, "_compact", False) else "prompt cache: waiting for the session…", style="dim"))
             return
         self.update(Group(*self._parts(view)))
 
@@ -254,7 +262,7 @@ class CachePanel(Static):
         parts.append(Text(f"Misses ({len(misses)})", style="bold"))
         for record in misses[-self.rows:]:
             assert record.miss is not None
-            line = Text(f"#{record.number:<4}{_clock_time(record.event.time_s)} ")
+            line = Text(f"#{record.number:<4}  {_clock_time(record.event.time_s)} ")
             line.append(record.miss.cause, style="bold")
             line.append(" — " + literal(record.miss.detail, keep_newlines=False))
             parts.append(line)
@@ -264,7 +272,7 @@ class CachePanel(Static):
             for record in disagreements[-self.rows:]:
                 price = record.price
                 parts.append(Text(
-                    f"#{record.number:<4}Pi recorded {_usd(price.recorded_usd)}, catalog {_usd(price.catalog_usd)}"
+                    f"#{record.number:<4}  Pi recorded {_usd(price.recorded_usd)}, catalog {_usd(price.catalog_usd)}"
                     f" ({literal(price.pricing_source or '?', keep_newlines=False)})", style="yellow"))
         else:
             checked = sum(1 for r in records if r.price.agrees is not None)

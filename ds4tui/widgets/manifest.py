@@ -96,7 +96,8 @@ class ManifestView(Widget):
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter"),
         Binding("s", "cycle_sort", "Sort"),
-        Binding("r", "reverse_sort", "Reverse"),
+        # `R` (shift-r) would be the app's Retrieval tab and `r` its Refresh: reverse is `S`.
+        Binding("S", "reverse_sort", "Reverse"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 

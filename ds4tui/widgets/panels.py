@@ -12,16 +12,44 @@ from textual.widgets import DataTable, Static
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
 from ds4sessions.ingest.live import Snapshot
-from ds4tui.render import category_lines, overshoot_line, summary_line
+from ds4tui.header import HeaderFacts, compose_header, session_display_name
+from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 
 PREVIEW_CHARS = 2000
 """Characters of an entry's content shown in the inspector."""
 
 
+def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: str = "") -> HeaderFacts:
+    """The header's facts for `snap` (None: nothing read yet). `used` is the calibrated total,
+    the same number the legend adds up to."""
+    if snap is None:
+        return HeaderFacts(status="loading", demo=demo, paused=not following)
+    reader = snap.reader
+    if reader.status == "empty" and not reader.entries:
+        note = f"empty session ({fmt_bytes(snap.file_size)}): waiting for Pi to write"
+        return HeaderFacts(status="empty", empty_note=note, demo=demo, paused=not following)
+    cal = calibrated_of(snap)
+    return HeaderFacts(
+        used=cal.used,
+        window=snap.context_window,
+        measured=cal.source == "provider",
+        model=snap.model_key,
+        known_model=snap.model is not None,
+        name=session_display_name(reader.session_name, snap.path),
+        cwd=(reader.cwd or "").rstrip("/").rsplit("/", 1)[-1],
+        demo=demo,
+        paused=not following,
+        deleted=snap.deleted,
+        invalid_header=reader.status == "not_a_session",
+        problems=reader.diagnostics.total + len(snap.context.warnings),
+        bridge=bridge,
+    )
+
+
 class SessionHeader(Static):
-    """One line: session name (cwd) · model · provider tokens / window (fill) · badges; the
-    bridge state (`bridge: live | stale | not running | not installed`) when known."""
+    """One line (never wrapped): fill (tokens / window) · model · session name (cwd) · badges ·
+    the bridge state; items drop by priority when the line is narrow (`ds4tui.header`)."""
 
     _bridge: str = ""
     _last: tuple = ()
@@ -33,54 +61,21 @@ class SessionHeader(Static):
             if self._last:
                 self.show(*self._last[:1], **self._last[1])
 
+    def on_resize(self) -> None:
+        """Re-fit the line to the new width."""
+        if self._last:
+            self.show(*self._last[:1], **self._last[1])
+
     def show(self, snap: Snapshot | None, *, demo: bool, following: bool) -> None:
         """Redraw for `snap` (None: nothing loaded yet)."""
         self._last = (snap, {"demo": demo, "following": following})
-        text = Text()
-        text.append(" ds4tui", style="bold")
-        if demo:
-            text.append(" [demo]", style="bold reverse")
-        if snap is None:
-            text.append(" · reading the session file…")
-            self.update(text)
-            return
-        reader = snap.reader
-        if reader.status == "empty" and not reader.entries:
-            text.append(f" · empty session ({fmt_bytes(snap.file_size)}): waiting for Pi to write", style="dim")
-            self.update(text)
-            return
-        used = snap.provider.context_tokens if snap.provider else snap.best.estimate
-        window = snap.context_window
-        text.append(" · ")
-        text.append(fmt_tokens(used), style="bold")
-        if window:
-            text.append(f" / {fmt_tokens(window)} ({100 * used / window:.0f}%)")
-        if not snap.provider:
-            text.append(" est.", style="dim")
-        text.append(" · ")
-        text.append(snap.model_key or "model unknown", style="" if snap.model else "yellow")
-        name = reader.session_name or snap.path.stem
-        cwd = (reader.cwd or "").rstrip("/").rsplit("/", 1)[-1]
-        text.append(" · ")
-        text.append(literal(name, keep_newlines=False)[:40])
-        if cwd:
-            text.append(f" ({literal(cwd, keep_newlines=False)[:30]})", style="dim")
-        if snap.deleted:
-            text.append(" · file deleted", style="bold red")
-        if not following:
-            text.append(" · paused", style="bold yellow")
-        if self._bridge:
-            text.append(f" · {self._bridge}", style="bold green" if self._bridge.endswith("live") else "dim")
-        problems = reader.diagnostics.total + len(snap.context.warnings)
-        if reader.status == "not_a_session":
-            text.append(" · header invalid (read-only salvage)", style="bold red")
-        if problems:
-            text.append(f" · ⚠ {problems} problems (d)", style="yellow")
-        self.update(text)
+        facts = header_facts(snap, demo=demo, following=following, bridge=self._bridge)
+        self.update(compose_header(facts, self.size.width or 80))
 
 
 class CategoryList(Static):
-    """Categories with dotted leaders and token counts, then the estimate/provider line."""
+    """Categories with dotted leaders, tokens and share of the window (calibrated to the
+    provider's count), then how the numbers were made (provider, estimate, ratio)."""
 
     _snap: Snapshot | None = None
 
@@ -90,17 +85,15 @@ class CategoryList(Static):
             self.show(self._snap)
 
     def show(self, snap: Snapshot) -> None:
-        """Redraw for `snap` using its best breakdown."""
+        """Redraw for `snap` using its best breakdown, calibrated."""
         self._snap = snap
         bd = snap.best
-        width = max(self.size.width or 46, 24)
-        lines = category_lines(bd, width=width)
+        cal = calibrated_of(snap)
+        width = max((self.size.width or 46) - 2, 24)  # room for a vertical scroll bar
+        lines = category_lines(cal, width=width, max_children=3)
         if snap.model is None:
             lines.append(Text(f"window unknown for {snap.model_key or 'this session'}", style="yellow"))
-        lines.append(summary_line(bd.estimate, snap.provider, bd.counter))
-        over = overshoot_line(bd.estimate, snap.provider)
-        if over is not None:
-            lines.append(over)
+        lines.append(calibration_line(cal, bd.counter))
         if snap.provider and snap.provider.later_messages:
             lines.append(Text(f"+{snap.provider.later_messages} messages since the last reply are estimated", style="dim"))
         self.update(Group(*lines))
@@ -153,18 +146,20 @@ class TurnList(DataTable):
     def _fill(self, snap: Snapshot) -> None:
         cursor = self.cursor_row
         self.clear(columns=True)
-        # index 4, time 5, tools 5, tokens 7, plan 8, plus one cell of padding each side.
-        prompt_width = max((self.size.width or 80) - 4 - 5 - 5 - 7 - 8 - 2 * 6 - 1, 10)
+        times = turn_times(snap.turns)
+        time_width = max((len(t) for t in times), default=5) or 5
+        # index 4, time 5 (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side.
+        prompt_width = max((self.size.width or 80) - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
         self.add_column("#", key="index", width=4)
-        self.add_column("time", key="time", width=5)
+        self.add_column("time", key="time", width=time_width)
         self.add_column("prompt", key="prompt", width=prompt_width)
         self.add_column("tools", key="tools", width=5)
         self.add_column("tokens", key="tokens", width=7)
         self.add_column("plan", key="plan", width=8)
-        for turn in snap.turns:
+        for turn, when in zip(snap.turns, times):
             self.add_row(
                 Text(str(turn.index) if turn.index else "·", justify="right"),
-                turn.time.strftime("%H:%M") if turn.time else "",
+                when,
                 literal_text(turn.prompt, keep_newlines=False),
                 Text(str(turn.tool_calls), justify="right"),
                 Text(fmt_tokens(turn.tokens), justify="right"),
@@ -173,6 +168,22 @@ class TurnList(DataTable):
             )
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
+
+
+def turn_times(turns: Any, today: Any = None) -> list[str]:
+    """The time column of the turn list: "HH:MM" when every turn is from today (local time),
+    else "MM-DD HH:MM" for all, so times never seem to run backwards across days. The row before
+    the first prompt (a compaction summary written after the turns it keeps) shows no time when
+    it is later than the next turn. `today` is a `datetime.date` (default: today)."""
+    import datetime as _dt
+
+    local = [t.time.astimezone() if t.time is not None else None for t in turns]
+    today = today or _dt.date.today()
+    dated = any(when is not None and when.date() != today for when in local)
+    out = [when.strftime("%m-%d %H:%M" if dated else "%H:%M") if when is not None else "" for when in local]
+    if len(turns) > 1 and not turns[0].index and local[0] is not None and local[1] is not None and local[0] > local[1]:
+        out[0] = ""
+    return out
 
 
 def _content_preview(message: Mapping[str, Any]) -> str:
@@ -233,8 +244,9 @@ class EntryInspector(Static):
         from ds4core.categories import CATEGORIES
 
         label = CATEGORIES.get(category, category)
-        row = next((r for r in snap.best.rows if r.id == category), None)
-        total = f"{fmt_tokens(row.tokens)} tokens in all" if row else ""
+        cal = calibrated_of(snap)
+        row = next((r for r in cal.rows if r.id == category), None)
+        total = f"{fmt_tokens(row.tokens)} tokens in all ({cal.percent(row.tokens):.1f}% of the window)" if row else ""
         self.update(Group(
             Text(f"{label}", style="bold"),
             Text(f"one cell = {tokens_per_cell:,} tokens · {total}", style="dim"),
@@ -269,6 +281,14 @@ class EntryInspector(Static):
             f" · cl100k {fmt_tokens(self._cl100k.count(message).total)}",
             style="dim",
         )
+        cal = calibrated_of(snap)
+        if cal.source == "provider" and cal.estimate and abs(cal.factor - 1) >= 0.005:
+            raw = snap.best.message_tokens[message_index] if message_index < len(snap.best.message_tokens) else 0
+            tokens.append(
+                f" · raw estimate {fmt_tokens(raw)} ({snap.best.counter}) ×{cal.factor:.2f}"
+                f" ≈ {fmt_tokens(round(raw * cal.factor))} as the map counts it",
+                style="dim",
+            )
         usage = message.get("usage") if message.get("role") == "assistant" else None
         lines = [head, tokens]
         if message.get("role") == "assistant":

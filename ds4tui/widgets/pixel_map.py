@@ -1,5 +1,14 @@
 """The pixel map: the context window as a grid of cells, one cell per N tokens, by category.
 
+Two views (`view`): "agent" (default) shows what the agent sends, every cell in its category's
+colour; "ds4" shows DS4's plan on top: cells of entries the plan leaves out drawn ▒, pinned
+entries ◆ (still in their category's colour). In both views the prompt cache is an overlay
+that keeps the colour: cells after the cached prefix of the last request are drawn □ (hollow),
+and the last cell of the cached prefix is the boundary, its background coloured by the cache
+state (warm green, expiring amber, cold blue). The scale (tokens per cell, 1-2-5 series,
+`ds4core.categories.tokens_per_cell`) depends on the window and the map's share of the screen
+only, so it stays while the session grows.
+
 Rendered with Textual's Line API (`render_line` returns one `Strip` per row), so the cost of a
 repaint is one row of runs, whatever the window size. Cells follow context order and each one
 belongs to a real entry: moving the cursor onto a cell selects that entry.
@@ -11,6 +20,7 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
@@ -18,7 +28,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from ds4core.categories import Cell, Segment as MapSegment, map_cells, tokens_per_cell
-from ds4tui.palette import COLD, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
+from ds4tui.palette import BOUNDARY, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
 
 
 class PixelMap(Widget, can_focus=True):
@@ -54,7 +64,12 @@ class PixelMap(Widget, can_focus=True):
         self._excluded: frozenset[int] = frozenset()
         self._pinned: frozenset[int] = frozenset()
         self._cached_end: int | None = None
-        self._cold = False
+        self._cache_status: str | None = None
+        self._boundary: int | None = None
+        self._view = "agent"
+        self._agent_name = "Pi"
+        self.fit_height = False
+        """Shrink the widget to the rows the grid needs (the panel below gets the rest)."""
 
     @property
     def tokens_per_cell(self) -> int:
@@ -66,23 +81,103 @@ class PixelMap(Widget, can_focus=True):
         """The laid-out cells (for tests and the legend)."""
         return self._cells
 
+    @property
+    def view(self) -> str:
+        """"agent" (what the agent sends) or "ds4" (DS4's plan: ▒ excluded, ◆ pinned)."""
+        return self._view
+
+    def set_view(self, view: str) -> None:
+        """Switch between the "agent" and "ds4" views. Raises ValueError for another name."""
+        if view not in ("agent", "ds4"):
+            raise ValueError(f"unknown map view {view!r} (agent, ds4)")
+        self._view = view
+        self._set_title()
+        self.refresh()
+
     def set_data(self, segments: list[MapSegment], window: int) -> None:
-        """Show `segments` in a window of `window` tokens."""
+        """Show `segments` (calibrated: they add up to the tokens in context) in a window of
+        `window` tokens."""
         self._segments = list(segments)
         self._window = max(window, 1)
         self._layout()
 
+    def reset_scale(self) -> None:
+        """Choose the scale afresh at the next layout (the terminal was resized): the widget
+        takes its full share of the screen again, then fits its rows (`fit_height`)."""
+        if not self.fit_height:
+            self.styles.clear_rule("height")
+        self._layout()
+        self.call_after_refresh(self._layout)  # again once the new screen size is laid out
+
     def set_overlays(
-        self, *, excluded: set[int], pinned: set[int], cached_end: int | None, cold: bool
+        self, *, excluded: set[int], pinned: set[int], cached_end: int | None, cache_status: str | None
     ) -> None:
         """Marks on top of the categories, by context message index: `excluded` by the DS4 plan
-        (drawn ▒), `pinned` (drawn ◆), the cached prefix of the last request (messages before
-        `cached_end`; greyed when the cache is `cold`; later messages drawn □: not cached yet)."""
+        (▒ in the "ds4" view), `pinned` (◆ in the "ds4" view), and the cached prefix of the last
+        request (messages before `cached_end`; later messages drawn □), whose last cell is the
+        boundary styled by `cache_status` ("warm", "expiring", "cold", "unknown" or None)."""
         self._excluded = frozenset(excluded)
         self._pinned = frozenset(pinned)
         self._cached_end = cached_end
-        self._cold = cold
+        self._cache_status = cache_status
+        self._find_boundary()
+        self._set_title()
         self.refresh()
+
+    @property
+    def cache_status(self) -> str | None:
+        """The cache status the boundary is drawn with (None: no cache information)."""
+        return self._cache_status
+
+    @property
+    def boundary(self) -> int | None:
+        """Index of the last cell of the cached prefix (None: no cache information)."""
+        return self._boundary
+
+    def _find_boundary(self) -> None:
+        self._boundary = None
+        end = self._cached_end
+        if end is None:
+            return
+        last = None
+        for index, cell in enumerate(self._cells):
+            if cell.category == "free":
+                break
+            if cell.message_index is None or cell.message_index < end:
+                last = index
+            else:
+                break
+        self._boundary = last
+
+    def _set_title(self) -> None:
+        width = max(self.size.width, 10)
+        scale = f"1 cell = {self._per_cell:,} tok"
+        name = f"What {self._agent_name} sends" if self._view == "agent" else "DS4 plan (▒ out ◆ pinned)"
+        for title in (f"{name} · {scale}", f"{name.split(' (')[0]} · {scale}", f"1 cell = {self._per_cell:,}"):
+            if len(title) + 4 <= width:
+                break
+        self.border_title = title
+        self.border_subtitle = self._cache_legend()
+
+    def _cache_legend(self) -> Text:
+        """The bottom border: how to read the cache overlay (the boundary cell's style, the
+        cache state in words, □ when some cells are not cached yet), shortened to fit."""
+        status = self._cache_status
+        if self._cached_end is None or status is None or self._boundary is None:
+            return Text("")
+        words = {"warm": "cache warm", "expiring": "cache expiring", "cold": "cache cold"}.get(status, "cache unknown")
+        uncached = any(c.message_index is not None and c.message_index >= self._cached_end for c in self._cells)
+        swatch = Text(FILLED, style=Style(color="#ffffff", bgcolor=BOUNDARY.get(status, BOUNDARY["unknown"])))
+        room = max(self.size.width - 4, 8)
+        for tail in (
+            f" cached prefix ends · {words}" + (f" · {UNCACHED} not cached" if uncached else ""),
+            f" cached prefix ends · {words}",
+            f" prefix end · {words}",
+            f" {words}",
+        ):
+            if len(tail) + 1 <= room:
+                break
+        return swatch + Text(tail)
 
     def highlight_message(self, message_index: int | None) -> None:
         """Mark the cells of one context message (a selected turn or entry)."""
@@ -91,6 +186,13 @@ class PixelMap(Widget, can_focus=True):
 
     def _layout(self) -> None:
         width, height = self.size.width, self.size.height
+        border = self.outer_size.height - height
+        if self.fit_height and self.parent is not None and self.parent.size.height:
+            # The scale follows the map's share of its column (half, beside a 1fr legend), not
+            # the widget's own height, which shrinks to the rows the scale needs: so the scale
+            # depends on the window and the terminal size only, never on the session's growth.
+            outer = self.parent.size.height - self.parent.size.height // 2
+            height = max(outer - border, 1)
         if width <= 0 or height <= 0:
             self._cells = []
             return
@@ -98,7 +200,12 @@ class PixelMap(Widget, can_focus=True):
         self._per_cell = tokens_per_cell(self._window, total)
         needed = -(-self._window // self._per_cell)
         self._cells = map_cells(self._segments, min(total, needed), self._per_cell)
-        self.border_title = f"Context window · 1 cell = {self._per_cell:,} tok"
+        self._find_boundary()
+        self._set_title()
+        if self.fit_height and self._cells:
+            rows = -(-len(self._cells) // width)
+            if self.styles.height is None or self.styles.height.value != rows + border:
+                self.styles.height = rows + border
         if self.cursor >= len(self._cells):
             self.cursor = len(self._cells) - 1
         self.refresh()
@@ -119,7 +226,7 @@ class PixelMap(Widget, can_focus=True):
         for offset, cell in enumerate(row):
             index = start + offset
             style = self._style(cell, index)
-            glyph = self._glyph(cell)
+            glyph = self._glyph(cell, index)
             if style == run_style:
                 run_text += glyph
             else:
@@ -130,34 +237,31 @@ class PixelMap(Widget, can_focus=True):
             segments.append(Segment(run_text, run_style))
         return Strip(segments).extend_cell_length(width, self.rich_style)
 
-    def _glyph(self, cell: Cell) -> str:
+    def _glyph(self, cell: Cell, index: int) -> str:
         if cell.category == "free":
             return FREE
         i = cell.message_index
         if i is not None:
-            if i in self._pinned:
-                return PINNED
-            if i in self._excluded:
-                return EXCLUDED
+            if self._view == "ds4":
+                if i in self._pinned:
+                    return PINNED
+                if i in self._excluded:
+                    return EXCLUDED
             if self._cached_end is not None and i >= self._cached_end:
                 return UNCACHED
         return FILLED
 
-    def _cached_cold(self, cell: Cell) -> bool:
-        if not self._cold or self._cached_end is None or cell.category == "free":
-            return False
-        return cell.message_index is None or cell.message_index < self._cached_end
-
     def _style(self, cell: Cell, index: int) -> Style:
         colour = COLOURS.get(cell.category, "#808080")
-        if self._cached_cold(cell):
-            colour = COLD
         base = self.rich_style
-        style = Style(color=colour, bgcolor=base.bgcolor)
+        bgcolor = base.bgcolor
+        if index == self._boundary and self._cache_status is not None:
+            bgcolor = BOUNDARY.get(self._cache_status, BOUNDARY["unknown"])
+        style = Style(color=colour, bgcolor=bgcolor)
         if index == self.cursor and self.has_focus:
-            style = Style(color=colour, bgcolor=base.bgcolor, reverse=True)
+            style = Style(color=colour, bgcolor=bgcolor, reverse=True)
         elif self._highlight is not None and cell.message_index == self._highlight:
-            style = Style(color=colour, bgcolor=base.bgcolor, bold=True, underline=True)
+            style = Style(color=colour, bgcolor=bgcolor, bold=True, underline=True)
         return style
 
     def watch_cursor(self, old: int, new: int) -> None:

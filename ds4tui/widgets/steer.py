@@ -82,10 +82,14 @@ class _ConfirmScreen(ModalScreen):
 
     BINDINGS = [
         Binding("y", "confirm", "Write"),
-        Binding("n,escape", "cancel", "Cancel"),
+        Binding("n,escape,q", "cancel", "Cancel"),
+        Binding("enter", "enter", "Close", show=False),
     ]
     can_write = True
     force = False
+    refused = False
+    """Nothing can be written at all (e.g. nothing to compact): the dialog offers only a way
+    out (Esc, q, n or Enter close it; no Write button)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -106,6 +110,15 @@ class _ConfirmScreen(ModalScreen):
         self.query_one("#warning", Static).update(literal_text(warning))
         self.query_one("#warning", Static).display = bool(warning)
         self.query_one("#confirm", Button).disabled = not self.can_write
+        self.query_one("#confirm", Button).display = not self.refused
+        self.query_one("#cancel", Button).label = "Close (Esc)" if self.refused else "Cancel (n)"
+        if self.refused:
+            self.query_one("#cancel", Button).focus()
+
+    def action_enter(self) -> None:
+        """Enter closes a dialog that can only be closed (a focused button takes Enter first)."""
+        if self.refused:
+            self.action_cancel()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "confirm":
@@ -336,6 +349,7 @@ class CompactionScreen(_ConfirmScreen):
         p = self.preview
         if p is None:
             self.can_write = False
+            self.refused = True
             self.set_content("Compact the context?", "", "", f"Cannot compact: {self.refusal}")
             return
         s = p.settings

@@ -115,7 +115,33 @@ def test_sessions_listing_reads_spaced_json(tmp_path: Path, sample01: Path, monk
     assert data[0]["name"] == "Fix 404 for unknown widget ids" and data[0]["model"] == "anthropic/claude-sonnet-4-5"
 
 
-def test_map_says_when_the_estimate_exceeds_the_provider(shared_dir: Path) -> None:
+def test_map_calibrates_an_estimate_above_the_provider(shared_dir: Path) -> None:
+    """Issue 17: the legend said Tool results 201.1k + Free space 17k in a 200k window. The
+    categories are now the provider's 183k split in the estimate's proportions."""
     result = runner.invoke(app, ["map", str(shared_dir / "sessions-pi" / "99-large.jsonl")], terminal_width=200)
-    text = " ".join(result.stdout.split())
-    assert "categories are estimates, 22.8k above the provider's 183k" in text.replace("│ ", "").replace(" │", "")
+    text = " ".join(result.stdout.split()).replace("│ ", "").replace(" │", "")
+    assert "183k / 200k (91%)" in text
+    assert "provider 183k · estimate 205.8k (cl100k) ×0.89" in text
+    assert "Tool results ...................... 178.8k 89.4%" in text.replace(". .", "..") or "178.8k 89.4%" in text
+    assert "Free space" in text and "17k 8.5%" in text
+    data = json.loads(runner.invoke(app, ["map", "--json", str(shared_dir / "sessions-pi" / "99-large.jsonl")]).stdout)
+    cal = data["calibrated"]
+    assert sum(c["tokens"] for c in cal["categories"]) == data["contextWindow"] == 200_000
+    assert cal["used"] == data["provider"]["contextTokens"] and cal["source"] == "provider"
+
+
+def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: `sessions` said "(no name)" where the header showed the file's name."""
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.widgets.panels import header_facts
+
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--z--"
+    folder.mkdir(parents=True)
+    unnamed = folder / "2026-03-02T08-41-13-726Z_unnamed.jsonl"
+    unnamed.write_bytes(b"".join(line for line in sample01.read_bytes().splitlines(keepends=True) if b'"session_info"' not in line))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    listing = runner.invoke(app, ["sessions"], terminal_width=300)
+    header = header_facts(open_snapshot(unnamed), demo=False, following=True)
+    assert header.name == "2026-03-02T08-41-13-726Z_unnamed"
+    assert f"  {header.name}  ·  " in listing.stdout and "(no name)" not in listing.stdout

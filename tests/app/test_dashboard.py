@@ -189,20 +189,65 @@ async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None
         assert app._selected == 5
 
 
-async def test_cached_prefix_greys_when_the_cache_is_cold(sample01: Path) -> None:
-    from ds4tui.palette import COLD
+@pytest.mark.parametrize(("later", "status"), [(120, "warm"), (3600, "cold")])
+async def test_the_cache_overlay_keeps_the_category_colour(sample01: Path, later: int, status: str) -> None:
+    """Issue 17: a cold cache no longer greys every cell; the boundary cell (where the cached
+    prefix ends) carries the state, each cell keeps its category's colour."""
+    from ds4tui.palette import BOUNDARY, COLOURS
 
     last_request = 1772441024.433
-    app = Ds4App(sample01, watch=False, now=lambda: last_request + 3600)  # an hour later: cold
+    app = Ds4App(sample01, watch=False, now=lambda: last_request + later)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
         await pilot.pause(1.2)  # one countdown tick
         app._apply_overlays()
         pixel_map = app.query_one(PixelMap)
         assert app.derived.cache.cached_prefix_end == 18
-        first = pixel_map.cells[0]
-        assert pixel_map._cached_cold(first)
-        assert pixel_map._style(first, 0).color.name == COLD
+        assert pixel_map.cache_status == status
+        for index, cell in enumerate(pixel_map.cells):
+            if cell.category != "free":
+                assert pixel_map._style(cell, index).color.name == COLOURS[cell.category]
+        boundary = pixel_map.boundary
+        assert boundary is not None and pixel_map.cells[boundary].message_index <= 17
+        assert pixel_map.cells[boundary + 1].category == "free" or pixel_map.cells[boundary + 1].message_index >= 18
+        assert pixel_map._style(pixel_map.cells[boundary], boundary).bgcolor.name == BOUNDARY[status]
+        assert f"cache {status}" in str(pixel_map.border_subtitle)
+
+
+async def test_the_map_shows_what_pi_sends_and_v_switches_to_the_ds4_plan(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        pixel_map = app.query_one(PixelMap)
+        assert pixel_map.view == "agent"  # DS4 is not installed for this session
+        assert str(pixel_map.border_title).startswith("What Pi sends · 1 cell = ")
+        glyphs = {pixel_map._glyph(c, i) for i, c in enumerate(pixel_map.cells)}
+        assert "▒" not in glyphs and "◆" not in glyphs
+        await pilot.press("v")
+        await pilot.pause()
+        assert pixel_map.view == "ds4" and str(pixel_map.border_title).startswith("DS4 plan")
+        await pilot.press("v")
+        assert pixel_map.view == "agent"
+
+
+async def test_header_and_legend_agree_and_add_up_to_the_window(sample01: Path) -> None:
+    from ds4tui.render import calibrated_of
+    from ds4tui.text import fmt_tokens
+
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        cal = calibrated_of(snap)
+        assert snap.provider is not None and cal.used == snap.provider.context_tokens
+        assert sum(r.tokens for r in cal.rows) == snap.context_window
+        header = str(app.query_one("#header").content)
+        assert f"{fmt_tokens(cal.used)} / {fmt_tokens(snap.context_window)}" in header
+        legend = "\n".join(str(line) for line in app.query_one("#categories").content.renderables)
+        assert f"provider {fmt_tokens(cal.used)}" in legend  # the legend's total
+        assert "Images" in legend and "Unattributed" not in legend  # 01-tools-and-image carries an image
+        filled = sum(1 for c in app.query_one(PixelMap).cells if c.category != "free")
+        assert filled == round(cal.used / app.query_one(PixelMap).tokens_per_cell)
 
 
 async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Path, sample01: Path) -> None:
@@ -321,3 +366,73 @@ async def test_every_tab_key_works_from_every_tab(first: str, sample01: Path) ->
             await pilot.press(key)
             await pilot.pause()
             assert tabs.active == (tab or {"M": "manifest", "R": "retrieval"}[first])
+
+
+async def test_o_opens_a_typed_path(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: the `o` picker could not take a typed path."""
+    from textual.widgets import Input
+
+    from ds4tui.screens.picker import SessionPicker
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "empty-agent"))
+    other = tmp_path / "other.jsonl"
+    shutil.copy(sample01, other)
+    first = tmp_path / "first.jsonl"
+    shutil.copy(sample01, first)
+    app = Ds4App(first, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionPicker)
+        field = app.screen.query_one(Input)
+        assert field.has_focus  # no sessions listed: the path field has the focus
+        await pilot.press(*str(tmp_path / "missing.jsonl"), "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionPicker)  # stays open, says why
+        assert "no such file" in str(app.screen.query_one("#picker-error").render())
+        field.value = str(other)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, SessionPicker)
+        assert app.session_path == other
+
+
+async def test_the_scale_stays_while_the_session_grows(tmp_path: Path, sample01: Path) -> None:
+    """Issue 17: the scale jumped from 200 to 250 tokens per cell while live."""
+    lines = sample01.read_bytes().splitlines(keepends=True)
+    target = tmp_path / "live.jsonl"
+    target.write_bytes(b"".join(lines[:6]))
+    app = Ds4App(target, watch=False, retrieval=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, exact=False, derived=False)
+        pixel_map = app.query_one(PixelMap)
+        scale = pixel_map.tokens_per_cell
+        assert scale in (100, 200, 500, 1000)  # the 1-2-5 series
+        for count in range(7, len(lines) + 1, 3):
+            target.write_bytes(b"".join(lines[:count]))
+            app.refresh_session()
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if app.snapshot is not None and app.snapshot.file_size == target.stat().st_size:
+                    break
+            await pilot.pause()
+            assert pixel_map.tokens_per_cell == scale
+            assert str(pixel_map.border_title).endswith(f"1 cell = {scale:,} tok")
+
+
+async def test_the_map_opens_on_the_ds4_plan_when_ds4_is_active(tmp_path: Path, sample01: Path) -> None:
+    """DS4's configuration file is in use: the map starts on DS4's plan (title names it)."""
+    config = tmp_path / "ds4-context.json"
+    config.write_text(json.dumps({"context": {}}))
+    app = Ds4App(sample01, watch=False, retrieval=False, config_file=config)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        pixel_map = app.query_one(PixelMap)
+        assert app.derived.config is not None and app.derived.config.loaded_files == (config,)
+        assert pixel_map.view == "ds4" and str(pixel_map.border_title).startswith("DS4 plan")
+        await pilot.press("v")
+        assert pixel_map.view == "agent"
+        app.refresh_session(force=True)  # a later update keeps the user's choice
+        await settle(pilot, app)
+        assert pixel_map.view == "agent"

@@ -85,13 +85,15 @@ async def test_rows_filter_sort_and_selection() -> None:
         await pilot.pause()
         assert table.row_count == len(view.items)
 
-        # `s` cycles the sort: tokens (largest first), then score; `r` reverses.
+        # `s` cycles the sort: tokens (largest first), then score; `S` reverses (`r` stays the
+        # app's Refresh: the manifest does not shadow it).
+        assert "r" not in {b.key for b in ManifestView.BINDINGS}
         table.focus()
         await pilot.press("s")
         await pilot.pause()
         tokens = [i.tokens for i in manifest.rows]
         assert tokens == sorted(tokens, reverse=True)
-        await pilot.press("r")
+        await pilot.press("S")
         await pilot.pause()
         assert [i.tokens for i in manifest.rows] == sorted(tokens)
         await pilot.press("s")

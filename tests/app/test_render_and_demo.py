@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -27,11 +28,70 @@ def test_children_sorted_by_weight_30_shown_then_the_rest_counted() -> None:
     assert all(len(line) <= 40 for line in lines)
 
 
-def test_demo_replay_appends_the_bundled_session_line_by_line(tmp_path: Path) -> None:
+def test_demo_replay_appends_the_bundled_session_line_by_line_dated_now(tmp_path: Path) -> None:
+    from ds4tui.demo import line_time, shift_line
+
     target = tmp_path / "demo.jsonl"
     stop = threading.Event()
-    replay(demo_session_path(), target, speed=1e9, stop=stop)
-    assert target.read_bytes() == demo_session_path().read_bytes()
+    source = demo_session_path()
+    before = source.read_bytes()
+    replay(source, target, speed=1e9, stop=stop, now=lambda: 1_900_000_000.0)
+    assert source.read_bytes() == before  # the packaged file is only read
+    got = target.read_bytes().splitlines(keepends=True)
+    want = before.splitlines(keepends=True)
+    assert len(got) == len(want)
+    for mine, theirs in zip(got, want):
+        when = line_time(theirs)
+        assert mine == (shift_line(theirs, 1_900_000_000.0 - when) if when is not None else theirs)
+        if when is not None:
+            assert line_time(mine) == 1_900_000_000.0
+    # Only the timestamps moved: the messages are the same.
+    first = json.loads(want[5]), json.loads(got[5])
+    first[1]["timestamp"] = first[0]["timestamp"]
+    if isinstance(first[0].get("message"), dict):
+        first[1]["message"]["timestamp"] = first[0]["message"]["timestamp"]
+    assert first[0] == first[1]
+
+
+def test_demo_copy_is_warm_and_never_the_packaged_file(tmp_path: Path) -> None:
+    from ds4sessions.derive.cache import cache_view
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.demo import DEMO_AGE_S, demo_copy, line_time
+
+    now = 1_900_000_000.0
+    copy = demo_copy(demo_session_path(), tmp_path / "demo.jsonl", now=now)
+    times = [t for t in map(line_time, copy.read_bytes().splitlines()) if t is not None]
+    assert max(times) == pytest.approx(now - DEMO_AGE_S, abs=0.002)
+    view = cache_view(open_snapshot(copy), now)
+    assert view.state_at(now).status == "warm"
+    assert view.state_at(now + 3600).status == "cold"
+
+
+async def test_pin_in_the_default_demo_writes_to_the_copy_only(tmp_path: Path) -> None:
+    """Issue 17: `p`, `y` in the demo appended to the packaged demo-session.jsonl."""
+    import os
+    import time
+
+    from ds4tui.demo import demo_copy
+    from tests.app.test_dashboard import open_pin_dialog
+
+    packaged = demo_session_path().read_bytes()
+    copy = demo_copy(demo_session_path(), tmp_path / "demo.jsonl")
+    old = time.time() - 60
+    os.utime(copy, (old, old))  # idle: the writer accepts it
+    size = copy.stat().st_size
+    app = Ds4App(copy, demo=True, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        app._select_message(3, sync_turns=True)
+        await open_pin_dialog(pilot, app)
+        await pilot.press("y")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if copy.stat().st_size > size:
+                break
+    assert copy.stat().st_size > size  # the label went to the copy
+    assert demo_session_path().read_bytes() == packaged
 
 
 async def test_small_terminal_hides_the_map_but_keeps_the_numbers(sample01: Path) -> None:

@@ -29,9 +29,32 @@ async def _ready(pilot) -> None:  # type: ignore[no-untyped-def]
     await settle(pilot, pilot.app)
 
 
-@pytest.mark.parametrize("size", [(120, 36), (80, 24)], ids=["120x36", "80x24"])
+SIZES = [(120, 36), (80, 24), (100, 30), (160, 48), (200, 60), (70, 50), (60, 40)]
+"""Full terminals, and side-by-side panes beside the agent (70×50, 60×40): issue 17."""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_dashboard(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(app(), terminal_size=size, run_before=_ready)
+
+
+def test_dashboard_cold_cache_keeps_the_colours(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    cold = Ds4App(SAMPLE, watch=False, now=lambda: LAST_REQUEST + 3600)
+
+    async def tick(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _ready(pilot)
+        await pilot.pause(1.2)  # one countdown tick: the boundary turns cold
+
+    assert snap_compare(cold, terminal_size=(160, 48), run_before=tick)
+
+
+def test_dashboard_ds4_plan_view(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def plan_view(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _ready(pilot)
+        await pilot.press("v")
+        await pilot.pause()
+
+    assert snap_compare(app(), terminal_size=(100, 30), run_before=plan_view)
 
 
 def test_dashboard_map_focused_with_cell_selected(snap_compare) -> None:  # type: ignore[no-untyped-def]

@@ -131,11 +131,18 @@ async def test_compaction_dialog(session: Path) -> None:
         assert "vs cold $" in text_of(app, "#facts")
         await pilot.press("y")
     assert app.results == [WriteDecision(Expected(26539, "7060d0dd"), False)]
-    app = DialogApp(CompactionScreen(None, refusal="Nothing to compact"))
-    async with app.run_test(size=(110, 40)) as pilot:
-        assert text_of(app, "#warning") == "Cannot compact: Nothing to compact"
-        await pilot.press("y", "escape")
-    assert app.results == [None]
+    # Nothing to compact: the dialog offers only a way out (issue 17: `y` did nothing, `q` too).
+    for key in ("escape", "q", "enter", "n"):
+        app = DialogApp(CompactionScreen(None, refusal="Nothing to compact"))
+        async with app.run_test(size=(110, 40)) as pilot:
+            assert text_of(app, "#warning") == "Cannot compact: Nothing to compact"
+            assert not app.screen.query_one("#confirm").display
+            assert str(app.screen.query_one("#cancel").label) == "Close (Esc)"
+            await pilot.press("y")  # no write
+            assert app.results == []
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.results == [None], key
 
 
 def test_collapse_dialog_snapshot(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

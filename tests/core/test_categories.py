@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ds4core.categories import (
     Segment,
+    calibrate,
+    calibrated,
     bash_execution_text,
     breakdown,
     map_cells,
@@ -90,32 +94,96 @@ def test_unattributed_is_provider_minus_estimate_when_positive(sample01: Path) -
     assert inferred.estimate == plain.estimate + 3000
 
 
-def test_map_cells_follow_context_order_and_give_every_entry_a_cell() -> None:
+def test_map_cells_follow_context_order_and_draw_each_category_at_its_share() -> None:
     segments = [
         Segment("system_prompt", 1000, 0, "a"),
-        Segment("user", 10, 1, "b"),  # smaller than a cell: still gets one
+        Segment("user", 10, 1, "b"),  # smaller than a cell: its category still shows one cell
         Segment("tool_results", 2500, 2, "c"),
     ]
     cells = map_cells(segments, total_cells=20, tokens_per_cell=500)
     assert len(cells) == 20
-    assert [c.entry_id for c in cells[:9]] == ["a", "a", "b", "c", "c", "c", "c", "c", None]
+    # 3,510 tokens fill round(3510 / 500) = 7 cells; the user's cell is taken from the
+    # category drawn most above its share (tool results: 5 cells for 4.99 cells' worth).
+    assert [c.entry_id for c in cells[:8]] == ["a", "a", "b", "c", "c", "c", "c", None]
     owners = [c.entry_id for c in cells if c.entry_id]
-    assert owners[0] == "a" and "b" in owners and owners[-1] == "c"
     assert owners == sorted(owners)  # context order
     assert cells[-1].category == "free"
-    assert sum(1 for c in cells if c.category == "tool_results") == 5
+    assert sum(1 for c in cells if c.category == "tool_results") == 4
+
+
+def test_a_small_category_is_drawn_at_its_share_not_one_cell() -> None:
+    # issue 17: "Unattributed 1.6k is drawn as one cell" (200 tok per cell: 8 cells).
+    segments = [Segment("user", 40, i, f"e{i}") for i in range(200)]  # 8k in 200 small messages
+    segments.append(Segment("images", 1600, 200, "img"))
+    cells = map_cells(segments, total_cells=1000, tokens_per_cell=200)
+    assert sum(1 for c in cells if c.category == "images") == 8
+    assert sum(1 for c in cells if c.category == "user") == 40
+    assert sum(1 for c in cells if c.category != "free") == round(9600 / 200)
 
 
 def test_map_never_overflows() -> None:
     segments = [Segment("user", 1, i, f"e{i}") for i in range(100)]
     cells = map_cells(segments, total_cells=10, tokens_per_cell=1000)
-    assert len(cells) == 10 and all(c.category == "user" for c in cells)
+    assert len(cells) == 10 and cells[0].category == "user" and cells[1].category == "free"
+    big = map_cells([Segment("user", 50_000, 0, "x"), Segment("tools", 50_000, 1, "y")], total_cells=10, tokens_per_cell=1000)
+    assert len(big) == 10 and [c.category for c in big] == ["user"] * 5 + ["tools"] * 5
 
 
-def test_tokens_per_cell_is_round_and_fits() -> None:
+def test_tokens_per_cell_follows_1_2_5_and_is_kept_while_it_fits() -> None:
     assert tokens_per_cell(200_000, 1000) == 200
-    assert tokens_per_cell(200_000, 900) == 250
-    assert tokens_per_cell(200_000, 624) == 400
+    assert tokens_per_cell(200_000, 900) == 500  # 250 is not in the 1-2-5 series
+    assert tokens_per_cell(200_000, 624) == 500
     assert tokens_per_cell(1_000_000, 1000) == 1000
-    assert tokens_per_cell(128_000, 2000) == 80
+    assert tokens_per_cell(128_000, 2000) == 100
     assert tokens_per_cell(100, 1000) == 1
+    # Kept while the window is the same and it still fits (the legend grew, the map shrank)...
+    assert tokens_per_cell(200_000, 1100, keep=200) == 200
+    assert tokens_per_cell(200_000, 5000, keep=200) == 200
+    # ...and replaced once it no longer fits.
+    assert tokens_per_cell(200_000, 900, keep=200) == 500
+
+
+def test_calibrate_spreads_the_provider_total_in_proportion() -> None:
+    assert calibrate({"a": 300, "b": 100}, 200) == {"a": 150, "b": 50}
+    got = calibrate({"a": 1, "b": 1, "c": 1}, 10)
+    assert sum(got.values()) == 10 and sorted(got.values()) == [3, 3, 4]
+    assert calibrate({"a": 5, "z": 0}, 7) == {"a": 7, "z": 0}
+    with pytest.raises(ValueError):
+        calibrate({"a": 0}, 5)
+    with pytest.raises(ValueError):
+        calibrate({"a": 1}, -1)
+
+
+def test_calibrated_rows_add_up_to_the_window_and_the_provider(sample01: Path) -> None:
+    ctx = json.loads(sample01.with_name("01-tools-and-image.context.json").read_text())
+    ledger = TokenLedger(CharsV1Counter(), message_parts)
+    raw = breakdown(ctx["messages"], ctx["contextEntryIds"], ledger, context_window=200_000, provider_tokens=None)
+    # The estimate above the provider (issue 17: 201.1k of tool results + 17k free in 200k).
+    over = breakdown(ctx["messages"], ctx["contextEntryIds"], ledger, context_window=200_000, provider_tokens=raw.estimate // 2)
+    cal = calibrated(over, raw.estimate // 2)
+    assert cal.used == raw.estimate // 2 and cal.source == "provider"
+    assert sum(r.tokens for r in cal.rows) == 200_000
+    assert sum(r.tokens for r in cal.rows if r.id != "free") == cal.used == sum(s.tokens for s in cal.segments)
+    assert cal.free == 200_000 - cal.used and cal.estimate == raw.estimate
+    assert all(sum(t for _, t in r.children) == r.tokens for r in cal.rows if r.children)
+    # The estimate below the provider: unattributed is spread over the categories.
+    under = breakdown(ctx["messages"], ctx["contextEntryIds"], ledger, context_window=200_000, provider_tokens=raw.estimate + 900)
+    assert under.unattributed == 900
+    cal = calibrated(under, raw.estimate + 900)
+    assert "unattributed" not in [r.id for r in cal.rows] and cal.used == raw.estimate + 900
+    assert round(cal.factor, 6) == round((raw.estimate + 900) / raw.estimate, 6)
+    # Without a provider the estimate stands, capped at the window.
+    small = calibrated(breakdown(ctx["messages"], ctx["contextEntryIds"], ledger, context_window=1000))
+    assert small.capped and small.used == 1000 and small.free == 0
+    assert sum(r.tokens for r in small.rows) == 1000
+
+
+def test_images_are_their_own_category() -> None:
+    png = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+    msg = {"role": "user", "content": [{"type": "text", "text": "look"}, png]}
+    assert message_parts(msg) == [("user", None, "look"), ("images", "user", png)]
+    result = {"role": "toolResult", "toolName": "read", "content": [png]}
+    assert message_parts(result) == [("images", "read", png)]
+    ledger = TokenLedger(CharsV1Counter(), message_parts)
+    bd = breakdown([msg], ["e1"], ledger, context_window=200_000)
+    assert {r.id: r.tokens for r in bd.rows}["images"] == 1024  # DS4's flat rule (chars-v1)

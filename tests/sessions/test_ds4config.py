@@ -181,3 +181,26 @@ def test_committed_schema_matches_the_models() -> None:
     schema = json.loads(committed)
     assert schema["properties"]["context"]["$ref"] == "#/$defs/ContextSection"
     assert "recentTailTokens" in schema["$defs"]["ContextSection"]["properties"]
+
+
+def test_ds4_is_active_only_with_its_config_or_its_package(tmp_path: Path) -> None:
+    import json as _json
+
+    from ds4sessions.derive.ds4config import ds4_active, load_ds4_config
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert not ds4_active(load_ds4_config(project, agent=agent), project, agent)
+    (agent / "settings.json").write_text(_json.dumps({"packages": ["npm:some-other-thing"], "defaultProvider": "anthropic"}))
+    assert not ds4_active(load_ds4_config(project, agent=agent), project, agent)
+    (agent / "settings.json").write_text(_json.dumps({"packages": ["git:github.com/Alucard24/ds4-context-engine"]}))
+    assert ds4_active(None, project, agent)
+    (agent / "settings.json").write_text("{not json")
+    assert not ds4_active(None, project, agent)
+    (agent / "ds4-context.json").write_text(_json.dumps({"context": {}}))
+    assert ds4_active(load_ds4_config(project, agent=agent), project, agent)
+    (agent / "ds4-context.json").unlink()
+    (project / ".pi" / "extensions" / "ds4-context-engine").mkdir(parents=True)
+    assert ds4_active(None, project, agent)

@@ -94,3 +94,39 @@ def test_turns_keep_their_branch_numbers_after_compaction(shared_dir: Path) -> N
     assert [t.index for t in prompts] == [6]  # six prompts on the branch; the last one is kept
     assert prompts[0].prompt == "Document it in the README."
     assert snap.turns[0].index == 0 and snap.turns[0].prompt == "(before the first prompt)"
+
+
+def test_usage_before_a_compaction_does_not_infer_the_system_prompt(tmp_path: Path) -> None:
+    """Issue 17's held-back case: a reply measured 188k before a compaction; after it the context
+    is a summary and one prompt: a few dozen tokens, not 188k (94%)."""
+    import json
+
+    ts = "2026-03-03T13:20:05.000Z"
+    usage = {"input": 6, "output": 50, "cacheRead": 180_000, "cacheWrite": 8_000, "totalTokens": 188_056}
+    lines = [
+        {"type": "session", "version": 3, "id": "s-usage-before-compaction", "timestamp": ts, "cwd": "/tmp/x"},
+        {"type": "model_change", "id": "m1", "parentId": None, "timestamp": ts, "provider": "anthropic", "modelId": "claude-sonnet-4-5"},
+        {"type": "message", "id": "u1", "parentId": "m1", "timestamp": ts, "message": {"role": "user", "content": "Read everything.", "timestamp": 1}},
+        {"type": "message", "id": "a1", "parentId": "u1", "timestamp": ts, "message": {
+            "role": "assistant", "content": [{"type": "text", "text": "Done."}], "provider": "anthropic",
+            "model": "claude-sonnet-4-5", "usage": usage, "stopReason": "stop", "timestamp": 2}},
+        {"type": "compaction", "id": "c1", "parentId": "a1", "timestamp": ts, "summary": "Read the repo.",
+         "firstKeptEntryId": "u1", "tokensBefore": 188_056},
+        {"type": "message", "id": "u2", "parentId": "c1", "timestamp": ts, "message": {"role": "user", "content": "Now fix the test.", "timestamp": 3}},
+    ]
+    path = tmp_path / "usage-before-compaction.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    snap = open_snapshot(path)
+    assert not snap.system_inferred and snap.provider is None
+    # The kept reply a1 is in context, but its usage measured the pre-compaction context.
+    assert [m["role"] for m in snap.context.messages] == ["compactionSummary", "user", "assistant", "user"]
+    assert 10 < snap.best.estimate < 80, snap.best.estimate
+    # The same file built by appends (the incremental path) agrees.
+    live = LiveSession(tmp_path / "grown.jsonl")
+    grown = tmp_path / "grown.jsonl"
+    for line in path.read_bytes().splitlines(keepends=True):
+        with grown.open("ab") as out:
+            out.write(line)
+        live.refresh()
+    assert live.last is not None and not live.last.system_inferred
+    assert live.last.best.estimate == snap.best.estimate

@@ -1,8 +1,8 @@
 """What fills the context window, by category, and the pixel map's cells.
 
 Categories follow the `/context` panel of the pi-context extension: system prompt, tools, user
-messages, assistant text, thinking, tool calls, tool results (children per tool name), bash
-executions, compaction summary, branch summaries, custom messages (children per custom type),
+messages, assistant text, thinking, tool calls, tool results (children per tool name), images
+(children per the message kind that carries them: `user` or the tool name), bash executions, compaction summary, branch summaries, custom messages (children per custom type),
 plus `unattributed` (provider total − estimate, when positive) and free space.
 
 Messages are Pi agent messages (plain dicts, as `buildSessionContext` returns them). The text a
@@ -29,6 +29,7 @@ CATEGORIES: dict[str, str] = {
     "thinking": "Thinking",
     "tool_calls": "Tool calls",
     "tool_results": "Tool results",
+    "images": "Images",
     "bash": "Bash executions",
     "compaction": "Compaction summary",
     "branch_summary": "Branch summaries",
@@ -81,7 +82,9 @@ def _content_parts(content: Any, category: str, child: str | None) -> list[Part]
         if type(block) is not dict and not isinstance(block, Mapping):
             parts.append((category, child, js_stringify(block)))
         elif block.get("type") == "image":
-            parts.append((category, child, block))
+            # Images are their own category (issue 17): their cost follows the counter's image
+            # rule (provider-style for cl100k, DS4's flat 1,024 for chars-v1), not the text's.
+            parts.append(("images", child or category, block))
         elif isinstance(block.get("text"), str):
             parts.append((category, child, block["text"]))
         else:
@@ -350,45 +353,171 @@ class Cell:
     message_index: int | None
 
 
+def _largest_remainder(weights: Sequence[int], total: int) -> list[int]:
+    """Integers proportional to `weights` that sum to exactly `total` (Hamilton's method:
+    floors, then one more to the largest remainders; ties go to the earlier weight).
+    Zero weights get zero. Raises ValueError when `total` < 0 or all weights are 0 and total > 0."""
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    whole = sum(weights)
+    if whole <= 0:
+        if total:
+            raise ValueError("cannot share a positive total among zero weights")
+        return [0] * len(weights)
+    shares = [w * total // whole for w in weights]
+    remainders = sorted(range(len(weights)), key=lambda i: (-(weights[i] * total % whole), i))
+    for i in remainders[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def calibrate(totals: Mapping[str, int], target: int) -> dict[str, int]:
+    """Scale estimated token counts so they sum to exactly `target` (tokens), in proportion.
+
+    The provider's count for a request is the truth; our per-category estimate only says how it
+    splits. Calibrating spreads the provider's total over the estimate's categories (largest
+    remainder rounding, so the parts add up to `target` exactly and a zero stays zero). Example:
+    `calibrate({"a": 300, "b": 100}, 200) == {"a": 150, "b": 50}`.
+    Raises ValueError when `target` < 0, or when every total is 0 and `target` > 0.
+    """
+    keys = list(totals)
+    return dict(zip(keys, _largest_remainder([max(totals[k], 0) for k in keys], target)))
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """What every panel shows for one breakdown: one number per category.
+
+    - `rows`: categories in `CATEGORIES` order (children scaled too), free space last; their
+      tokens add up to `window` (or to `used` without a window); no `unattributed` row;
+    - `segments`: the map's segments, scaled the same way (sum = `used`);
+    - `used`: tokens in context: the provider's count when known, else the estimate, capped at
+      the window; `free`: `window - used` (None without a window);
+    - `estimate`: the raw estimate (`Breakdown.estimate`), `factor`: `used / estimate`
+      (1.0 when nothing was scaled), `source`: "provider" or "estimate";
+    - `capped`: the estimate exceeded the window and was scaled down to it.
+    """
+
+    rows: list[CategoryRow]
+    segments: list[Segment]
+    used: int
+    free: int | None
+    window: int | None
+    estimate: int
+    factor: float
+    source: str
+    capped: bool = False
+
+    def percent(self, tokens: int) -> float:
+        """`tokens` as a percentage of the window (of `used` without a window)."""
+        base = self.window or self.used
+        return 100.0 * tokens / base if base else 0.0
+
+
+def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Calibrated:
+    """The breakdown scaled to the provider's count (`provider_tokens`, tokens; None: keep the
+    estimate), never above the context window. The provider's count replaces the estimate as the
+    total; the categories keep the estimate's proportions (`calibrate`); `unattributed` (the gap
+    the estimate missed) is spread over the categories with the rest. Pure; O(segments)."""
+    window = breakdown.context_window
+    parts = [s for s in breakdown.segments if s.category not in ("unattributed", "free")]
+    estimate = sum(s.tokens for s in parts)
+    used = provider_tokens if provider_tokens is not None and estimate > 0 else estimate
+    capped = bool(window) and used > window  # type: ignore[operator]
+    if capped:
+        used = window  # type: ignore[assignment]
+    scaled = _largest_remainder([s.tokens for s in parts], used) if estimate else []
+    segments = [Segment(s.category, t, s.message_index, s.entry_id) for s, t in zip(parts, scaled) if t > 0]
+    by_cat: dict[str, int] = {}
+    for seg in segments:
+        by_cat[seg.category] = by_cat.get(seg.category, 0) + seg.tokens
+    rows: list[CategoryRow] = []
+    for row in breakdown.rows:
+        if row.id in ("unattributed", "free"):
+            continue
+        tokens = by_cat.get(row.id, 0)
+        if tokens <= 0:
+            continue
+        kids = list(zip([n for n, _ in row.children], _largest_remainder([t for _, t in row.children], tokens))) if row.children and sum(t for _, t in row.children) else []
+        kids = sorted(((n, t) for n, t in kids if t > 0), key=lambda kv: (-kv[1], kv[0]))
+        rows.append(CategoryRow(row.id, row.label, tokens, kids, row.inferred))
+    free = max(window - used, 0) if window else None
+    if free is not None:
+        rows.append(CategoryRow("free", CATEGORIES["free"], free))
+    return Calibrated(
+        rows=rows, segments=segments, used=used, free=free, window=window, estimate=estimate,
+        factor=(used / estimate) if estimate else 1.0,
+        source="provider" if provider_tokens is not None and estimate > 0 else "estimate", capped=capped,
+    )
+
+
 def map_cells(segments: Sequence[Segment], total_cells: int, tokens_per_cell: int) -> list[Cell]:
     """Lay segments out as `total_cells` cells of `tokens_per_cell` tokens, in context order.
 
-    Cell boundaries follow cumulative token positions, so a segment gets about
-    `tokens / tokens_per_cell` cells; every message with tokens gets at least one cell
-    (entry resolution) while the window has room; the rest are free cells.
-    Returns exactly `total_cells` cells (the map never overflows: when entries outnumber cells,
-    the last cells are shared and show the last entries' category).
+    Each category gets its share of cells: `round(category tokens / tokens_per_cell)` by largest
+    remainder over all categories (so the filled cells are `round(used / tokens_per_cell)`),
+    at least one cell for a category with any tokens (while there are as many cells as
+    categories). Within a category, its cells go to its segments by cumulative tokens, so the
+    cells follow context order and a segment smaller than half a cell may get none (its
+    category's cells sit with its neighbours). The rest are free cells. Returns exactly
+    `total_cells` cells (when the segments need more, they are scaled down to fit).
+    Claude Code's `/context` grid draws categories the same way (one square per share).
     """
     if total_cells <= 0 or tokens_per_cell <= 0:
         return []
-    cells: list[Cell] = []
-    position = 0
+    used = sum(max(s.tokens, 0) for s in segments)
+    if used <= 0:
+        return [Cell("free", None, None)] * total_cells
+    filled = min(total_cells, max(1, (2 * used + tokens_per_cell) // (2 * tokens_per_cell)))
+    order: list[str] = []
+    totals: dict[str, int] = {}
     for seg in segments:
-        start_cell = position // tokens_per_cell
-        position += seg.tokens
-        end_cell = -(-position // tokens_per_cell)  # ceil
-        want = max(end_cell - max(start_cell, len(cells)), 0)
-        if want == 0 and (not cells or cells[-1].message_index != seg.message_index or seg.message_index is None):
-            want = 1
-        for _ in range(want):
-            if len(cells) >= total_cells:
-                break
-            cells.append(Cell(seg.category, seg.entry_id, seg.message_index))
+        if seg.tokens > 0:
+            if seg.category not in totals:
+                order.append(seg.category)
+            totals[seg.category] = totals.get(seg.category, 0) + seg.tokens
+    quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
+    if filled >= len(order):  # every category with tokens shows at least one cell
+        for cat in order:
+            while quotas[cat] == 0:
+                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
+                if quotas[donor] <= 1:
+                    break
+                quotas[donor] -= 1
+                quotas[cat] += 1
+    seen: dict[str, int] = {}
+    cells: list[Cell] = []
+    for seg in segments:
+        if seg.tokens <= 0:
+            continue
+        cat, total, quota = seg.category, totals[seg.category], quotas[seg.category]
+        before = seen.get(cat, 0)
+        after = before + seg.tokens
+        seen[cat] = after
+        want = (2 * after * quota + total) // (2 * total) - (2 * before * quota + total) // (2 * total)
+        cells.extend([Cell(cat, seg.entry_id, seg.message_index)] * want)
     free = Cell("free", None, None)
     cells.extend([free] * (total_cells - len(cells)))
-    return cells
+    return cells[:total_cells]
 
 
-def tokens_per_cell(context_window: int, total_cells: int) -> int:
-    """The smallest "round" number of tokens per cell (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10ⁿ,
-    integers only) that fits the window in `total_cells` cells."""
+SCALE_STEPS = (1, 2, 5)
+"""Mantissas of the tokens-per-cell series (1-2-5: 1, 2, 5, 10, 20, 50, 100, 200, 500, …)."""
+
+
+def tokens_per_cell(context_window: int, total_cells: int, keep: int | None = None) -> int:
+    """Tokens one cell stands for: the smallest number of the 1-2-5 series (`SCALE_STEPS` × 10ⁿ)
+    whose cells for the whole window fit in `total_cells`. With `keep` (the scale shown so far
+    for the same window), `keep` is returned while it still fits, so the scale does not jump
+    while a session grows or a panel above the map changes height."""
+    window = max(context_window, 1)
     if total_cells <= 0:
-        return max(context_window, 1)
-    need = max(-(-context_window // total_cells), 1)
+        return window
+    if keep and keep > 0 and -(-window // keep) <= total_cells:
+        return keep
     step = 1
     while True:
-        for m in (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8):
-            value = step * m
-            if value >= need and value == int(value):
-                return int(value)
+        for m in SCALE_STEPS:
+            if -(-window // (step * m)) <= total_cells:
+                return step * m
         step *= 10

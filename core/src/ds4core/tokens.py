@@ -103,8 +103,12 @@ def image_dimensions(block: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def image_tokens(block: Mapping[str, Any]) -> int:
-    """Provider-style image cost: `ceil(w·h / 750)` after scaling the long edge to ≤ 1568 px,
-    capped at 1600 (Anthropic's published rule); 1600 when the size cannot be read."""
+    """Provider-style image cost (tokens): `ceil(w·h / 750)` after scaling the long edge to
+    ≤ 1568 px, capped at 1600; `IMAGE_TOKENS_FALLBACK` (1600, the cost of the largest image that
+    is not resized) when the size cannot be read from the PNG/JPEG/GIF header. Source: Anthropic's
+    vision guide, "Calculate image costs" (docs.anthropic.com/en/docs/build-with-claude/vision:
+    tokens = width × height / 750; long edge over 1568 px is scaled down; ~1,600 tokens max).
+    DS4's plan charges 1,024 per image instead (`CharsV1Counter.image`, spec §1.2)."""
     dims = image_dimensions(block)
     if not dims or dims[0] <= 0 or dims[1] <= 0:
         return IMAGE_TOKENS_FALLBACK

@@ -190,3 +190,51 @@ def load_ds4_config(
         elif project_path.exists():
             warnings.append(f"{project_path}: project configuration skipped because the project is not trusted")
     return LoadedDs4Config(config, tuple(loaded), tuple(warnings), global_path, project_path, is_trusted)
+
+
+DS4_PACKAGE_MARKERS = ("ds4-context-engine", "ds4-context")
+"""Substrings that name DS4's Pi package in `settings.json` `packages`/`extensions` entries or
+in an extension file/folder name (the package is `Alucard24/ds4-context-engine`, spec §0)."""
+
+
+def _settings_mention_ds4(path: Path) -> bool:
+    try:
+        settings = _read_json(path)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(settings, dict):
+        return False
+    for key in ("packages", "extensions"):
+        for item in settings.get(key) or ():
+            text = item if isinstance(item, str) else json.dumps(item) if isinstance(item, dict) else ""
+            if any(marker in text for marker in DS4_PACKAGE_MARKERS):
+                return True
+    return False
+
+
+def _extension_dir_mentions_ds4(folder: Path) -> bool:
+    try:
+        return any(any(m in child.name for m in DS4_PACKAGE_MARKERS) for child in folder.iterdir())
+    except OSError:
+        return False
+
+
+def ds4_active(loaded: LoadedDs4Config | None, cwd: str | Path | None = None, agent: Path | None = None) -> bool:
+    """Whether DS4 shapes what Pi sends for this session (so ds4tui opens the map on DS4's plan).
+
+    True when a DS4 configuration file was loaded (`loaded.loaded_files`, global or project
+    `ds4-context.json`), or Pi's `settings.json` (global `<agentDir>/settings.json`, or the
+    project's `<cwd>/.pi/settings.json`) lists DS4's package under `packages` or `extensions`,
+    or an extension folder (`<agentDir>/extensions`, `<cwd>/.pi/extensions`) holds an entry whose
+    name contains `DS4_PACKAGE_MARKERS`. Never raises (unreadable files count as absent).
+    """
+    if loaded is not None and loaded.loaded_files:
+        return True
+    agent = agent if agent is not None else agent_dir()
+    places = [agent]
+    if cwd:
+        places.append(Path(cwd) / PROJECT_CONFIG_DIR)
+    return any(
+        _settings_mention_ds4(place / "settings.json") or _extension_dir_mentions_ds4(place / "extensions")
+        for place in places
+    )

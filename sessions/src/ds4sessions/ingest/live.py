@@ -359,7 +359,10 @@ def _full_facts(ctx: SessionContext, reader: PiSessionReader) -> tuple[_Facts, d
     facts = _Facts(
         first_fresh=first_fresh,
         has_system=any(m.get("role") == "system" for m in messages),
-        measurement=next((i for i, m in enumerate(messages) if is_valid_measurement(m)), None),
+        # The first valid measurement at or after the first fresh message: a reply from before
+        # the last compaction measured a context that is gone (issue 17: it inferred a 188k
+        # system prompt); the provider anchor skips such replies the same way.
+        measurement=next((i for i in range(first_fresh, len(messages)) if is_valid_measurement(messages[i])), None),
         anchor=find_anchor(messages, first_fresh),
         prompts=len(numbers),
         user_messages=sum(1 for m in messages if m.get("role") == "user"),

@@ -1,0 +1,64 @@
+"""The header line (ds4tui.header): one line, items dropped by priority, never wrapped."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import pytest
+
+from ds4tui.header import HeaderFacts, compose_header
+from ds4tui.widgets.panels import turn_times
+
+FULL = HeaderFacts(
+    used=183_000, window=200_000, measured=True, model="anthropic/claude-opus-4-5",
+    name="ledger-core: nightly reconcile errors", cwd="ledger-core", problems=2,
+    bridge="bridge: not installed",
+)
+
+
+def test_everything_fits_on_a_wide_line() -> None:
+    line = compose_header(FULL, 200).plain
+    assert line == (
+        " ds4tui · 183k / 200k (92%) · ⚠ 2 problems (d) · anthropic/claude-opus-4-5 · "
+        "ledger-core: nightly reconcile errors · (ledger-core) · bridge: not installed"
+    )
+
+
+@pytest.mark.parametrize("width", [160, 120, 100, 80, 70, 60, 40, 30])
+def test_items_drop_by_priority_instead_of_wrapping(width: int) -> None:
+    line = compose_header(FULL, width).plain
+    assert "\n" not in line and len(line) <= width
+    assert "183k / 200k (92%)" in line  # the fill stays longest
+    # Whole items or nothing: never half an item ("bridge: not / installed").
+    for item in ("bridge: not installed", "anthropic/claude-opus-4-5", "(ledger-core)"):
+        assert item in line or item.split()[0] not in line.split(" · ")[-1]
+    assert not line.endswith(" ·")
+
+
+def test_the_bridge_goes_first_and_the_fill_last() -> None:
+    assert "bridge" not in compose_header(FULL, 120).plain
+    assert "anthropic/claude-opus-4-5" in compose_header(FULL, 80).plain
+    assert compose_header(FULL, 40).plain == " ds4tui · 183k / 200k (92%)"
+    assert compose_header(FULL, 20).plain == " ds4tui · 183k / 20…"
+
+
+def test_an_estimate_is_marked_and_states_are_words() -> None:
+    est = HeaderFacts(used=3_500, window=None, measured=False, model=None, known_model=False, name="x")
+    assert compose_header(est, 100).plain == " ds4tui · 3.5k est. · model unknown · x"
+    assert compose_header(HeaderFacts(status="loading", demo=True), 80).plain == " ds4tui · [demo] · reading the session file…"
+
+
+def test_turn_times_show_the_date_when_not_today() -> None:
+    utc = dt.timezone.utc
+    day1 = dt.datetime(2026, 3, 13, 23, 50, tzinfo=utc)
+    turns = [
+        SimpleNamespace(index=0, time=day1 + dt.timedelta(days=1)),  # a compaction summary, written later
+        SimpleNamespace(index=256, time=day1),
+        SimpleNamespace(index=257, time=day1 + dt.timedelta(hours=16)),
+    ]
+    local = [t.time.astimezone() for t in turns]
+    out = turn_times(turns, today=local[2].date() + dt.timedelta(days=30))
+    assert out == ["", local[1].strftime("%m-%d %H:%M"), local[2].strftime("%m-%d %H:%M")]
+    same_day = [SimpleNamespace(index=1, time=day1)]
+    assert turn_times(same_day, today=local[1].date()) == [local[1].strftime("%H:%M")]
