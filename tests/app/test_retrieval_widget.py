@@ -56,7 +56,7 @@ async def test_rows_evidence_and_selection(view: RetrievalResultView) -> None:
         first = table.get_row_at(0)
         assert (first[0], str(first[1]), str(first[4])) == ("1", "fab69129", "sent")
         summary = str(app.query_one("#retrieval-summary", Static).render())
-        assert "Query terms ERR_TEST_FAILURE · test · failed" in summary
+        assert "Query terms Which · ERR_TEST_FAILURE · test · failed" in summary
         assert "maxRetrievedHistoryTokens" in summary
         evidence = str(app.query_one("#retrieval-evidence", Static).render())
         assert 'Source entry: "fab69129"' in evidence
@@ -103,14 +103,14 @@ def test_cli_retrieve_json_and_rebuild(tmp_path: Path, monkeypatch: pytest.Monke
     assert first.exit_code == 0, first.output
     data = json.loads(first.output)
     assert data["sourceEntryIds"][0] == "fab69129"
-    assert data["retrieval"]["queryTerms"] == ["ERR_TEST_FAILURE", "test", "failed"]
+    assert data["retrieval"]["queryTerms"] == ["Which", "ERR_TEST_FAILURE", "test", "failed"]
     assert data["index"]["added"] == 22 and data["index"]["path"] == str(session_db_path(path))
     again = json.loads(runner.invoke(app, ["retrieve", str(path), "--json", "--rebuild-index"]).output)
     assert again["index"]["added"] == 22
     assert again["evidenceText"].split("\n")[:5] == data["evidenceText"].split("\n")[:5]
     text = runner.invoke(app, ["retrieve", str(path)])
     assert text.exit_code == 0
-    assert "Query terms: ERR_TEST_FAILURE, test, failed" in text.output
+    assert "Query terms: Which, ERR_TEST_FAILURE, test, failed" in text.output
     assert '  1 fab69129   toolResult ' in text.output
     assert runner.invoke(app, ["index-rebuild"]).exit_code == 0
     assert runner.invoke(app, ["retrieve", str(tmp_path / "missing.jsonl")]).exit_code == 2

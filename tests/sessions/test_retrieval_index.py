@@ -67,7 +67,7 @@ def test_oversized_turn_returns_as_evidence(sample01: Path, tmp_path: Path) -> N
     # ... and retrieval brings the test output back as quoted evidence, which the final plan sends
     assert view.status == "complete"
     assert view.request_entry_id == "955f9d3d"
-    assert view.result.descriptor.exact_identifiers == ("ERR_TEST_FAILURE",)
+    assert view.result.descriptor.exact_identifiers == ("Which", "ERR_TEST_FAILURE")
     assert view.source_entry_ids[0] == "fab69129"
     assert view.plan.mode == "managed"
     assert view.plan.planning.oversized_turn_exclusions == 1

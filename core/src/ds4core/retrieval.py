@@ -117,17 +117,6 @@ STOPWORDS = frozenset(
 )
 """DS4 0.3.x stopwords (English and Italian) dropped from keywords."""
 
-SYMBOL_STOPWORDS = STOPWORDS | frozenset(
-    """a an and are but can could did explain fix for give hello help hey how its let look
-    now okay please run see show tell the thanks then use what when where which who why will
-    yes you""".split()
-)
-"""Words never taken as a symbol even when capitalised ("How", "Give" at the start of a
-sentence match the PascalCase test). DS4 0.3.7 has no such filter (spec §5.3); 0.4.x filtered
-stopwords out of the symbol words (spec §5.3, last note), which ds4tui follows with DS4's
-stopwords plus these common sentence openers (issue 17: "How" and "Give" were exact terms).
-A real identifier spelled like one of these is still found through the keywords."""
-
 TECHNOLOGIES = (
     "typescript", "javascript", "node", "sqlite", "sql", "react", "python", "dotnet", "csharp",
     "java", "rust", "golang", "docker", "kubernetes", "azure", "aws", "postgres", "mysql",
@@ -219,8 +208,7 @@ class TaskDescriptor:
 
 def describe_task(text: str) -> TaskDescriptor:
     """DS4's `describeTask` (spec §5.3, 0.3.x): identifiers, paths, error codes, phrases and
-    keywords of a request. The text is trimmed and cut to 20,000 UTF-16 units first.
-    One 0.4.x change is taken: symbol words that are stopwords (`SYMBOL_STOPWORDS`) are dropped."""
+    keywords of a request. The text is trimmed and cut to 20,000 UTF-16 units first."""
     bounded = _slice16(_trim(text), 0, 20_000)
     backticked = _matches(bounded, _BACKTICKED)
     quoted = _unique([*_matches(bounded, _DOUBLE_QUOTED), *_matches(bounded, _SINGLE_QUOTED)], 8)
@@ -236,13 +224,10 @@ def describe_task(text: str) -> TaskDescriptor:
             *(
                 w
                 for w in words
-                if (
-                    _SYMBOL_PUNCT.search(w)
-                    or _CAMEL.search(w)
-                    or _PASCAL.fullmatch(w)
-                    or _FLAG_WORD.fullmatch(w)
-                )
-                and w.lower() not in SYMBOL_STOPWORDS
+                if _SYMBOL_PUNCT.search(w)
+                or _CAMEL.search(w)
+                or _PASCAL.fullmatch(w)
+                or _FLAG_WORD.fullmatch(w)
             ),
         ],
         20,
