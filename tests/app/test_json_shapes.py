@@ -15,7 +15,7 @@ runner = CliRunner()
 SHAPES = {
     "map": {
         "agent", "path", "model", "contextWindow", "estimator", "estimate", "unattributed", "free", "provider",
-        "systemInferred", "categories", "turns", "diagnostics", "problems",
+        "systemInferred", "categories", "calibrated", "turns", "diagnostics", "problems",
     },
     "plan": {
         "agent", "sessionId", "branchLeafId", "provider", "model", "modelAssumed", "contextMode", "contextWindow",
