@@ -33,6 +33,7 @@ from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostics, MissingPa
 from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
 from ds4sessions.ingest.limits import MAX_LINE_BYTES, OversizedLine, iter_lines, line_length, line_problem
 from ds4sessions.safety import open_regular
+from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
 from ds4sessions.agents.pi.migrate import CURRENT_VERSION, Migrator, header_version
 
 BOM = b"\xef\xbb\xbf"
@@ -233,6 +234,10 @@ class PiSessionReader(PiSession):
             diagnostics.add(Problem.EXTRA_HEADER, "second session header; ignored (as Pi does)", line_no, offset)
             self._migrator.note_item()
             return None
+        obj, fixes = conform_entry(obj, surrogates=has_surrogate_escape(raw))  # wrong-typed fields (agents.pi.schema)
+        if fixes:
+            shown = ", ".join(fixes[:4]) + (f", … ({len(fixes)} fields)" if len(fixes) > 4 else "")
+            diagnostics.add(Problem.BAD_FIELD, f"fields of the wrong type, replaced: {shown}", line_no, offset)
         return self._add_entry(self._migrator.migrate(obj, line_no), line_no, offset, length)
 
     def _read_header(self, obj: Any, line_no: int, offset: int, text: str) -> None:
