@@ -13,7 +13,6 @@ parser sees them (so they hold whatever parser the reader uses: stdlib json, orj
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import BinaryIO
@@ -43,7 +42,6 @@ def line_length(raw: bytes) -> int:
     return raw.length if isinstance(raw, OversizedLine) else len(raw)
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
@@ -52,9 +50,13 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     """Nesting depth of the JSON text `raw` (0 for a scalar), counting `[`/`{` outside strings;
     stops counting past `limit` (a result <= `limit` means "not deeper than `limit`"). Fast path: a line with at most `limit` brackets in total cannot
     be deeper. Linear in the line's bytes; never recursive."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return min(raw.count(b"[") + raw.count(b"{"), limit)
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    opening = raw.count(b"[") + raw.count(b"{")
+    if opening <= limit:
+        return opening
+    # strings out: drop escaped backslashes, then escaped quotes; what is left between quotes is
+    # string content (every other piece of a split on '"'). All in C, linear in the line.
+    outside = b"".join(raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKET)
     deepest = 0
     for depth in accumulate(_DELTA[b] for b in brackets):
         if depth > deepest:

@@ -45,6 +45,8 @@ _STR_FIELDS_MESSAGE = ("role", "provider", "model", "api", "stopReason", "errorM
                        "command", "output", "customType", "fullOutputPath")
 _STR_FIELDS_BLOCK = ("type", "id", "name", "mimeType", "data")
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
+"""pi-ai `Usage.cost` numbers (other keys, e.g. `totalFromProvider: true`, are kept as they are)."""
 
 
 def has_surrogate_escape(raw: bytes) -> bool:
@@ -107,7 +109,7 @@ def _fix_message(message: dict[str, Any], fixes: list[str], where: str) -> dict[
 
 def _fix_content(holder: dict[str, Any], fixes: list[str], where: str) -> dict[str, Any]:
     content = holder["content"]
-    if isinstance(content, str):
+    if content is None or isinstance(content, str):  # null: Pi's builder makes it "" / [] itself
         return holder
     if not isinstance(content, list):
         fixes.append(f"{where}content: {_kind(content)}")
@@ -148,7 +150,7 @@ def _fix_usage(holder: dict[str, Any], fixes: list[str], where: str) -> dict[str
             fixes.append(f"{where}usage.cost: {_kind(cost)}")
             fixed = {k: v for k, v in fixed.items() if k != "cost"}
         else:
-            bad = [k for k, v in cost.items() if not _number_ok(v)]
+            bad = [k for k, v in cost.items() if k in _COST_FIELDS and not _number_ok(v)]
             if bad:
                 fixes.extend(f"{where}usage.cost.{k}: {_kind(cost[k])}" for k in bad)
                 fixed = {**fixed, "cost": {k: (0 if k in bad else v) for k, v in cost.items()}}
