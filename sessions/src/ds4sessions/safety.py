@@ -155,3 +155,66 @@ def printable(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def inside(folder: str | Path, name: str) -> Path:
+    """`folder / name` when `name` is one plain file name (no `/`, not `.`/`..`, no NUL) whose
+    path stays inside `folder` after resolving; raises ValueError otherwise."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"not a plain file name inside {folder}: {name!r}")
+    path = Path(folder) / name
+    if Path(os.path.realpath(path)).parent != Path(os.path.realpath(folder)):
+        raise ValueError(f"{path} leads outside {folder}")
+    return path
+
+
+def open_in(folder: str | Path, name: str, flags: int, mode: int = PRIVATE_FILE_MODE) -> int:
+    """Open `folder/name` without following a symlink (`O_NOFOLLOW`, `O_NONBLOCK`), checked to be
+    inside `folder` (`inside`) and a regular file; a created file gets `mode` (0600) whatever
+    the umask. Returns the descriptor. Raises ValueError, `NotRegularFile` or OSError (ELOOP for a
+    planted symlink)."""
+    path = inside(folder, name)
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        st = os.fstat(fd)
+        if file_kind(st.st_mode) is not None:
+            raise NotRegularFile(f"{path}: {file_kind(st.st_mode)}, not a channel file")
+        if flags & os.O_CREAT and stat.S_IMODE(st.st_mode) != mode and st.st_uid == os.getuid():
+            os.fchmod(fd, mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_in(folder: str | Path, name: str, limit: int = 64 << 20) -> bytes:
+    """The bytes of `folder/name` (at most `limit`), opened as `open_in` does (no symlink, no
+    FIFO, inside the folder). Raises FileNotFoundError, ValueError or OSError."""
+    fd = open_in(folder, name, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit)
+
+
+AGENT_PROGRAMS = ("node", "pi", "bun", "deno", "tsx", "nodejs")
+"""Program names a Pi process runs as (its launcher is a Node script: `node …/pi`)."""
+
+
+def pid_is_agent(pid: int) -> bool | None:
+    """Whether process `pid` looks like a coding agent (Pi runs under Node): its
+    `/proc/<pid>/cmdline` names `node`/`pi`/`bun`/`deno`/`tsx`, or a path holding
+    `pi-coding-agent`, among its first three arguments. None when `/proc` cannot tell (no
+    `/proc`, another user's process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(1 << 16).split(b"\0")
+    except FileNotFoundError:
+        return False if os.path.isdir("/proc/self") else None
+    except OSError:
+        return None
+    for arg in argv[:3]:
+        text = os.fsdecode(arg)
+        base = os.path.basename(text).lower()
+        if base in AGENT_PROGRAMS or base.split(".")[0] in AGENT_PROGRAMS or "pi-coding-agent" in text:
+            return True
+    return False

@@ -45,6 +45,7 @@ from ds4core.models import ModelInfo
 
 from ds4sessions.agents.pi.discovery import agent_dir
 from ds4sessions.agents.pi.reader import PiSession
+from ds4sessions.safety import open_in, pid_is_agent, private_dir, read_in
 from ds4sessions.steering.steer import PIN_PREFIX, CollapsePlan, is_pin, plan_collapse
 from ds4sessions.steering.writer import Expected, FileState, WriteRefused, read_state
 
@@ -52,6 +53,8 @@ EXTENSION_FILE = "ds4tui-bridge.ts"
 """File name of the extension, in the repository (`bridge/pi/`) and in `<agentDir>/extensions/`."""
 STALE_SECONDS = 5.0
 """A heartbeat older than this (seconds) is stale; the bridge rewrites it about every second."""
+FUTURE_TOLERANCE = 2.0
+"""A heartbeat more than this many seconds in the future is not trusted (clock skew allowance)."""
 KINDS = ("pin", "unpin", "collapse", "compact")
 PROTOCOL_VERSION = 1
 _SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
@@ -179,10 +182,9 @@ class Heartbeat:
 
 def read_heartbeat(session_id: str, agent: Path | None = None) -> Heartbeat | None:
     """The session's heartbeat, or None when there is none (or it is unreadable)."""
-    path = channel_dir(session_id, agent) / "heartbeat.json"
-    try:
-        return Heartbeat.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+    try:  # no symlink, no FIFO, inside the channel dir (ds4sessions.safety)
+        return Heartbeat.from_json(json.loads(read_in(channel_dir(session_id, agent), "heartbeat.json", 1 << 20)))
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return None
 
 
@@ -247,11 +249,16 @@ def status(
             "installed, but no Pi has run the bridge for this session (start or /reload Pi)",
         )
     now = time.time() if now is None else now
-    age = max(0.0, now - beat.time_ms / 1000)
-    if not _pid_alive(beat.pid):
+    age = now - beat.time_ms / 1000
+    if age < -FUTURE_TOLERANCE:
+        return BridgeStatus("stale", installed, beat, None, f"heartbeat from the future ({-age:.0f} s ahead); not trusted")
+    age = max(0.0, age)
+    if beat.pid <= 1 or not _pid_alive(beat.pid):
         return BridgeStatus("stale", installed, beat, age, f"Pi (pid {beat.pid}) is no longer running")
     if age > stale_after:
         return BridgeStatus("stale", installed, beat, age, f"last heartbeat {age:.0f} s ago (Pi pid {beat.pid})")
+    if pid_is_agent(beat.pid) is False:
+        return BridgeStatus("stale", installed, beat, age, f"pid {beat.pid} is not a Pi (Node) process; heartbeat not trusted")
     return BridgeStatus("live", installed, beat, age, f"Pi pid {beat.pid} ({beat.mode}), heartbeat {age:.1f} s ago")
 
 
@@ -336,14 +343,15 @@ def submit(
     if kind not in KINDS:
         raise ValueError(f"unknown bridge command kind {kind!r} (one of {', '.join(KINDS)})")
     folder = channel_dir(session_id, agent)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder.parent)  # 0700, whatever the umask (ds4sessions.safety)
+    private_dir(folder)
     now = int(time.time() * 1000)
     command_id = uuid.uuid4().hex
     args = dict(args)
     if private:
         text = json.dumps(dict(private), separators=(",", ":"))  # ASCII: hashes the same bytes in Node
         side = folder / f"{command_id}.private.json"
-        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = open_in(folder, side.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             os.write(fd, text.encode("utf-8"))
         finally:
@@ -352,7 +360,7 @@ def submit(
         args["privateSha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     command = Command(command_id, kind, args, leaf_id, now, now + int(deadline_seconds * 1000))
     line = (json.dumps(command.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(folder / "inbox.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_in(folder, "inbox.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
     finally:
@@ -362,16 +370,15 @@ def submit(
 
 def read_results(session_id: str, agent: Path | None = None) -> dict[str, CommandResult]:
     """Every result in the session's outbox, by command id (complete lines only)."""
-    path = channel_dir(session_id, agent) / "outbox.jsonl"
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_in(channel_dir(session_id, agent), "outbox.jsonl")
+    except (OSError, ValueError):  # absent, a symlink, a FIFO: no results
         return {}
     results = {}
     for line in data[: data.rfind(b"\n") + 1].splitlines():
         try:
             result = CommandResult.from_json(json.loads(line))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
             continue
         results[result.id] = result
     return results
@@ -578,10 +585,9 @@ class RequestMeta:
 
 def read_requests(session_id: str, agent: Path | None = None) -> list[RequestMeta]:
     """Every request line of the session, oldest first (malformed or torn lines skipped)."""
-    path = channel_dir(session_id, agent) / "requests.jsonl"
     try:
-        data = path.read_bytes()
-    except OSError:  # absent, a directory, unreadable: no metadata
+        data = read_in(channel_dir(session_id, agent), "requests.jsonl")
+    except (OSError, ValueError):  # absent, a directory, a symlink, unreadable: no metadata
         return []
     out = []
     for line in data[: data.rfind(b"\n") + 1].splitlines():
