@@ -128,7 +128,7 @@ _SECRET_QUERY = re.compile(
     re.IGNORECASE,
 )
 _AUTH_HEADER = re.compile(
-    r"(?P<name>\b(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key)\b\s*[:=]\s*['\"]?)"
+    r"(?P<name>\b(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key)\b['\"]?\s*[:=]\s*['\"]?)"
     r"(?:(?:bearer|basic|token)\s+)?[^\s'\",}]+",
     re.IGNORECASE,
 )
