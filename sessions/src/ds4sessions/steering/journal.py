@@ -113,6 +113,7 @@ class Journal:
         except OSError as err:
             raise JournalError(f"cannot create the journal {self.path}: {err.strerror or err}") from None
         with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")  # one fsync per record: the intent is cheap to journal
             db.execute(
                 "CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, "
                 "path TEXT NOT NULL, action TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL, "
@@ -231,6 +232,7 @@ class _Connection:
     def __enter__(self) -> sqlite3.Connection:
         try:
             self.db = sqlite3.connect(self.path, timeout=10)
+            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across a crash of ds4tui, cheap
             self.db.__enter__()
         except sqlite3.Error as err:
             raise _journal_error(self.path, err) from None

@@ -346,6 +346,8 @@ def append_entries(
                 journal_id = None
         else:
             raise WriteRefused("busy", f"{path} kept growing while preparing the write; an agent is writing (try again)")
+        if _before_write is not None:
+            _before_write(path)
         try:
             written = os.write(fd, data)
         except OSError as err:
@@ -366,7 +368,10 @@ def append_entries(
     return WriteResult(path, landed, len(data), tuple(entries), journal_id, race)
 
 
-RACE_ATTEMPTS = 5
+RACE_ATTEMPTS = 20
+_before_write: Callable[[Path], None] | None = None
+"""Test seam: called between the last size check and the write (tests put a racing agent's
+append here to make the lost-race path deterministic). None in normal use."""
 """How often `append_entries` re-reads a file that grew between reading and writing."""
 
 
