@@ -241,9 +241,15 @@ def test_channel_files_refuse_symlinks_and_escapes(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("keep")
     (folder / "inbox.jsonl").symlink_to(victim)
-    with pytest.raises(OSError):
+    with pytest.raises((OSError, ValueError)):
         bridge.submit(session, "pin", {"entryId": "e1"}, None, agent=agent)
     assert victim.read_text() == "keep"
+    (folder / "inbox.jsonl").unlink()
+    (folder / "inbox.jsonl").symlink_to(folder / "outbox.jsonl")  # inside the folder: O_NOFOLLOW refuses
+    (folder / "outbox.jsonl").write_text("")
+    with pytest.raises(OSError):
+        bridge.submit(session, "pin", {"entryId": "e1"}, None, agent=agent)
+    assert (folder / "outbox.jsonl").read_text() == ""
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     with pytest.raises(ValueError):
         open_in(folder, "../victim", os.O_RDONLY)
