@@ -283,3 +283,13 @@ def test_compaction_errors_redact_the_base_url() -> None:
     from ds4sessions.steering.compaction import CompactionFailed
 
     assert "secret" not in str(CompactionFailed("request to https://u:secret@h/v1?api_key=secret failed"))
+
+
+def test_sessions_listing_skips_a_fifo_by_name(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions" / "--x--"
+    folder.mkdir(parents=True)
+    (folder / "ok.jsonl").write_bytes(SAMPLE.read_bytes())
+    os.mkfifo(folder / "fifo.jsonl")
+    out = _cli("sessions", env={"PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "sessions")}, timeout=60)
+    assert out.returncode == 0 and b"ok.jsonl" in out.stdout
+    assert b"fifo.jsonl" in out.stderr and b"FIFO" in out.stderr
