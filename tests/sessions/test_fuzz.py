@@ -76,7 +76,7 @@ def mutated(draw: st.DrawFn, seed: Path) -> bytes:
         if how in ("value", "delete"):
             try:
                 obj = json.loads(lines[index])
-            except ValueError:
+            except (ValueError, RecursionError):  # a junk line inserted before
                 continue
             nodes = _nodes(obj)
             if not nodes:
