@@ -105,8 +105,10 @@ def test_oversized_line_is_skipped_with_bounded_memory(tmp_path: Path) -> None:
         f.write(b"a" * (48 << 20))
         f.write(b'"}}\n')
         f.write(_msg(2, None, USER).encode() + b"\n")
-    code = ("import resource,sys; from ds4sessions.agents.pi import read_session; s=read_session(sys.argv[1]);"
-            "print(len(s.entries), s.diagnostics.count('oversized'), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    # VmHWM: the child's own peak (ru_maxrss would carry the parent's peak across fork + exec)
+    code = ("import re,sys; from ds4sessions.agents.pi import read_session; s=read_session(sys.argv[1]);"
+            "hwm=re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
+            "print(len(s.entries), s.diagnostics.count('oversized'), hwm)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, timeout=120)
     entries, oversized, rss_kb = map(int, out.stdout.split())
     assert (entries, oversized) == (1, 1)
@@ -212,19 +214,18 @@ def test_undo_refuses_after_a_relabel_and_after_a_replace(tmp_path: Path) -> Non
 # --- permissions, channel, heartbeat, redaction ------------------------------------------------------
 
 
-def test_state_is_private_whatever_the_umask(tmp_path: Path) -> None:
+def test_state_is_private_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old = os.umask(0o022)
     try:
         from ds4sessions.derive.retrieval_index import RetrievalIndex, session_db_path
 
-        os.environ["DS4TUI_STATE_DIR"] = str(tmp_path / "state")
+        monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path / "state"))
         journal = Journal()
         db = session_db_path(SAMPLE)
         index = RetrievalIndex(db)
         index.close() if hasattr(index, "close") else None
     finally:
         os.umask(old)
-        del os.environ["DS4TUI_STATE_DIR"]
     mode = lambda p: stat.S_IMODE(os.stat(p).st_mode)  # noqa: E731
     assert mode(tmp_path / "state") == 0o700 and mode(tmp_path / "state" / "retrieval") == 0o700
     assert mode(journal.path) == 0o600 and mode(db.parent) == 0o700
