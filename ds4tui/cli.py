@@ -274,12 +274,17 @@ from ds4tui.commands import register_all  # noqa: E402
 COMMANDS |= register_all(app)
 
 
-def main() -> None:
-    """Console entry point: `ds4tui [PATH]` is short for `ds4tui open [PATH]`."""
-    args = sys.argv[1:]
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: `ds4tui [PATH]` is short for `ds4tui open [PATH]`.
+
+    Exits 0 (done), 1 (a write refused, nothing written) or 2 (bad input or an unusable state
+    dir / journal / file, with one line `ds4tui: <reason>` on stderr; see `ds4tui.errors`)."""
+    from ds4tui.errors import run_guarded
+
+    args = sys.argv[1:] if argv is None else argv
     if not args or (args[0] not in COMMANDS and args[0] not in ("--help", "-h", "--version", "-V")):
         args = ["open", *args]
-    app(args=args, prog_name="ds4tui")
+    run_guarded(lambda: app(args=args, prog_name="ds4tui"))
 
 
 if __name__ == "__main__":

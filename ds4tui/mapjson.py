@@ -131,15 +131,19 @@ def main() -> None:
 
         cli_main()
         return
-    from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.errors import run_guarded
 
-    path, exact = fast
-    models = load_model_table()
-    snap = open_snapshot(path, models, exact=exact)
-    sys.stdout.write(dumps_map(map_json(snap)) + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    def run() -> None:
+        from ds4sessions.agents.pi.discovery import load_model_table
+        from ds4sessions.ingest.live import open_snapshot
+
+        path, exact = fast
+        snap = open_snapshot(path, load_model_table(), exact=exact)
+        sys.stdout.write(dumps_map(map_json(snap)) + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+    run_guarded(run)  # any failure: one line `ds4tui: <reason>`, exit 2 (as the Typer CLI)
     # Nothing is left to clean up (no thread, no file open for writing): skip the interpreter's
     # teardown, which frees every parsed object one by one (~10 % of a 50,000-turn open).
     os._exit(0)

@@ -35,9 +35,21 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def session_file(path: Path) -> Path:
-    """`path` when it names an existing file; otherwise a clear error and exit code 2."""
-    if not path.exists():
+    """`path` when it names an existing regular file; otherwise a clear error and exit code 2
+    (missing, unreadable, a directory, a FIFO, a device or a socket: never opened)."""
+    import os
+
+    from ds4sessions.safety import file_kind
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
         fail(f"{path}: no such file")
-    if path.is_dir():
+    except OSError as err:
+        fail(f"{path}: {err.strerror or err}")
+    if os.path.isdir(path):
         fail(f"{path}: is a directory; give a session .jsonl file")
+    kind = file_kind(mode)
+    if kind is not None:  # a FIFO would hang the read, /dev/zero never ends: refused by name
+        fail(f"{path}: {kind}, not a session file; refused")
     return path

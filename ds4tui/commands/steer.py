@@ -1,4 +1,4 @@
-"""Steering commands: `pin`, `collapse`, `compact`, `journal list|undo`.
+"""Steering commands: `pin`, `collapse`, `compact`, `journal list|undo|reset`.
 
 Every command that writes prints what it appended, to which file, at which byte, and the
 journal number that undoes it. Writes are append-only Pi entries (see `ds4sessions.steering.writer`);
@@ -219,6 +219,15 @@ def journal_undo_cmd(
     typer.echo(result.describe())
 
 
+def journal_reset_cmd() -> None:
+    """Move the journal aside (e.g. a corrupt one) so the next write starts a new one. The old
+    file is kept next to it as `journal.sqlite.broken-<time>`; the session files are untouched."""
+    from ds4sessions.steering.journal import Journal
+
+    moved = Journal.reset()
+    typer.echo(f"moved the journal aside to {moved}" if moved else "no journal to reset")
+
+
 def register(app: typer.Typer) -> set[str]:
     """Add `pin`, `collapse`, `compact` and the `journal` group to `app`; returns their names."""
     app.command("pin")(pin_cmd)
@@ -226,5 +235,6 @@ def register(app: typer.Typer) -> set[str]:
     app.command("compact")(compact_cmd)
     journal_app.command("list")(journal_list_cmd)
     journal_app.command("undo")(journal_undo_cmd)
+    journal_app.command("reset")(journal_reset_cmd)
     app.add_typer(journal_app, name="journal")
     return NAMES

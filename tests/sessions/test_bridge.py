@@ -4,6 +4,7 @@ test_bridge_e2e, kept in tests/fixtures/bridge), and the `ds4tui bridge` CLI."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -30,11 +31,24 @@ def agent(tmp_path: Path) -> Path:
     return tmp_path / "agent"
 
 
+_FAKE_PI: subprocess.Popen | None = None
+
+
+def fake_pi_pid() -> int:
+    """A live process whose command line says `node` (the bridge trusts a heartbeat only from a
+    Pi/Node process, issue 13): Python started under the name `node`."""
+    global _FAKE_PI
+    if _FAKE_PI is None or _FAKE_PI.poll() is not None:
+        _FAKE_PI = subprocess.Popen(["node", "-c", "import time; time.sleep(900)"], executable=sys.executable)
+        atexit.register(_FAKE_PI.kill)
+    return _FAKE_PI.pid
+
+
 def beat(agent: Path, session_id: str = SESSION, *, pid: int | None = None, age: float = 0.0) -> None:
     folder = bridge.channel_dir(session_id, agent)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "heartbeat.json").write_text(json.dumps({
-        "v": 1, "pid": os.getpid() if pid is None else pid, "sessionId": session_id, "sessionFile": "/x.jsonl",
+        "v": 1, "pid": fake_pi_pid() if pid is None else pid, "sessionId": session_id, "sessionFile": "/x.jsonl",
         "leafId": "abcd1234", "idle": True, "mode": "rpc", "processed": 2, "pending": 0,
         "timeMs": int((time.time() - age) * 1000),
     }))
@@ -179,7 +193,7 @@ def test_cli(agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     out = runner.invoke(app, ["bridge", "status", str(session), "--json"])
     report = json.loads(out.output)
     assert out.exit_code == 0 and (report["state"], report["installed"], report["sessionId"], report["pid"]) == (
-        "live", True, SESSION, os.getpid())
+        "live", True, SESSION, fake_pi_pid())
     out = runner.invoke(app, ["bridge", "uninstall", "--purge"])
     assert out.exit_code == 0 and out.output.splitlines() == [
         f"removed {agent / 'extensions' / 'ds4tui-bridge.ts'}", f"removed {agent / 'ds4tui'}"]

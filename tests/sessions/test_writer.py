@@ -182,8 +182,12 @@ def test_open_by_another_process(sample01: Path, tmp_path: Path) -> None:
             append_entries(path, lambda st: label("5e3b26a7"), action="collapse", refuse_when_open=True)
         assert err.value.code == "open_by_process" and f"pid {holder.pid}" in str(err.value)
         assert path.read_bytes() == before
-        # pins are allowed while open; collapse-like writes go through when forced
-        append_entries(path, lambda st: label("5e3b26a7"), action="pin")
+        # issue 13: every direct write (a pin too) is refused while an agent holds the file open
+        # (the bridge is the way to steer a running agent); forced writes go through
+        with pytest.raises(WriteRefused) as err:
+            append_entries(path, lambda st: label("5e3b26a7"), action="pin")
+        assert err.value.code == "open_by_process"
+        append_entries(path, lambda st: label("5e3b26a7"), action="pin", force=True)
         append_entries(path, lambda st: label("75b6494e"), action="collapse", refuse_when_open=True, force=True)
     finally:
         holder.kill()

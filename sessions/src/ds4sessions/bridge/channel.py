@@ -61,6 +61,7 @@ from ds4sessions.bridge.install import (
 )
 from ds4sessions.bridge.requests import RequestMessage, RequestMeta, prefix_change, read_requests
 from ds4sessions.bridge.status import (
+    FUTURE_TOLERANCE,
     STALE_SECONDS,
     BridgeStatus,
     Heartbeat,
@@ -71,7 +72,7 @@ from ds4sessions.bridge.status import (
 )
 
 __all__ = [
-    "EXTENSION_FILE", "KINDS", "PROTOCOL_VERSION", "STALE_SECONDS", "BridgeStatus", "BridgeTimeout",
+    "EXTENSION_FILE", "FUTURE_TOLERANCE", "KINDS", "PROTOCOL_VERSION", "STALE_SECONDS", "BridgeStatus", "BridgeTimeout",
     "BridgeUnavailable", "Command", "CommandResult", "Heartbeat", "InstallResult", "RequestMessage",
     "RequestMeta", "_pid_alive", "bridge_collapse", "bridge_compact", "bridge_pin", "channel_dir",
     "collapse_args", "extension_source", "install", "installed_path", "pin_label", "prefix_change",

@@ -22,6 +22,7 @@ from ds4sessions.steering.steer import PIN_PREFIX, CollapsePlan, is_pin, plan_co
 from ds4sessions.steering.writer import Expected, FileState, WriteRefused, read_state
 
 from ds4sessions.bridge.status import channel_dir, status
+from ds4sessions.safety import open_in, private_dir, read_in
 
 KINDS = ("pin", "unpin", "collapse", "compact")
 PROTOCOL_VERSION = 1
@@ -117,14 +118,15 @@ def submit(
     if kind not in KINDS:
         raise ValueError(f"unknown bridge command kind {kind!r} (one of {', '.join(KINDS)})")
     folder = channel_dir(session_id, agent)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder.parent)  # 0700, whatever the umask (ds4sessions.safety)
+    private_dir(folder)
     now = int(time.time() * 1000)
     command_id = uuid.uuid4().hex
     args = dict(args)
     if private:
         text = json.dumps(dict(private), separators=(",", ":"))  # ASCII: hashes the same bytes in Node
         side = folder / f"{command_id}.private.json"
-        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = open_in(folder, side.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             os.write(fd, text.encode("utf-8"))
         finally:
@@ -133,7 +135,7 @@ def submit(
         args["privateSha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     command = Command(command_id, kind, args, leaf_id, now, now + int(deadline_seconds * 1000))
     line = (json.dumps(command.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(folder / "inbox.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_in(folder, "inbox.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
     finally:
@@ -143,16 +145,15 @@ def submit(
 
 def read_results(session_id: str, agent: Path | None = None) -> dict[str, CommandResult]:
     """Every result in the session's outbox, by command id (complete lines only)."""
-    path = channel_dir(session_id, agent) / "outbox.jsonl"
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_in(channel_dir(session_id, agent), "outbox.jsonl")
+    except (OSError, ValueError):  # absent, a symlink, a FIFO: no results
         return {}
     results = {}
     for line in data[: data.rfind(b"\n") + 1].splitlines():
         try:
             result = CommandResult.from_json(json.loads(line))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
             continue
         results[result.id] = result
     return results

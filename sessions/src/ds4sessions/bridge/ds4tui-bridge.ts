@@ -27,7 +27,7 @@
  * once the command is answered.
  */
 import { createHash } from "node:crypto";
-import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { getAgentDir, type ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { getCurrentSystemPrompt, getCurrentTools } from "@earendil-works/pi-ai";
@@ -144,14 +144,19 @@ function isoNow(): string {
   return new Date().toISOString();
 }
 
+// Channel files: 0600, never through a planted symlink (O_NOFOLLOW); the folder is 0700 (issue 13).
+const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const READ_FLAGS = constants.O_RDONLY | NOFOLLOW | (constants.O_NONBLOCK ?? 0);
+
 function writeJsonAtomic(path: string, value: unknown): void {
   const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(value) + "\n");
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, JSON.stringify(value) + "\n", { mode: 0o600, flag: constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NOFOLLOW });
   renameSync(tmp, path);
 }
 
 function appendLine(path: string, value: unknown): void {
-  appendFileSync(path, JSON.stringify(value) + "\n");
+  appendFileSync(path, JSON.stringify(value) + "\n", { mode: 0o600, flag: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | NOFOLLOW });
 }
 
 class Channel {
@@ -167,13 +172,15 @@ class Channel {
 
   constructor(agentDir: string, sessionId: string) {
     this.dir = join(agentDir, "ds4tui", sessionId);
-    mkdirSync(this.dir, { recursive: true });
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    chmodSync(join(agentDir, "ds4tui"), 0o700);
+    chmodSync(this.dir, 0o700);
     this.inbox = join(this.dir, "inbox.jsonl");
     this.outbox = join(this.dir, "outbox.jsonl");
     this.heartbeat = join(this.dir, "heartbeat.json");
     this.requests = join(this.dir, "requests.jsonl");
     if (existsSync(this.outbox)) {
-      for (const line of readFileSync(this.outbox, "utf8").split("\n")) {
+      for (const line of readFileSync(this.outbox, { encoding: "utf8", flag: READ_FLAGS }).split("\n")) {
         try {
           const rec = JSON.parse(line);
           if (typeof rec?.id === "string") this.processed.add(rec.id);
@@ -193,7 +200,7 @@ class Channel {
       this.partial = "";
     }
     if (size === this.offset) return;
-    const fd = openSync(this.inbox, "r");
+    const fd = openSync(this.inbox, READ_FLAGS);
     let text: string;
     try {
       const buffer = Buffer.alloc(size - this.offset);
@@ -224,7 +231,7 @@ class Channel {
     const name = cmd.args?.privateFile;
     if (name === undefined) return {};
     const path = join(this.dir, basename(String(name)));
-    const text = readFileSync(path, "utf8");
+    const text = readFileSync(path, { encoding: "utf8", flag: READ_FLAGS });
     if (sha256(text) !== cmd.args?.privateSha256) throw new Error(`${basename(path)} does not match its hash`);
     return JSON.parse(text);
   }

@@ -13,6 +13,7 @@ from typing import Any
 
 
 from ds4sessions.bridge.status import channel_dir
+from ds4sessions.safety import read_in
 
 
 
@@ -73,10 +74,9 @@ class RequestMeta:
 
 def read_requests(session_id: str, agent: Path | None = None) -> list[RequestMeta]:
     """Every request line of the session, oldest first (malformed or torn lines skipped)."""
-    path = channel_dir(session_id, agent) / "requests.jsonl"
     try:
-        data = path.read_bytes()
-    except OSError:  # absent, a directory, unreadable: no metadata
+        data = read_in(channel_dir(session_id, agent), "requests.jsonl")
+    except (OSError, ValueError):  # absent, a directory, a symlink, unreadable: no metadata
         return []
     out = []
     for line in data[: data.rfind(b"\n") + 1].splitlines():

@@ -17,9 +17,12 @@ from typing import Any
 from ds4sessions.agents.pi.discovery import agent_dir
 
 from ds4sessions.bridge.install import EXTENSION_FILE, installed_path
+from ds4sessions.safety import pid_is_agent, read_in
 
 STALE_SECONDS = 5.0
 """A heartbeat older than this (seconds) is stale; the bridge rewrites it about every second."""
+FUTURE_TOLERANCE = 2.0
+"""A heartbeat more than this many seconds in the future is not trusted (clock skew allowance)."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
@@ -63,10 +66,9 @@ class Heartbeat:
 
 def read_heartbeat(session_id: str, agent: Path | None = None) -> Heartbeat | None:
     """The session's heartbeat, or None when there is none (or it is unreadable)."""
-    path = channel_dir(session_id, agent) / "heartbeat.json"
-    try:
-        return Heartbeat.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+    try:  # no symlink, no FIFO, inside the channel dir (ds4sessions.safety)
+        return Heartbeat.from_json(json.loads(read_in(channel_dir(session_id, agent), "heartbeat.json", 1 << 20)))
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return None
 
 
@@ -131,9 +133,14 @@ def status(
             "installed, but no Pi has run the bridge for this session (start or /reload Pi)",
         )
     now = time.time() if now is None else now
-    age = max(0.0, now - beat.time_ms / 1000)
-    if not _pid_alive(beat.pid):
+    age = now - beat.time_ms / 1000
+    if age < -FUTURE_TOLERANCE:
+        return BridgeStatus("stale", installed, beat, None, f"heartbeat from the future ({-age:.0f} s ahead); not trusted")
+    age = max(0.0, age)
+    if beat.pid <= 1 or not _pid_alive(beat.pid):
         return BridgeStatus("stale", installed, beat, age, f"Pi (pid {beat.pid}) is no longer running")
     if age > stale_after:
         return BridgeStatus("stale", installed, beat, age, f"last heartbeat {age:.0f} s ago (Pi pid {beat.pid})")
+    if pid_is_agent(beat.pid) is False:
+        return BridgeStatus("stale", installed, beat, age, f"pid {beat.pid} is not a Pi (Node) process; heartbeat not trusted")
     return BridgeStatus("live", installed, beat, age, f"Pi pid {beat.pid} ({beat.mode}), heartbeat {age:.1f} s ago")

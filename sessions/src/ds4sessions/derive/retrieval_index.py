@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from ds4sessions.safety import private_dir, private_file
 from ds4core.retrieval import SearchHit, indexed_text, parse_timestamp_ms
 
 from ds4sessions.agents.pi.entries import Entry
@@ -201,7 +203,11 @@ class RetrievalIndex:
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # it holds the text of prompts: folders 0700, database 0600 (ds4sessions.safety)
+        if self.path.parent.name == "retrieval":
+            private_dir(self.path.parent.parent)
+        private_dir(self.path.parent)
+        private_file(self.path)
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=OFF")

@@ -37,6 +37,13 @@ class Problem(StrEnum):
     """An entry reuses an earlier entry's id (the later one wins, as in Pi's index)."""
     MISSING_PARENT = "missing_parent"
     """An entry's `parentId` names no entry of the file (the branch path ends there)."""
+    OVERSIZED = "oversized"
+    """The line is longer than the size cap (`ingest.limits.MAX_LINE_BYTES`); skipped unread."""
+    TOO_DEEP = "too_deep"
+    """The line's JSON nests deeper than `ingest.limits.MAX_DEPTH`; skipped before parsing."""
+    BAD_FIELD = "bad_field"
+    """An entry field has a type Pi never writes (`"text": 5`, a tool call id object, usage
+    2**70, a lone surrogate); replaced by a neutral value (`agents.pi.schema`)."""
     PARTIAL_LAST_LINE = "partial_last_line"
     """At a final read, the unterminated last line is not a complete JSON object (Pi skips it)."""
 

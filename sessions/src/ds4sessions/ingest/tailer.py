@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple
 
+from ds4sessions.ingest.limits import HEAD_KEPT, MAX_LINE_BYTES, OversizedLine
+from ds4sessions.safety import not_regular
+
 ResetReason = Literal["truncated", "rewritten", "replaced", "appeared", "deleted"]
 """Why a `TailBatch` restarts the file (see `Tailer.poll` for the rule behind each)."""
 
@@ -110,7 +113,8 @@ class Tailer:
         self._polled = False
         self._line_no = 0  # complete lines delivered
         self._offset = 0  # byte offset just after the last complete line
-        self._pending = b""  # partial last line, bytes from _offset
+        self._pending = b""  # partial last line, bytes from _offset (its head when oversized)
+        self._over = 0  # > 0: the partial last line is longer than MAX_LINE_BYTES; its length
         self._head = b""  # first min(HEAD_BYTES, bytes read) bytes of the file
         self._anchor = b""  # the ANCHOR_BYTES (or fewer) bytes before _offset
 
@@ -120,7 +124,8 @@ class Tailer:
         as one unparseable trailing record)."""
         if not self._pending:
             return None
-        return TailLine(self._line_no + 1, self._offset, self._pending)
+        raw = OversizedLine(self._pending, self._over) if self._over else self._pending
+        return TailLine(self._line_no + 1, self._offset, raw)
 
     def poll(self) -> TailBatch:
         """Read what was appended since the last poll and return it as a `TailBatch`.
@@ -143,7 +148,8 @@ class Tailer:
         granularity; both look like a plain append (or no change).
 
         Raises OSError (other than FileNotFoundError, which means "absent") when the path cannot
-        be stat'ed or read, e.g. PermissionError or IsADirectoryError.
+        be stat'ed or read, e.g. PermissionError, and `NotRegularFile` (an OSError) for a FIFO,
+        device, socket or directory, which is never opened for reading.
         """
         first_poll = not self._polled
         self._polled = True
@@ -151,14 +157,20 @@ class Tailer:
             st = os.stat(self.path)
         except FileNotFoundError:
             return self._absent()
+        refused = not_regular(self.path, st.st_mode)
+        if refused is not None:  # a FIFO would block the open, /dev/zero never ends: never opened
+            raise refused
         if self._seen is not None and _same(self._seen, st):
             return self._batch((), None, st.st_size)
         try:
-            f = open(self.path, "rb")
+            f = os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb")
         except FileNotFoundError:
             return self._absent()
         with f:
             st = os.fstat(f.fileno())  # the file actually opened (the path may have changed)
+            refused = not_regular(self.path, st.st_mode)
+            if refused is not None:
+                raise refused
             reset = self._classify(f, st, first_poll)
             if reset is not None:
                 self._restart()
@@ -172,7 +184,7 @@ class Tailer:
             return None if first_poll else "appeared"
         if (st.st_dev, st.st_ino) != self._seen.ident:
             return "replaced"
-        if st.st_size < self._offset + len(self._pending):
+        if st.st_size < self._offset + self._pending_len():
             return "truncated"
         f.seek(0)
         if f.read(len(self._head)) != self._head:
@@ -187,18 +199,23 @@ class Tailer:
         self._line_no = 0
         self._offset = 0
         self._pending = b""
+        self._over = 0
         self._head = b""
         self._anchor = b""
 
     def _read_new(self, f: BinaryIO) -> tuple[tuple[TailLine, ...], int]:
         """Read `f` from the end of the held partial line to EOF; return new lines and the end.
 
-        Linear in the new bytes: a line spanning many chunks is joined once.
+        Linear in the new bytes: a line spanning many chunks is joined once. A line longer than
+        `MAX_LINE_BYTES` is not kept: it is delivered as an `OversizedLine` (its head and real
+        length), so memory stays bounded by the cap, not by the line.
         """
-        start = self._offset + len(self._pending)
+        start = self._offset + self._pending_len()
         f.seek(start)
         lines: list[TailLine] = []
         parts = [self._pending]
+        held = 0 if self._over else len(self._pending)
+        over = self._over  # > 0: the current line is oversized; its length so far
         head = bytearray(self._head)
         pos = start
         while chunk := f.read(CHUNK_BYTES):
@@ -206,19 +223,35 @@ class Tailer:
                 head += chunk[: HEAD_BYTES - pos]
             pos += len(chunk)
             cut = 0
-            while (nl := chunk.find(b"\n", cut)) != -1:
-                parts.append(chunk[cut:nl])
-                raw = b"".join(parts)
-                parts = []
+            while True:
+                nl = chunk.find(b"\n", cut)
+                piece = chunk[cut:] if nl == -1 else chunk[cut:nl]
+                if over or held + len(piece) > MAX_LINE_BYTES:
+                    if not over:
+                        parts = [(b"".join(parts) + piece[:HEAD_KEPT])[:HEAD_KEPT]]
+                        over = held
+                    over += len(piece)
+                else:
+                    parts.append(piece)
+                    held += len(piece)
+                if nl == -1:
+                    break
+                raw: bytes = OversizedLine(parts[0], over) if over else b"".join(parts)
+                length = over if over else len(raw)
+                parts, held, over = [], 0, 0
                 self._line_no += 1
                 lines.append(TailLine(self._line_no, self._offset, raw))
-                self._offset += len(raw) + 1
+                self._offset += length + 1
                 cut = nl + 1
-            parts.append(chunk[cut:])
         self._pending = b"".join(parts)
+        self._over = over
         self._head = bytes(head)
         self._anchor = _anchor_after(self._anchor, lines)
         return tuple(lines), pos
+
+    def _pending_len(self) -> int:
+        """Bytes of the held partial line (an oversized one counts what was not kept)."""
+        return self._over if self._over else len(self._pending)
 
     def _absent(self) -> TailBatch:
         """The path does not exist: report "deleted" once if the file was seen, keep the state."""
@@ -229,7 +262,7 @@ class Tailer:
 
     def _batch(self, lines: tuple[TailLine, ...], reset: ResetReason | None, size: int) -> TailBatch:
         """Wrap `lines` with the current offset and held partial line; `size` in bytes."""
-        return TailBatch(lines, reset, len(self._pending), size, self._offset)
+        return TailBatch(lines, reset, self._pending_len(), size, self._offset)
 
 
 def _same(seen: _Seen, st: os.stat_result) -> bool:

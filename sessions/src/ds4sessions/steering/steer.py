@@ -45,12 +45,14 @@ from ds4sessions.steering.writer import (
     Expected,
     FileState,
     Journal,
+    JournalRecord,
     WriteRefused,
     WriteResult,
     agent_busy,
     append_entries,
     entries_after,
     read_state,
+    serialize_entry,
 )
 
 PIN_PREFIX = "ds4:pin"
@@ -274,6 +276,31 @@ def collapse(
     )
 
 
+def check_record_intact(state: FileState, record: JournalRecord) -> None:
+    """Raise `WriteRefused("not_undoable")` unless the bytes `record` wrote are still at its
+    offset in the same file (same device and inode when the journal knows them; SHA-256 of the
+    bytes, or the entries serialized again for old records)."""
+    import hashlib
+    import os
+
+    path = state.path
+    if record.status == "abandoned":
+        raise WriteRefused("not_undoable", f"#{record.id} wrote nothing")
+    st = os.stat(path)
+    if record.ino is not None and (st.st_dev, st.st_ino) != (record.dev, record.ino):
+        raise WriteRefused("not_undoable", f"{path} was replaced by another file since #{record.id}; nothing to undo there")
+    with open(path, "rb") as f:
+        f.seek(record.offset)
+        data = f.read(record.length)
+    wanted = record.sha256 or hashlib.sha256(b"".join(serialize_entry(e) for e in record.entries)).hexdigest()
+    if len(data) != record.length or hashlib.sha256(data).hexdigest() != wanted:
+        raise WriteRefused(
+            "not_undoable",
+            f"the bytes #{record.id} wrote are no longer at byte {record.offset} of {path} (the file was rewritten or "
+            "replaced); undo refused",
+        )
+
+
 def _leaf_undo(state: FileState, entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "leaf", "leafId": state.leaf_id}
 
@@ -304,16 +331,29 @@ def undo(
     if recipe is None:
         raise WriteRefused("not_undoable", f"#{record_id} ({record.action}) cannot be undone")
 
-    if recipe["kind"] == "label":
-        target = recipe["targetId"]
+    if recipe.get("kind") == "label":
+        target = recipe.get("targetId")
+
+        def build_label(state: FileState) -> list[Draft]:
+            check_record_intact(state, record)
+            last = next((e for e in reversed(state.session.entries) if e.type == LABEL and e.raw.get("targetId") == target), None)
+            if last is None or last.id != record.entry_ids[-1]:
+                who = f"entry {last.id}, line {last.line_no}" if last is not None else "no label entry"
+                raise WriteRefused(
+                    "not_undoable",
+                    f"{target} was relabelled after #{record_id} ({who}); undoing would overwrite that label",
+                )
+            return [_label_draft(str(target), recipe.get("label"))]
+
         return append_entries(
-            record.path, lambda state: [_label_draft(target, recipe.get("label"))], action="undo", expected=expected,
-            journal=journal, force=force, undo=_label_undo(target), undoes=record_id, now=now,
+            record.path, build_label, action="undo", expected=expected,
+            journal=journal, force=force, undo=_label_undo(str(target)), undoes=record_id, now=now,
         )
 
     written = record.entry_ids[-1]
 
     def build(state: FileState) -> list[Draft]:
+        check_record_intact(state, record)
         after = entries_after(state.session, written)
         if after is None:
             raise WriteRefused("not_undoable", f"{written} (#{record_id}) is no longer on the current branch")

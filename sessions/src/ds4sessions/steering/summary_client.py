@@ -34,7 +34,13 @@ DEFAULT_RESERVE_TOKENS = 16384
 
 class CompactionFailed(Exception):
     """The summary request failed (timeout, HTTP error, truncated/invalid reply, token cap, no
-    endpoint); the session was not touched. `str(exc)` says why."""
+    endpoint); the session was not touched. `str(exc)` says why, with secrets redacted
+    (`ds4sessions.safety.redact`: URL credentials, `?key=`, Authorization values)."""
+
+    def __init__(self, message: str) -> None:
+        from ds4sessions.safety import redact
+
+        super().__init__(redact(message))
 
 
 

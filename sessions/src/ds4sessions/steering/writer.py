@@ -26,11 +26,11 @@ Every write is recorded in a `Journal` (SQLite under `state_dir()`), with what u
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import time
 import uuid
@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from ds4core.jsjson import stringify
-from platformdirs import user_state_dir
-
 from ds4sessions.agents.pi.context import branch_path
 from ds4sessions.agents.pi.entries import (
     BRANCH_SUMMARY,
@@ -52,6 +50,8 @@ from ds4sessions.agents.pi.entries import (
     Entry,
 )
 from ds4sessions.agents.pi.reader import PiSession, PiSessionReader
+from ds4sessions.safety import NotRegularFile, open_regular
+from ds4sessions.steering.journal import Journal, JournalError, JournalRecord, state_dir  # noqa: F401 (re-exported)
 
 QUIET_SECONDS = 3.0
 """A file modified less than this many seconds ago is taken as being written by a running agent."""
@@ -105,13 +105,15 @@ class FileState:
 @dataclass(frozen=True)
 class WriteResult:
     """What one write appended: `entries` (as written), at byte `offset` (= old size), `length`
-    bytes; `journal_id` is the journal row (None without a journal)."""
+    bytes; `journal_id` is the journal row (None without a journal); `race`: None, or what happened
+    when another writer's lines landed between our read and our write (see `append_entries`)."""
 
     path: Path
     offset: int
     length: int
     entries: tuple[dict[str, Any], ...]
     journal_id: int | None
+    race: str | None = None
 
     @property
     def entry_ids(self) -> list[str]:
@@ -122,7 +124,8 @@ class WriteResult:
         """One line for the status bar / CLI: what was written where."""
         kinds = ", ".join(f"{e['type']} {e['id']}" for e in self.entries)
         journal = f" (journal #{self.journal_id})" if self.journal_id is not None else ""
-        return f"appended {kinds} to {self.path} at byte {self.offset} ({self.length} bytes){journal}"
+        race = f"; {self.race}" if self.race else ""
+        return f"appended {kinds} to {self.path} at byte {self.offset} ({self.length} bytes){journal}{race}"
 
 
 def iso_now(now: float | None = None) -> str:
@@ -267,7 +270,7 @@ def append_entries(
     *,
     action: str,
     expected: Expected | None = None,
-    refuse_when_open: bool = False,
+    refuse_when_open: bool = True,
     force: bool = False,
     journal: Journal | None = None,
     undo: Callable[[FileState, list[dict[str, Any]]], dict[str, Any]] | None = None,
@@ -275,52 +278,181 @@ def append_entries(
     quiet_seconds: float = QUIET_SECONDS,
     now: float | None = None,
 ) -> WriteResult:
-    """Check the file, build the entries from its state, append them in one write, fsync, journal.
+    """Check the file, build the entries from its state, journal the intent, append them in one
+    write, fsync, verify where they landed.
 
     - `build(state)` returns the drafts (see `Draft`), or raises `WriteRefused`;
     - `action`: journal name (`pin`, `unpin`, `collapse`, `compaction`, `undo`);
     - `expected`: the state the user acted on (size in bytes, leaf id);
-    - `refuse_when_open`: refuse while another process holds the file open (collapse,
-      compaction), unless `force`;
+    - `refuse_when_open`: refuse while another process holds the file open (an agent that holds
+      it would not see the change; the bridge is the way to steer it), unless `force`;
     - `undo(state, entries)` returns the journal's undo recipe (see `JournalRecord`);
     - `undoes`: the journal record this write undoes (marked undone);
     - `quiet_seconds`: a file modified more recently than this is refused unless `force` (or
       unless the file ends with ds4tui's own last journaled write);
     - `now`: Unix seconds for timestamps and the quiet check (tests).
 
+    Race safety (issue 13): under the lock the file is read and the entries built; just before
+    the write its size is checked again (grown: read and build again, at most
+    `RACE_ATTEMPTS` times); the intent is journaled before the write (a journal that cannot record
+    it means nothing is written: `WriteRefused("journal")`). After the write the bytes are looked
+    up in the file: when another writer's lines landed in between (a lost race) and ours ended up
+    as the last line, a `custom` `ds4tui.rejoin` entry re-attaches the branch to the other
+    writer's last entry, so Pi still loads every line the agent wrote; `WriteResult.race` says so.
+
     Raises `WriteRefused` (nothing written) or OSError (I/O). An advisory `flock` keeps two
     ds4tui writers apart (Pi takes no lock; its appends are `O_APPEND` too, so lines never mix).
     """
     path = Path(path)
     now = time.time() if now is None else now
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND)
+    except NotRegularFile as err:
+        raise WriteRefused("not_a_session", str(err)) from None
+    except PermissionError:
+        raise WriteRefused("read_only", f"{path} is not writable (permission denied); nothing was written") from None
+    except OSError as err:
+        if err.errno in (errno.EROFS, errno.EACCES):
+            raise WriteRefused("read_only", f"{path} is on a read-only file system; nothing was written") from None
+        raise
+    journal_id: int | None = None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise WriteRefused("locked", f"{path}: another ds4tui write is in progress") from None
-        state = _state_for(fd, path)
-        if journal is not None and journal.ends_with_our_write(path, state.size):
-            quiet_seconds = 0.0  # the recent growth is our own last write
-        check_writable(state, expected, refuse_when_open=refuse_when_open, force=force, quiet_seconds=quiet_seconds, now=now)
-        drafts = build(state)
-        if not drafts:
-            raise WriteRefused("nothing_to_do", "nothing to write")
-        entries = _materialize(state, drafts, now)
-        data = b"".join(serialize_entry(e) for e in entries)
-        written = os.write(fd, data)
+        for _attempt in range(RACE_ATTEMPTS):
+            state = _state_for(fd, path)
+            quiet = quiet_seconds
+            if journal is not None and _journal_call(journal.ends_with_our_write, path, state.size):
+                quiet = 0.0  # the recent growth is our own last write
+            check_writable(state, expected, refuse_when_open=refuse_when_open, force=force, quiet_seconds=quiet, now=now)
+            drafts = build(state)
+            if not drafts:
+                raise WriteRefused("nothing_to_do", "nothing to write")
+            entries = _materialize(state, drafts, now)
+            data = b"".join(serialize_entry(e) for e in entries)
+            st = os.fstat(fd)
+            if journal is not None:
+                journal_id = _journal_call(
+                    journal.begin, path=path, action=action, offset=state.size, data=data, leaf_before=state.leaf_id,
+                    entries=entries, undo=undo(state, entries) if undo else None, time_iso=iso_now(now),
+                    undoes=undoes, dev=st.st_dev, ino=st.st_ino,
+                )
+            if os.fstat(fd).st_size == state.size:  # the tail is still the one we read: write now
+                break
+            if journal is not None and journal_id is not None:
+                _journal_call(journal.abandon, journal_id, "the file grew while preparing the write")
+                journal_id = None
+        else:
+            raise WriteRefused("busy", f"{path} kept growing while preparing the write; an agent is writing (try again)")
+        if _before_write is not None:
+            _before_write(path)
+        try:
+            written = os.write(fd, data)
+        except OSError as err:
+            if journal is not None and journal_id is not None:
+                journal.abandon(journal_id, f"the write failed: {err}")
+            raise WriteRefused("write_failed", f"{path}: the write failed ({err.strerror or err}); nothing was written") from None
         if written != len(data):
             raise OSError(f"{path}: short write ({written} of {len(data)} bytes); the last line is partial")
         os.fsync(fd)
+        landed, race = _verify_landing(fd, path, state, entries, data, now)
     finally:
         os.close(fd)
-    journal_id = None
-    if journal is not None:
-        journal_id = journal.record(
-            path=path, action=action, offset=state.size, length=len(data), leaf_before=state.leaf_id,
-            entries=entries, undo=undo(state, entries) if undo else None, time_iso=iso_now(now), undoes=undoes,
-        )
-    return WriteResult(path, state.size, len(data), tuple(entries), journal_id)
+    if journal is not None and journal_id is not None:
+        try:
+            journal.finish(journal_id, offset=landed, note=race)
+        except JournalError:
+            pass  # the intent (with the bytes' hash) is recorded; undo checks the bytes themselves
+    return WriteResult(path, landed, len(data), tuple(entries), journal_id, race)
+
+
+RACE_ATTEMPTS = 20
+_before_write: Callable[[Path], None] | None = None
+"""Test seam: called between the last size check and the write (tests put a racing agent's
+append here to make the lost-race path deterministic). None in normal use."""
+"""How often `append_entries` re-reads a file that grew between reading and writing."""
+
+
+def _journal_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a journal method; a `JournalError` becomes `WriteRefused("journal")` (nothing written)."""
+    try:
+        return fn(*args, **kwargs)
+    except JournalError as err:
+        raise WriteRefused("journal", str(err)) from None
+
+
+def _verify_landing(
+    fd: int, path: Path, state: FileState, entries: list[dict[str, Any]], data: bytes, now: float
+) -> tuple[int, str | None]:
+    """Find where `data` landed (at `state.size` unless another writer appended in between).
+    Returns (offset, None) when it is where expected, else (offset, what happened), after
+    re-attaching the branch to the other writer's last entry when our line became the last one."""
+    with path.open("rb") as f:
+        f.seek(state.size)
+        if f.read(len(data)) == data:
+            return state.size, None
+        f.seek(state.size)
+        grown = f.read()
+    at = grown.find(data)
+    if at < 0:
+        raise OSError(f"{path}: the appended bytes cannot be found after the write (the file was rewritten?)")
+    offset = state.size + at
+    between = _entry_ids(grown[:at])
+    message = (
+        f"lost a race: {len(between)} line(s) of another writer landed at byte {state.size} before ours "
+        f"(ours at byte {offset})"
+    )
+    if grown[at + len(data):].strip():
+        return offset, message + "; the other writer's later lines keep its entries on the branch"
+    rejoined = _rejoin(fd, path, state.size + at + len(data), between[-1] if between else state.leaf_id, entries, now)
+    return offset, message + (f"; appended ds4tui.rejoin {rejoined} so the branch ends at the other writer's entries"
+                              if rejoined else "; the branch could not be re-attached (see the file)")
+
+
+REJOIN_CUSTOM_TYPE = "ds4tui.rejoin"
+
+
+def _rejoin(fd: int, path: Path, end: int, parent: str | None, ours: list[dict[str, Any]], now: float) -> str | None:
+    """Append a `custom` `ds4tui.rejoin` entry (never in context) whose parent is `parent`, while
+    our write is still the file's last; retried when yet another line lands first. Returns its id."""
+    if parent is None:
+        return None
+    taken = {e["id"] for e in ours}
+    for _ in range(RACE_ATTEMPTS):
+        entry = {"type": "custom", "id": new_entry_id(taken), "parentId": parent, "timestamp": iso_now(now),
+                 "customType": REJOIN_CUSTOM_TYPE, "data": {"after": [e["id"] for e in ours]}}
+        data = serialize_entry(entry)
+        if os.fstat(fd).st_size != end:
+            return None  # the other writer appended again: its own lines end the branch
+        os.write(fd, data)
+        os.fsync(fd)
+        with path.open("rb") as f:
+            f.seek(end)
+            grown = f.read()
+        if grown.startswith(data):
+            return entry["id"]
+        at = grown.find(data)
+        between = _entry_ids(grown[:at]) if at > 0 else []
+        if grown[at + len(data):].strip() or not between:
+            return entry["id"]
+        parent, end = between[-1], end + at + len(data)
+        taken.add(entry["id"])
+    return None
+
+
+def _entry_ids(data: bytes) -> list[str]:
+    """The ids of the complete JSON entry lines in `data`, in order (lines without one skipped)."""
+    ids = []
+    for line in data.split(b"\n"):
+        try:
+            obj = json.loads(line) if line.strip() else None
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+            ids.append(obj["id"])
+    return ids
 
 
 def _state_for(fd: int, path: Path) -> FileState:
@@ -406,124 +538,6 @@ def _materialize(state: FileState, drafts: Sequence[Draft], now: float) -> list[
         entries.append({"type": draft["type"], "id": entry_id, "parentId": parent_id, "timestamp": stamp, **fields})
         parent = entry_id
     return entries
-
-
-# --------------------------------------------------------------------------------------------
-# Journal
-
-
-def state_dir() -> Path:
-    """ds4tui's state folder: `$DS4TUI_STATE_DIR`, else platformdirs' `user_state_dir("ds4tui")`."""
-    env = os.environ.get("DS4TUI_STATE_DIR")
-    return Path(env).expanduser() if env else Path(user_state_dir("ds4tui"))
-
-
-@dataclass(frozen=True)
-class JournalRecord:
-    """One journaled write. `undo` is the recipe that reverses it:
-
-    - `{"kind": "label", "targetId": id, "label": text | None}`: append a label entry giving the
-      target its previous label (None = a cleared label);
-    - `{"kind": "leaf", "leafId": id}`: append a no-op `custom` entry (customType
-      `ds4tui.undo`, never in context) whose parent is `leafId`, the leaf before the write, so the
-      branch Pi loads is the one before the write again (re-branching, Pi session format §4);
-    - None: not undoable.
-
-    `undoes` is the record this one undid; `undone_by` the record that undid this one.
-    """
-
-    id: int
-    time: str
-    path: Path
-    action: str
-    offset: int
-    length: int
-    leaf_before: str | None
-    entry_ids: tuple[str, ...]
-    entries: tuple[dict[str, Any], ...]
-    undo: dict[str, Any] | None
-    undoes: int | None
-    undone_by: int | None
-
-    def describe(self) -> str:
-        """One line: `#3 2026-… pin label 1a2b3c4d → a5eb5dae  (undone by #4)`."""
-        what = ", ".join(f"{e.get('type')} {e.get('id')}" for e in self.entries)
-        target = self.entries[0].get("targetId") if self.entries else None
-        extra = f" → {target}" if target else ""
-        state = f"  (undone by #{self.undone_by})" if self.undone_by else ""
-        undoes = f"  (undoes #{self.undoes})" if self.undoes else ""
-        return f"#{self.id} {self.time} {self.action}: {what}{extra} in {self.path}{undoes}{state}"
-
-
-class Journal:
-    """SQLite journal of every write (`<state_dir>/journal.sqlite`). Stores no secrets, only the
-    appended entries, where they went, and how to undo them."""
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        """Open (create) the journal at `path` (default `state_dir()/journal.sqlite`)."""
-        self.path = Path(path) if path is not None else state_dir() / "journal.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, "
-                "path TEXT NOT NULL, action TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL, "
-                "leaf_before TEXT, entries TEXT NOT NULL, undo TEXT, undoes INTEGER, undone_by INTEGER)"
-            )
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=10)
-
-    def record(
-        self, *, path: Path, action: str, offset: int, length: int, leaf_before: str | None,
-        entries: Sequence[dict[str, Any]], undo: dict[str, Any] | None, time_iso: str, undoes: int | None = None,
-    ) -> int:
-        """Add a write; returns its id. When `undoes` is set, marks that record as undone."""
-        with self._connect() as db:
-            cur = db.execute(
-                "INSERT INTO writes (time, path, action, offset, length, leaf_before, entries, undo, undoes) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (time_iso, str(Path(path).resolve()), action, offset, length, leaf_before,
-                 json.dumps(list(entries)), json.dumps(undo) if undo is not None else None, undoes),
-            )
-            new_id = int(cur.lastrowid or 0)
-            if undoes is not None:
-                db.execute("UPDATE writes SET undone_by = ? WHERE id = ?", (new_id, undoes))
-        return new_id
-
-    def ends_with_our_write(self, path: str | Path, size: int) -> bool:
-        """True when the latest journaled write to `path` ended at byte `size` (the file's tail is ours)."""
-        with self._connect() as db:
-            row = db.execute(
-                "SELECT offset + length FROM writes WHERE path = ? ORDER BY id DESC LIMIT 1", (str(Path(path).resolve()),)
-            ).fetchone()
-        return row is not None and row[0] == size
-
-    def get(self, record_id: int) -> JournalRecord | None:
-        """The record `record_id`, or None."""
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM writes WHERE id = ?", (record_id,)).fetchone()
-        return _record(row) if row else None
-
-    def list(self, path: str | Path | None = None) -> list[JournalRecord]:
-        """All records, oldest first; only those of `path` when given."""
-        with self._connect() as db:
-            if path is None:
-                rows = db.execute("SELECT * FROM writes ORDER BY id").fetchall()
-            else:
-                rows = db.execute(
-                    "SELECT * FROM writes WHERE path = ? ORDER BY id", (str(Path(path).resolve()),)
-                ).fetchall()
-        return [_record(r) for r in rows]
-
-
-def _record(row: tuple[Any, ...]) -> JournalRecord:
-    rid, time_iso, path, action, offset, length, leaf_before, entries, undo, undoes, undone_by = row
-    parsed = tuple(json.loads(entries))
-    return JournalRecord(
-        id=rid, time=time_iso, path=Path(path), action=action, offset=offset, length=length,
-        leaf_before=leaf_before, entry_ids=tuple(e.get("id") for e in parsed), entries=parsed,
-        undo=json.loads(undo) if undo else None, undoes=undoes, undone_by=undone_by,
-    )
 
 
 def entries_after(session: PiSession, entry_id: str) -> list[Entry] | None:

@@ -21,6 +21,9 @@ from typing import Iterator
 
 from ds4core.models import ModelTable
 
+from ds4sessions.ingest.limits import MAX_DEPTH, OversizedLine, iter_lines, json_depth
+from ds4sessions.safety import open_regular
+
 HEADER_SCAN_BYTES = 1 << 20
 """Bytes scanned for the header line, as Pi does during discovery (1 MiB)."""
 
@@ -67,8 +70,8 @@ class SessionInfo:
 def read_header(path: Path) -> dict | None:
     """The session header of `path` (first parsable JSON line within 1 MiB), or None when the
     file is not a Pi session (unreadable, no header, or a first object that is not a header)."""
-    try:
-        with path.open("rb") as f:
+    try:  # a FIFO or device in the sessions folder is never opened for reading (NotRegularFile)
+        with os.fdopen(open_regular(path), "rb") as f:
             chunk = f.read(HEADER_SCAN_BYTES)
     except OSError:
         return None
@@ -76,8 +79,8 @@ def read_header(path: Path) -> dict | None:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except ValueError:
+            obj = json.loads(raw) if json_depth(raw) <= MAX_DEPTH else None
+        except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str):
             return obj
@@ -107,15 +110,21 @@ def describe(path: Path) -> SessionInfo | None:
     name = None
     model = None
     entries = 0
-    with path.open("rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n") or not raw.startswith(b"{"):
+    try:
+        f = os.fdopen(open_regular(path), "rb")
+    except OSError:
+        return None
+    with f:
+        for _line_no, _offset, raw, complete in iter_lines(f):  # lines capped: bounded memory
+            if not complete or not raw.startswith(b"{") or isinstance(raw, OversizedLine):
                 continue
             entries += 1
             if _LISTED_TYPES.search(raw, 0, 200):
                 try:
-                    obj = json.loads(raw)
-                except ValueError:
+                    obj = json.loads(raw) if json_depth(raw) <= MAX_DEPTH else None
+                except (ValueError, RecursionError):
+                    continue
+                if not isinstance(obj, dict):
                     continue
                 if obj.get("type") == "session_info":
                     name = str(obj.get("name") or "").strip() or None
@@ -133,8 +142,7 @@ def unreadable_sessions() -> list[tuple[Path, str]]:
     out = []
     for p in _iter_files():
         try:
-            with p.open("rb"):
-                pass
+            os.close(open_regular(p))
         except OSError as exc:
             out.append((p, exc.strerror or str(exc)))
     return out

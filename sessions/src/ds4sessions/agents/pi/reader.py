@@ -24,12 +24,16 @@ on every append. `read_session()` reads a whole file.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
 from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
+from ds4sessions.ingest.limits import MAX_LINE_BYTES, OversizedLine, iter_lines, line_length, line_problem
+from ds4sessions.safety import open_regular
+from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
 from ds4sessions.agents.pi.migrate import CURRENT_VERSION, Migrator, header_version
 
 BOM = b"\xef\xbb\xbf"
@@ -162,7 +166,7 @@ class PiSessionReader(PiSession):
         new: list[Entry] = []
         before = self.last_line_no
         for line_no, offset, raw in lines:
-            entry = self._read_line(line_no, offset, raw, len(raw) + 1)
+            entry = self._read_line(line_no, offset, raw, line_length(raw) + 1)
             if entry is not None:
                 new.append(entry)
         if self.last_line_no != before:
@@ -188,7 +192,7 @@ class PiSessionReader(PiSession):
         self.diagnostics.pending = None
         text = (raw[len(BOM) :] if offset == 0 and raw.startswith(BOM) else raw).decode("utf-8", "replace")
         try:
-            obj = _parse_json(text) if text.strip() else None
+            obj = _parse_json(text) if text.strip() and line_problem(raw) is None else None
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
@@ -209,6 +213,11 @@ class PiSessionReader(PiSession):
         diagnostics = self.diagnostics
         self.last_line_no = line_no
         self.end_offset = offset + length
+        too_big = line_problem(raw)  # before any parser: size cap and depth bound (ingest.limits)
+        if too_big is not None:
+            kind = Problem.OVERSIZED if isinstance(raw, OversizedLine) or len(raw) > MAX_LINE_BYTES else Problem.TOO_DEEP
+            diagnostics.add(kind, too_big, line_no, offset, raw[:EXCERPT_CHARS].decode("utf-8", "replace"))
+            return None
         if offset == 0 and raw.startswith(BOM):
             diagnostics.add(
                 Problem.BOM,
@@ -251,6 +260,10 @@ class PiSessionReader(PiSession):
             diagnostics.add(Problem.EXTRA_HEADER, "second session header; ignored (as Pi does)", line_no, offset)
             self._migrator.note_item()
             return None
+        obj, fixes = conform_entry(obj, surrogates=has_surrogate_escape(raw))  # wrong-typed fields (agents.pi.schema)
+        if fixes:
+            shown = ", ".join(fixes[:4]) + (f", … ({len(fixes)} fields)" if len(fixes) > 4 else "")
+            diagnostics.add(Problem.BAD_FIELD, f"fields of the wrong type, replaced: {shown}", line_no, offset)
         return self._add_entry(self._migrator.migrate(obj, line_no), line_no, offset, length)
 
     def _read_header(self, obj: Any, line_no: int, offset: int, text: str) -> None:
@@ -444,7 +457,9 @@ def read_session(path: str | Path) -> PiSession:
 
     An unterminated last line is handled as at a final read (`PiSessionReader.feed_final_tail`):
     a complete JSON object is an entry, a torn fragment is skipped and counted. A missing file
-    raises `FileNotFoundError` (an `OSError`); bad content never raises.
+    raises `FileNotFoundError` (an `OSError`), a FIFO/device/socket `NotRegularFile` (an
+    `OSError`, never opened for reading); bad content never raises. Lines over the size cap or
+    nested too deep are skipped and counted (`ds4sessions.ingest.limits`).
     """
     path = Path(path)
     reader = PiSessionReader(path)
@@ -452,15 +467,13 @@ def read_session(path: str | Path) -> PiSession:
 
     def complete_lines(f: Any) -> Iterable[tuple[int, int, bytes]]:
         nonlocal tail
-        offset = 0
-        for line_no, line in enumerate(f, start=1):
-            if line.endswith(b"\n"):
-                yield line_no, offset, line[:-1]
+        for line_no, offset, raw, complete in iter_lines(f):
+            if complete:
+                yield line_no, offset, raw
             else:
-                tail = (line_no, offset, line)
-            offset += len(line)
+                tail = (line_no, offset, raw)
 
-    with path.open("rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         reader.feed(complete_lines(f))
     if tail is not None:
         reader.feed_final_tail(*tail)

@@ -1,0 +1,122 @@
+"""Bounds on what one line of a session file may cost, checked on the raw bytes before any JSON
+parser sees them (so they hold whatever parser the reader uses: stdlib json, orjson, msgspec).
+
+- `MAX_LINE_BYTES` (32 MiB, `$DS4TUI_MAX_LINE_BYTES`): a longer line is skipped with a
+  diagnostic. The tailer and `iter_lines` never hold more than the cap of one line: past it they
+  keep only a short head (`OversizedLine`) and count the rest, so a 200 MB line costs the cap, not
+  the file. The largest line seen in real Pi sessions is a few MB (a base64 image).
+- `MAX_DEPTH` (200 levels of `[`/`{`): a deeper line is skipped with a diagnostic. Checked on the
+  bytes with strings blanked out (`json_depth`), so no recursive parser or walker ever sees it.
+  Real Pi entries nest < 20 levels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import BinaryIO
+
+MAX_LINE_BYTES = int(os.environ.get("DS4TUI_MAX_LINE_BYTES", 32 << 20))
+MAX_DEPTH = 200
+HEAD_KEPT = 80
+"""Bytes of an oversized line kept for the diagnostic's excerpt."""
+READ_CHUNK = 1 << 20
+
+
+class OversizedLine(bytes):
+    """The first `HEAD_KEPT` bytes of a line longer than `MAX_LINE_BYTES`; `length` is the
+    line's real length in bytes (without its `\\n`). Passed where a line's bytes go, so the
+    `(line_no, offset, raw)` shape of a line stays the same."""
+
+    length: int
+
+    def __new__(cls, head: bytes, length: int) -> OversizedLine:
+        self = super().__new__(cls, head[:HEAD_KEPT])
+        self.length = length
+        return self
+
+
+def line_length(raw: bytes) -> int:
+    """The real length of a line in bytes (an `OversizedLine` counts what was skipped)."""
+    return raw.length if isinstance(raw, OversizedLine) else len(raw)
+
+
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of the JSON text `raw` (0 for a scalar), counting `[`/`{` outside strings;
+    stops counting past `limit` (a result <= `limit` means "not deeper than `limit`"). Fast path: a line with at most `limit` brackets in total cannot
+    be deeper. Linear in the line's bytes; never recursive."""
+    opening = raw.count(b"[") + raw.count(b"{")
+    if opening <= limit:
+        return opening
+    # strings out: drop escaped backslashes, then escaped quotes; what is left between quotes is
+    # string content (every other piece of a split on '"'). All in C, linear in the line.
+    outside = b"".join(raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKET)
+    deepest = 0
+    for depth in accumulate(_DELTA[b] for b in brackets):
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+    return deepest
+
+
+def line_problem(raw: bytes) -> str | None:
+    """Why a line must be skipped before parsing (too long, too deep), or None."""
+    length = line_length(raw)
+    if isinstance(raw, OversizedLine) or length > MAX_LINE_BYTES:
+        return f"line of {length:,} bytes is longer than the {MAX_LINE_BYTES:,}-byte cap; skipped"
+    if json_depth(raw) > MAX_DEPTH:
+        return f"JSON nested deeper than {MAX_DEPTH} levels; skipped"
+    return None
+
+
+def iter_lines(f: BinaryIO, cap: int | None = None) -> Iterator[tuple[int, int, bytes, bool]]:
+    """Stream the lines of a binary file: (line_no, offset, raw, complete). `raw` excludes the
+    `\\n`; the last line may be incomplete (`complete` False). A line longer than `cap` bytes
+    (default `MAX_LINE_BYTES`) comes as an `OversizedLine`; memory is bounded by the cap plus one
+    read chunk."""
+    cap = MAX_LINE_BYTES if cap is None else cap
+    line_no = 0
+    offset = 0
+    parts: list[bytes] = []
+    held = 0
+    skipped = 0  # bytes of an oversized line not kept
+    head = b""
+    while chunk := f.read(READ_CHUNK):
+        cut = 0
+        while True:
+            nl = chunk.find(b"\n", cut)
+            piece = chunk[cut:] if nl == -1 else chunk[cut:nl]
+            if skipped or held + len(piece) > cap:
+                if not skipped:
+                    head = b"".join(parts)[:HEAD_KEPT] if parts else piece[:HEAD_KEPT]
+                    if len(head) < HEAD_KEPT:
+                        head = (head + piece)[:HEAD_KEPT]
+                    skipped = held
+                    parts, held = [], 0
+                skipped += len(piece)
+            else:
+                parts.append(piece)
+                held += len(piece)
+            if nl == -1:
+                break
+            line_no += 1
+            if skipped:
+                raw: bytes = OversizedLine(head, skipped)
+                length = skipped
+            else:
+                raw = b"".join(parts)
+                length = len(raw)
+            yield line_no, offset, raw, True
+            offset += length + 1
+            parts, held, skipped = [], 0, 0
+            cut = nl + 1
+    if held or skipped:
+        raw = OversizedLine(head, skipped) if skipped else b"".join(parts)
+        yield line_no + 1, offset, raw, False
