@@ -29,7 +29,7 @@ def _looks_like_pi(head: bytes) -> bool:
     for raw in head.splitlines()[:200]:
         try:
             row = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         parsed_any = True
         if isinstance(row, dict) and (row.get("type") in PI_ROW_TYPES or ("id" in row and "parentId" in row)):

@@ -32,8 +32,8 @@ PROFILE = "long" if os.environ.get("DS4TUI_FUZZ") == "long" else "ci"
 
 AGENTS: dict[str, Path] = {
     "pi": FIXTURES / "pi" / "01-tools-and-image.jsonl",
-    # "claude": FIXTURES / "claude" / "<sample>.jsonl",   (w11: one line when the reader lands)
-    # "codex": FIXTURES / "codex" / "<rollout>.jsonl",    (w12)
+    "claude-code": FIXTURES / "claude" / "manual-compact-diagnostics.jsonl",
+    "codex": FIXTURES / 'codex/sample/sessions/2026/12/02/rollout-2026-12-02T01-10-23-01a2344d-7ef9-7e61-a841-8556539ac489.jsonl',
 }
 
 HOSTILE = st.one_of(
@@ -113,6 +113,18 @@ def run_pipeline(path: Path) -> None:
     assert seen_derived
 
 
+def run_cli(path: Path) -> None:
+    """map / cache / context --json through the real CLI: exit 0 or 2 (one line), never a traceback."""
+    from typer.testing import CliRunner
+
+    from ds4tui.cli import app
+
+    for command in (["map", "--json"], ["cache", "--json"], ["context", "--json"]):
+        result = CliRunner().invoke(app, [*command, str(path)])
+        assert result.exit_code in (0, 2), (command, result.exit_code, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (command, result.exception)
+
+
 def _fuzz(agent: str) -> Any:
     @settings(settings.get_profile(PROFILE))
     @given(blob=mutated(AGENTS[agent]))
@@ -121,9 +133,11 @@ def _fuzz(agent: str) -> Any:
         monkeypatch.setenv("DS4TUI_STATE_DIR", str(folder / "state"))
         path = folder / "s.jsonl"
         path.write_bytes(blob)
-        run_pipeline(path)
+        run_pipeline(path) if agent == "pi" else run_cli(path)
 
     return test
 
 
 test_fuzz_pi = _fuzz("pi")
+test_fuzz_claude_code = _fuzz("claude-code")
+test_fuzz_codex = _fuzz("codex")

@@ -48,9 +48,17 @@ def agent_named(name: str) -> Agent | None:
     return next((a for a in all_agents() if a.name == name), None)
 
 
+def _recognizes(agent: Agent, head: bytes) -> bool:
+    try:
+        return bool(agent.recognizes(head))
+    except (ValueError, TypeError, RecursionError, UnicodeError):  # hostile bytes: not this agent's
+        return False
+
+
 def agent_for_head(head: bytes) -> Agent | None:
-    """The first plug-in that recognizes a file starting with `head`, or None."""
-    return next((a for a in all_agents() if a.recognizes(head)), None)
+    """The first plug-in that recognizes a file starting with `head`, or None (a plug-in that fails
+    on hostile bytes does not recognize them)."""
+    return next((a for a in all_agents() if _recognizes(a, head)), None)
 
 
 def agent_for_path(path: Path) -> Agent | None:

@@ -21,7 +21,7 @@ def looks_like_claude(head: bytes) -> bool:
     for raw in head.splitlines()[:200]:
         try:
             row = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(row, dict):
             continue

@@ -97,7 +97,7 @@ def _scan(path: Path, size: int) -> dict[str, str | None]:
     for raw in (head + b"\n" + tail).splitlines():
         try:
             row = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(row, dict):
             continue

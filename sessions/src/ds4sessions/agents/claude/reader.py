@@ -76,7 +76,7 @@ def iso_seconds(value: Any) -> float | None:
         return None
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

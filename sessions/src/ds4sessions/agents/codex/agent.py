@@ -22,7 +22,7 @@ def looks_like_rollout(head: bytes) -> bool:
     first, newline, _ = head.partition(b"\n")
     try:
         row = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         # a first line longer than the head (long base instructions): judge by its opening keys
         return not newline and _META_START.match(first[:512]) is not None
     if not isinstance(row, dict):

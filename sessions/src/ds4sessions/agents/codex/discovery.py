@@ -77,7 +77,7 @@ def thread_names(home: Path | None = None) -> dict[str, str]:
             for raw in f:
                 try:
                     row = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(row, dict) and isinstance(row.get("id"), str) and isinstance(row.get("thread_name"), str):
                     names[row["id"]] = row["thread_name"]
@@ -118,7 +118,7 @@ def _head_facts(head: bytes) -> dict[str, Any]:
             continue
         try:
             row = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(row, dict):
             continue

@@ -109,7 +109,7 @@ def _seconds(value: Any) -> float | None:
         return None
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -161,7 +161,7 @@ def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {"raw": raw}
     return raw if raw is not None else {}
 
@@ -527,7 +527,7 @@ class CodexReader:
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = {}
         data = _map(data)
         self.spawned.append({"callId": call_id, "agentId": _str(data.get("agent_id")) or _str(data.get("id")),

@@ -293,6 +293,6 @@ def configured_retention() -> float | None:
     raw = os.environ.get(RETENTION_ENV)
     try:
         value = float(raw) if raw else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if value is not None and value > 0 else None

@@ -256,7 +256,7 @@ class PiAgent:
                 continue
             try:
                 obj = _parse_json(raw.decode("utf-8", "replace"))
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             return _is_header(obj)
         return False
