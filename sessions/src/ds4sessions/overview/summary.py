@@ -321,12 +321,13 @@ def cache_clock_of(conversation: Conversation, models: ModelTable, settings: Ove
 
 def usage_rows(conversation: Conversation, prices: PriceBook) -> tuple[UsageRow, ...]:
     """The session's usage by (local day, model), every request once (side chains and
-    subagent requests included: they were paid for; synthetic rows excluded: no provider call).
+    subagent requests included: they were paid for; aborted or failed replies with usage too;
+    synthetic rows without any usage excluded: no provider call).
     A request's recorded cost wins over the price table."""
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for r in conversation.requests:
-        if r.synthetic:
-            continue
+        if r.synthetic and r.usage.prompt_tokens + r.usage.output == 0 and not r.cost_usd:
+            continue  # no provider call (Claude Code `<synthetic>` rows, empty error replies)
         model = r.model or conversation.model or "unknown"
         row = acc.setdefault((local_day(r.timestamp), model), {
             "requests": 0, "input": 0, "cache_read": 0, "cache_write": 0, "output": 0,
@@ -381,6 +382,7 @@ def summarize(
                 window = found.context_window
                 break
     stamps = [r.timestamp for r in conversation.requests if r.timestamp is not None]
+    rows = usage_rows(conversation, prices)
     project = (info.project if info else None) or conversation.cwd
     return SessionSummary(
         agent=conversation.agent,
@@ -397,8 +399,8 @@ def summarize(
         context_tokens=context_tokens,
         context_window=window,
         cache=cache_clock_of(conversation, models, settings),
-        usage=usage_rows(conversation, prices),
-        requests=sum(1 for r in conversation.requests if not r.synthetic),
+        usage=rows,
+        requests=sum(r.requests for r in rows),
         diagnostics=len(conversation.diagnostics),
         last_activity_s=max(stamps) if stamps else None,
         entries=conversation.entries,

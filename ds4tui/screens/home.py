@@ -1,0 +1,393 @@
+"""The home screen: every session of every agent, one live row each (issue 15).
+
+Columns: agent, project, name, live/idle, a small context bar with %, the prompt-cache countdown
+(warm / expiring / cold in colour *and* in words, ticking every second) and the cost today. Live
+sessions come first, soonest expiry first. Enter opens the dashboard for the row's session; Esc
+goes back. The input above the table filters rows (agent, project, name, model, path); a typed
+path to an existing file opens that file.
+
+Data: a `ds4sessions.overview.Overview` driven by one thread worker (group "overview"): the first
+`scan()` lists what the index already knows, then pending files are read in small batches, then
+`poll()` runs every second (one `os.stat` per known file; only appended bytes are read) and a
+re-scan every `RESCAN_S` seconds finds new files. The UI gets immutable `SessionSummary` values
+through messages; the countdown cells are recomputed from them at each tick (pure arithmetic).
+
+A notice (a Textual notification plus the terminal bell) is raised once per expiry, `lead_s`
+seconds before a live session's prompt cache expires (`ExpiryNotifier`; idle sessions off by
+default).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Label
+
+from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
+from ds4sessions.overview.scanner import Overview
+from ds4sessions.overview.summary import SessionSummary
+from ds4tui.text import fmt_tokens, literal
+
+RESCAN_S = 15.0
+"""Seconds between re-discoveries of session files (new sessions appear within this time)."""
+READ_BATCH = 25
+"""Pending files read per message while the list fills in."""
+BAR_CELLS = 8
+"""Width of the context bar in cells."""
+
+STATUS_STYLE = {"warm": "bold #87d787", "expiring": "bold #d7af5f", "cold": "#5fafff", "unknown": "#8a8f98"}
+STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"}
+COLUMNS = ("agent", "project", "name", "state", "context", "cache", "today")
+
+
+# --- the pure part: rows from summaries --------------------------------------------------------
+
+
+def sort_key(summary: SessionSummary, now: float) -> tuple:
+    """Live first; then sessions with a running countdown, soonest expiry first; then the most
+    recently modified."""
+    cache = summary.cache_at(now)
+    running = cache.status in ("warm", "expiring") and cache.remaining_s is not None
+    return (not summary.live, not running, cache.remaining_s if running else 0.0, -summary.modified)
+
+
+def context_cell(summary: SessionSummary) -> Text:
+    """`▮▮▮▯▯▯▯▯ 42%`, or the token count alone when the window is unknown, or `—`."""
+    pct = summary.context_percent
+    if pct is None:
+        return Text(fmt_tokens(summary.context_tokens), style="dim")
+    filled = min(BAR_CELLS, round(pct / 100 * BAR_CELLS))
+    style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
+    text = Text("▮" * filled, style=style)
+    text.append("▯" * (BAR_CELLS - filled), style="dim")
+    text.append(f" {pct:3.0f}%")
+    return text
+
+
+def cache_cell(summary: SessionSummary, now: float, expiring_s: float) -> Text:
+    """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
+    status; "(typical)" when the lifetime is configured, not recorded."""
+    cache = summary.cache_at(now, expiring_s)
+    text = Text(f"{STATUS_GLYPH[cache.status]} {cache.words}", style=STATUS_STYLE[cache.status])
+    if summary.cache.rule == "configured" and cache.status != "unknown":
+        text.append(" (typical)", style="dim")
+    return text
+
+
+def cost_cell(summary: SessionSummary, today: str) -> Text:
+    """Cost of `today` in USD (`$0.0421`), `—` when nothing today, `no price` when today's
+    requests have no price."""
+    rows = [r for r in summary.usage if r.day == today]
+    if not rows:
+        return Text("—", style="dim")
+    cost = summary.cost_on(today)
+    if cost is None:
+        return Text("no price", style="dim")
+    text = Text(f"${cost:.4f}")
+    if any(r.unpriced for r in rows):
+        text.append("+?", style="dim")
+    return text
+
+
+def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float) -> tuple[Text, ...]:
+    """The cells of one row, in `COLUMNS` order."""
+    project = literal(summary.project or "", keep_newlines=False)
+    if len(project) > 28:
+        project = "…" + project[-27:]
+    name = literal(summary.name or Path(summary.path).stem, keep_newlines=False)[:36]
+    state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
+    return (
+        Text(summary.agent),
+        Text(project),
+        Text(name),
+        state,
+        context_cell(summary),
+        cache_cell(summary, now, expiring_s),
+        cost_cell(summary, today),
+    )
+
+
+def matches(summary: SessionSummary, needle: str) -> bool:
+    """True when every word of `needle` (case-insensitive) occurs in the row's agent, project,
+    name, model or path."""
+    hay = " ".join(
+        str(x) for x in (summary.agent, summary.project, summary.name, summary.model_key, summary.path) if x
+    ).lower()
+    return all(word in hay for word in needle.lower().split())
+
+
+# --- messages -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SummariesArrived(Message):
+    """New or changed summaries from the overview worker (`complete`: the initial fill is done;
+    `pending`: files still to read; `problems`: lines to show)."""
+
+    summaries: tuple[SessionSummary, ...]
+    pending: int
+    complete: bool
+    problems: tuple[str, ...] = ()
+    listed: tuple[str, ...] | None = None
+
+
+# --- the screen -------------------------------------------------------------------------------
+
+
+class HomeScreen(Screen[Path | None]):
+    """Every session of every agent (module doc). Dismisses with the chosen file, or None (Esc).
+
+    `overview` is the engine (default: a new `Overview()` over the installed agents and the index in
+    the state dir); `now` the clock in epoch seconds (tests inject one); `lead_s` the notice lead
+    time in seconds; `notify_idle` also watches idle sessions; `poll_s` the file poll interval
+    (seconds; None: no polling, tests call `poll_now()`); `auto_scan=False` leaves the first scan
+    to the caller (`scan_now()`).
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="home-back", tooltip="Back to the dashboard"),
+        Binding("slash", "focus_filter", "Filter", key_display="/", id="home-filter", tooltip="Filter sessions or type a path"),
+        Binding("down", "focus_table", "Rows", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    HomeScreen { layout: vertical; }
+    HomeScreen #home-title { height: 1; padding: 0 1; text-style: bold; }
+    HomeScreen #home-filter { height: 3; margin: 0 1; }
+    HomeScreen #home-table { height: 1fr; margin: 0 1; }
+    HomeScreen #home-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(
+        self,
+        overview: Overview | None = None,
+        *,
+        now: Callable[[], float] = time.time,
+        lead_s: float = DEFAULT_LEAD_S,
+        notify_idle: bool = False,
+        poll_s: float | None = 1.0,
+        auto_scan: bool = True,
+    ) -> None:
+        super().__init__()
+        self._overview = overview
+        self._now = now
+        self._poll_s = poll_s
+        self._auto_scan = auto_scan
+        self.notifier = ExpiryNotifier(lead_s=lead_s, idle=notify_idle)
+        self.summaries: dict[str, SessionSummary] = {}
+        self._order: list[str] = []
+        self._filter = ""
+        self._pending = 0
+        self._complete = False
+        self._problems: tuple[str, ...] = ()
+        self._last_scan = 0.0
+        self._lock = threading.Lock()  # one Overview, driven by one thread at a time
+
+    @property
+    def overview(self) -> Overview:
+        """The engine (made on first use, on the worker thread)."""
+        if self._overview is None:
+            self._overview = Overview(now=self._now)
+        return self._overview
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Sessions · every agent", id="home-title")
+            yield Input(placeholder="filter (agent, project, name, model) or a session file path; Enter opens",
+                        id="home-filter")
+            yield DataTable(id="home-table", cursor_type="row", zebra_stripes=True)
+            yield Label("reading…", id="home-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        table.focus()
+        self.set_interval(1.0, self.tick)
+        if self._auto_scan:
+            self.scan_now()
+        if self._poll_s:
+            self.set_interval(self._poll_s, self.poll_now)
+
+    # --- worker ---------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=False, group="overview", exit_on_error=False)
+    def scan_now(self) -> None:
+        """Scan (index first), then read pending files in batches, posting each batch."""
+        self._scan()
+
+    def _scan(self) -> None:
+        with self._lock:
+            self._scan_locked()
+
+    def _scan_locked(self) -> None:
+        overview = self.overview
+        result = overview.scan()
+        self._last_scan = self._now()
+        listed = tuple(str(s.path) for s in result.summaries) + tuple(str(i.path) for i in result.pending)
+        self.post_message(SummariesArrived(result.summaries, len(result.pending), not result.pending,
+                                           result.problems, listed))
+        pending = list(result.pending)
+        while pending:
+            batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
+            read = overview.read_many(batch)
+            self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
+
+    @work(thread=True, exclusive=True, group="overview-poll", exit_on_error=False)
+    def poll_now(self) -> None:
+        """Update the files that changed (appended bytes only); re-scan every `RESCAN_S`."""
+        self._poll()
+
+    def _poll(self) -> None:
+        if not self._complete or not self._lock.acquire(blocking=False):
+            return  # still filling in, or a scan is running
+        try:
+            self._poll_locked()
+        finally:
+            self._lock.release()
+
+    def _poll_locked(self) -> None:
+        overview = self.overview
+        if self._now() - self._last_scan >= RESCAN_S:
+            self._scan_locked()
+            return
+        changed = overview.poll()
+        if changed:
+            self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
+
+    # --- UI ---------------------------------------------------------------------------------
+
+    def on_summaries_arrived(self, message: SummariesArrived) -> None:
+        if message.listed is not None:
+            keep = set(message.listed)
+            for key in [k for k in self.summaries if k not in keep]:
+                del self.summaries[key]
+        for summary in message.summaries:
+            self.summaries[summary.path] = summary
+        self._pending = message.pending
+        self._complete = self._complete or message.complete
+        self._problems = message.problems
+        self.rebuild(changed=[s.path for s in message.summaries])
+
+    def visible(self, now: float) -> list[SessionSummary]:
+        """The rows shown at `now`: filtered, live first, soonest expiry first."""
+        rows = [s for s in self.summaries.values() if not self._filter or matches(s, self._filter)]
+        rows.sort(key=lambda s: sort_key(s, now))
+        return rows
+
+    def rebuild(self, changed: Sequence[str] = ()) -> None:
+        """Redraw the table: rows added/removed/reordered are rebuilt; otherwise only the cells of
+        `changed` rows and the cache/cost cells are updated."""
+        now = self._now()
+        today = dt.datetime.fromtimestamp(now).strftime("%Y-%m-%d")
+        expiring = self.overview_settings_expiring()
+        table = self.query_one(DataTable)
+        rows = self.visible(now)
+        order = [s.path for s in rows]
+        if order != self._order:
+            selected = self._selected_path()
+            table.clear()
+            for summary in rows:
+                table.add_row(*row_cells(summary, now, today, expiring), key=summary.path)
+            self._order = order
+            if selected in order:
+                table.move_cursor(row=order.index(selected), animate=False)
+        else:
+            changed_set = set(changed)
+            for summary in rows:
+                if summary.path in changed_set:
+                    for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
+                        table.update_cell(summary.path, column, cell)
+                else:
+                    table.update_cell(summary.path, "cache", cache_cell(summary, now, expiring))
+        self._show_status(len(rows))
+
+    def overview_settings_expiring(self) -> float:
+        """The expiring threshold (seconds) of the overview's settings (60 s by default)."""
+        overview = self._overview
+        return overview.settings.expiring_s if overview is not None else 60.0
+
+    def _show_status(self, shown: int) -> None:
+        total = len(self.summaries)
+        live = sum(1 for s in self.summaries.values() if s.live)
+        parts = [f"{shown} of {total} sessions" if self._filter else f"{total} sessions", f"{live} live"]
+        if self._pending:
+            parts.append(f"reading {self._pending} more…")
+        if self._problems:
+            parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
+        parts.append("Enter opens · Esc back · / filter")
+        self.query_one("#home-status", Label).update(Text(" · ".join(parts)))
+
+    def tick(self) -> None:
+        """Every second: re-sort when the order changed, else redraw the countdown cells; raise
+        the due expiry notices."""
+        if not self.is_attached:
+            return
+        self.rebuild()
+        for notice in self.notifier.due(self.summaries.values(), self._now()):
+            self.notify(notice.text, title="prompt cache", severity="warning", timeout=10)
+            self.app.bell()
+
+    def _selected_path(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        try:
+            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        except Exception:  # no row under the cursor
+            return None
+
+    @on(Input.Changed, "#home-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value.strip()
+        self.rebuild()
+
+    @on(Input.Submitted, "#home-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        path = Path(text).expanduser() if text else None
+        if path is not None and path.is_file():
+            self.dismiss(path)
+            return
+        if path is not None and ("/" in text or text.endswith(".jsonl")):
+            self.notify(f"{literal(text, keep_newlines=False)}: no such file", severity="error")
+            return
+        if self._order:
+            self.dismiss(Path(self._selected_path() or self._order[0]))
+
+    @on(DataTable.RowSelected, "#home-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(Path(str(event.row_key.value)))
+
+    def action_back(self) -> None:
+        """Esc: back to the dashboard without opening anything."""
+        self.dismiss(None)
+
+    def action_focus_filter(self) -> None:
+        self.query_one(Input).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one(DataTable).focus()
+
+
+def visible_paths(screen: HomeScreen) -> list[str]:
+    """The paths of the rows in display order (for tests and the bench)."""
+    return list(screen._order)
+
+
+def summaries_of(paths: Iterable[str], screen: HomeScreen) -> list[SessionSummary]:
+    """The summaries of `paths` as the screen holds them."""
+    return [screen.summaries[p] for p in paths if p in screen.summaries]
