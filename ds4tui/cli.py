@@ -22,6 +22,7 @@ from typing import Annotated, Optional
 import typer
 
 from ds4tui.commands import session_file
+from ds4tui.commands.agents import agent_name, claude_context, claude_map
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
 app = typer.Typer(
@@ -95,6 +96,8 @@ def map_cmd(
     from ds4sessions.ingest.live import open_snapshot
     from ds4tui.render import category_lines, overshoot_line, problem_lines, rows_json, summary_line
 
+    if agent_name(path) == "claude-code":
+        return claude_map(path, as_json)
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
     if as_json:
@@ -152,6 +155,8 @@ def context_cmd(
 
     from ds4sessions.agents.pi.context import convert_to_llm
 
+    if agent_name(path) == "claude-code":
+        return claude_context(path)
     session = read_session(session_file(path))
     ctx = build_context(session)
     out = ctx.to_json()

@@ -50,7 +50,10 @@ def cache_cmd(
     from ds4sessions.derive.ds4config import load_ds4_config
     from ds4sessions.ingest.live import LiveSession
 
-    session_file(path)
+    from ds4tui.commands.agents import agent_name, claude_cache
+
+    if agent_name(path) == "claude-code":
+        return claude_cache(path, as_json, now)
     models = load_model_table()
     snapshot = LiveSession(path, models).refresh(force=True)
     assert snapshot is not None

@@ -44,7 +44,10 @@ def plan_cmd(
     from ds4sessions.ingest.live import open_snapshot
     from ds4sessions.derive.planning import LivePlanner, explain_lines, tokens_lines
 
-    session_file(path)
+    from ds4tui.commands.agents import agent_name, refuse_plan
+
+    if agent_name(path) == "claude-code":
+        return refuse_plan(path)
     snapshot = open_snapshot(path, load_model_table())
     loaded = load_ds4_config(snapshot.reader.cwd, config_file=config)
     view = LivePlanner(loaded).plan(snapshot)

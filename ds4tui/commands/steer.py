@@ -27,6 +27,15 @@ def _refused(err: Exception) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _steerable(path: Path, command: str) -> None:
+    """Exit 1 with the reason when PATH is a Claude Code transcript (read-only); exit 2 when no
+    agent recognizes it."""
+    from ds4tui.commands.agents import agent_name, refuse_steering
+
+    if agent_name(path) == "claude-code":
+        refuse_steering(path, command)
+
+
 def _model(session):
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.agents.pi import build_context
@@ -54,7 +63,7 @@ def pin_cmd(
     from ds4sessions.steering.steer import pin
     from ds4sessions.steering.writer import Journal, WriteRefused
 
-    session_file(path)
+    _steerable(path, "pin")
     try:
         result = pin(path, entry_id, clear=clear, note=note, journal=Journal(), force=force)
     except WriteRefused as err:
@@ -76,7 +85,7 @@ def collapse_cmd(
     from ds4sessions.steering.steer import collapse, plan_collapse
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
-    session_file(path)
+    _steerable(path, "collapse")
     state = read_state(path)
     try:
         plan = plan_collapse(state, turns, _model(state.session))
@@ -130,7 +139,7 @@ def compact_cmd(
     from ds4sessions.steering.compaction import CompactionFailed, compact, preview_compaction
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
-    session_file(path)
+    _steerable(path, "compact")
     state = read_state(path)
     model = _model(state.session)
     try:

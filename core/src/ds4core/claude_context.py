@@ -1,0 +1,326 @@
+"""Claude Code's `/context` terms, autocompact point and prompt-cache TTL, as pure arithmetic.
+
+Nothing here reads a file: the Claude Code plug-in (`ds4sessions.agents.claude`) measures the
+transcript and hands the numbers in. Units: tokens (int), seconds (float).
+
+Sources of the rules (cited per function):
+- `/context` categories and ids: Claude Code 2.1.197's own `/context` output for the shared
+  sample (`sessions-claude/af1a7763-….claude-context.md`): System prompt, System tools, Skills,
+  Messages, Free space; "Free space = window − sum of categories" (same file, and MAIN:65).
+- Autocompact: threshold = effective window − 13,000, and `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` can
+  only lower it (`min(floor(effective × pct/100), effective − 13,000)`: anthropics/claude-code
+  #31806); effective window = window − min(max output, 20,000) reserved for the summary, and
+  `CLAUDE_CODE_AUTO_COMPACT_WINDOW` = `min(model window, clamp(env, 100k, 1M))`
+  (BaseInfinity/claude-sdlc-harness #520, decompiled 2.1.221; jojoprison/mnemo v1.2.16: "Claude
+  Code compacts at window − min(max_output, 20000) − 13000"); `DISABLE_AUTO_COMPACT` /
+  `DISABLE_COMPACT` turn it off (anthropics/claude-code #64773 lists them). Checked on the
+  generator's auto-compaction run (100k window, 30 %): trigger 24,000.
+- Prompt-cache TTL: 5 minutes by default, 1 hour when written with `ttl: "1h"`; each read
+  refreshes it (Anthropic prompt-caching docs); both tiers in one write → the 5 min part expires
+  first (docs/claude-code-format.md §3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+#: Claude Code's `/context` category ids, in its display order, with its labels.
+CLAUDE_CATEGORIES: dict[str, str] = {
+    "system_prompt": "System prompt",
+    "system_tools": "System tools",
+    "mcp_tools": "MCP tools",
+    "custom_agents": "Custom agents",
+    "memory_files": "Memory files",
+    "skills": "Skills",
+    "messages": "Messages",
+    "free_space": "Free space",
+    "autocompact_buffer": "Autocompact buffer",
+}
+
+#: Children of `messages` (ours, finer than Claude Code's), display order and labels.
+MESSAGE_CHILDREN: dict[str, str] = {
+    "user": "User messages",
+    "assistant_text": "Assistant text",
+    "thinking": "Thinking",
+    "tool_calls": "Tool calls",
+    "tool_results": "Tool results",
+    "attachments": "Attachments",
+    "compaction": "Compaction summary",
+}
+
+DEFAULT_WINDOW = 200_000
+"""Claude Code's default context window (tokens); `[1m]` model ids get `WINDOW_1M`."""
+WINDOW_1M = 1_000_000
+AUTOCOMPACT_MARGIN = 13_000
+"""Tokens kept free below the effective window (anthropics/claude-code #31806)."""
+SUMMARY_OUTPUT_RESERVE = 20_000
+"""Tokens reserved for the compaction summary's output (min(max output, 20,000); #520)."""
+WINDOW_ENV_MIN = 100_000
+WINDOW_ENV_MAX = 1_000_000
+
+SYSTEM_PROMPT_SHARE = 1.5 / 16.2
+"""Share of the inferred fixed part (system prompt + tools) given to the system prompt when the
+transcript gives no finer structure: Claude Code 2.1.197's `/context` on the shared sample
+(System prompt 1.5k, System tools 14.7k). An inference, labelled as such."""
+
+FIVE_MINUTES = 300.0
+ONE_HOUR = 3600.0
+
+
+def chars_tokens(text: str) -> int:
+    """Tokens of `text` by the common Anthropic rule of thumb, ceil(chars / 4) (0 for "")."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def model_window(model: str | None) -> int:
+    """Context window of a Claude model id: 1,000,000 for a `[1m]` suffix, else 200,000
+    (xsyetopz/claudetto wiki "Compaction And Context", 2.1.296 strings)."""
+    if model and "[1m]" in model.lower():
+        return WINDOW_1M
+    return DEFAULT_WINDOW
+
+
+@dataclass(frozen=True, slots=True)
+class Autocompact:
+    """Where Claude Code compacts by itself.
+
+    `window`: the context window used (tokens, after `CLAUDE_CODE_AUTO_COMPACT_WINDOW`);
+    `effective`: window − the summary reserve; `threshold`: the context size that triggers an
+    auto-compaction; `buffer`: window − (effective − 13,000), Claude Code's "Autocompact buffer" (the percentage
+    override moves the trigger, not the buffer `/context` shows: the generator's run with a 100k
+    window and 30 % printed "Autocompact buffer 33k", tests/fixtures/claude/autocompact-diagnostics.claude-context.md);
+    `enabled`: False under `DISABLE_AUTO_COMPACT`/`DISABLE_COMPACT`; `overrides`: the environment
+    variables that changed the result (name → value as given).
+    """
+
+    window: int
+    effective: int
+    threshold: int
+    buffer: int
+    enabled: bool = True
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+    def tokens_until(self, context_tokens: int) -> int | None:
+        """Tokens left before auto-compaction triggers (≥ 0), None when it is disabled."""
+        if not self.enabled:
+            return None
+        return max(self.threshold - context_tokens, 0)
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-safe form (camelCase keys)."""
+        return {"window": self.window, "effectiveWindow": self.effective, "threshold": self.threshold,
+                "buffer": self.buffer, "enabled": self.enabled, "overrides": dict(self.overrides)}
+
+
+def _env_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = float(value.replace("_", "").strip())
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number > 0 else None
+
+
+def autocompact(model_window_tokens: int, env: Mapping[str, str], max_output: int | None = None) -> Autocompact:
+    """Claude Code's auto-compaction point for a model window and an environment.
+
+    `model_window_tokens`: the model's window; `env`: environment variables (only
+    `CLAUDE_CODE_AUTO_COMPACT_WINDOW`, `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`, `DISABLE_AUTO_COMPACT`,
+    `DISABLE_COMPACT` are read; unparsable values are ignored); `max_output`: the model's max output
+    tokens when known (the reserve is min(max_output, 20,000)). Rules and sources: module doc.
+    """
+    overrides: dict[str, str] = {}
+    window = model_window_tokens
+    raw_window = env.get("CLAUDE_CODE_AUTO_COMPACT_WINDOW")
+    env_window = _env_int(raw_window)
+    if env_window is not None:
+        window = min(model_window_tokens, min(max(env_window, WINDOW_ENV_MIN), WINDOW_ENV_MAX))
+        overrides["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(raw_window)
+    reserve = SUMMARY_OUTPUT_RESERVE if max_output is None else min(max_output, SUMMARY_OUTPUT_RESERVE)
+    effective = max(window - reserve, 0)
+    threshold = max(effective - AUTOCOMPACT_MARGIN, 0)
+    default_threshold = threshold
+    raw_pct = env.get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
+    if raw_pct is not None:
+        try:
+            pct = float(raw_pct)
+        except ValueError:
+            pct = math.nan
+        if 0 < pct <= 100:
+            threshold = min(math.floor(effective * pct / 100), threshold)
+            overrides["CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"] = str(raw_pct)
+    enabled = True
+    for name in ("DISABLE_AUTO_COMPACT", "DISABLE_COMPACT"):
+        value = env.get(name)
+        if value and value.strip().lower() not in ("0", "false", "no", ""):
+            enabled = False
+            overrides[name] = value
+    return Autocompact(window=window, effective=effective, threshold=threshold,
+                       buffer=window - default_threshold, enabled=enabled, overrides=overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One `/context` category: Claude Code's `id` and `label`, `tokens`, whether the number is
+    `inferred` (not measured in the transcript), a one-line `note`, and finer `children`."""
+
+    id: str
+    label: str
+    tokens: int
+    inferred: bool = False
+    note: str = ""
+    children: tuple["Term", ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-safe form."""
+        out: dict[str, object] = {"id": self.id, "label": self.label, "tokens": self.tokens, "inferred": self.inferred}
+        if self.note:
+            out["note"] = self.note
+        if self.children:
+            out["children"] = [c.to_json() for c in self.children]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTerms:
+    """Claude Code's `/context`, our way.
+
+    `total`: the context now (input + cache write + cache read of the last real main-chain reply;
+    None when no reply since the last compaction, then `estimated_total` is used); `window`;
+    `terms`: categories in `CLAUDE_CATEGORIES` order (zero ones kept, so shapes stay fixed);
+    `estimated_total`: the sum of the non-free categories.
+    """
+
+    total: int | None
+    window: int
+    terms: tuple[Term, ...]
+    estimated_total: int
+
+    def term(self, term_id: str) -> Term:
+        """The category with id `term_id`. Raises KeyError when absent."""
+        for term in self.terms:
+            if term.id == term_id:
+                return term
+        raise KeyError(term_id)
+
+
+def fixed_part(anchor_prompt_tokens: int, anchor_message_tokens: int) -> int:
+    """The system prompt + tool definitions of a request, inferred: its prompt tokens minus what
+    the transcript's messages account for (never negative). Claude Code does not log them
+    (docs/claude-code-format.md §6.5)."""
+    return max(anchor_prompt_tokens - anchor_message_tokens, 0)
+
+
+def context_terms(
+    *,
+    total: int | None,
+    window: int,
+    fixed: int | None,
+    message_children: Mapping[str, int],
+    skills: int = 0,
+    custom_agents: int = 0,
+    memory_files: int = 0,
+    mcp_tools: int = 0,
+    child_tools: Mapping[str, Sequence[tuple[str, int]]] | None = None,
+    buffer: int = 0,
+) -> ContextTerms:
+    """Compose Claude Code's `/context` categories.
+
+    `fixed`: the inferred system prompt + tools (tokens; None when no request anchors it; split
+    by `SYSTEM_PROMPT_SHARE`, minus `mcp_tools`); `message_children`: tokens per
+    `MESSAGE_CHILDREN` id; `skills`/`custom_agents`/`memory_files`: tokens of those listings in
+    the messages (taken out of `messages`); `child_tools`: per message child, (tool name, tokens)
+    grandchildren; `buffer`: the autocompact buffer (0 when auto-compaction is off). Free space =
+    window − every other category (Claude Code: window − sum of categories), floored at 0.
+    """
+    fixed_tokens = fixed or 0
+    tools_all = max(fixed_tokens - round(fixed_tokens * SYSTEM_PROMPT_SHARE), 0)
+    system_prompt = fixed_tokens - tools_all
+    system_tools = max(tools_all - mcp_tools, 0)
+    note = "inferred: first request after the start/compaction minus its messages" if fixed is not None else "unknown: no request yet"
+    children = []
+    for cid, label in MESSAGE_CHILDREN.items():
+        grand = tuple(Term(f"{cid}:{name}", name, tok) for name, tok in (child_tools or {}).get(cid, ()))
+        children.append(Term(cid, label, int(message_children.get(cid, 0)), children=grand))
+    messages = sum(c.tokens for c in children)
+    used = system_prompt + system_tools + mcp_tools + custom_agents + memory_files + skills + messages
+    free = max(window - used - buffer, 0)
+    terms = (
+        Term("system_prompt", CLAUDE_CATEGORIES["system_prompt"], system_prompt, inferred=True, note=note),
+        Term("system_tools", CLAUDE_CATEGORIES["system_tools"], system_tools, inferred=True, note=note),
+        Term("mcp_tools", CLAUDE_CATEGORIES["mcp_tools"], mcp_tools),
+        Term("custom_agents", CLAUDE_CATEGORIES["custom_agents"], custom_agents),
+        Term("memory_files", CLAUDE_CATEGORIES["memory_files"], memory_files),
+        Term("skills", CLAUDE_CATEGORIES["skills"], skills),
+        Term("messages", CLAUDE_CATEGORIES["messages"], messages, children=tuple(children)),
+        Term("free_space", CLAUDE_CATEGORIES["free_space"], free),
+        Term("autocompact_buffer", CLAUDE_CATEGORIES["autocompact_buffer"], buffer),
+    )
+    return ContextTerms(total=total, window=window, terms=terms, estimated_total=used)
+
+
+def predicted_after_compaction(fixed: int | None, summary_tokens: int, kept_tokens: int = 0) -> int | None:
+    """Predicted context after a compaction: the fixed part + the summary + kept messages
+    (Claude Code's `postTokens` counts messages only: docs/claude-code-format.md §5). None when
+    the fixed part is unknown."""
+    if fixed is None:
+        return None
+    return fixed + summary_tokens + kept_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class CacheTtl:
+    """The prompt cache's time left after the last request.
+
+    `tier`: "5m" | "1h" | None (no write yet); `anchor`: the last request's time (s);
+    `expires_at`: when the first part of the cached prefix expires (s), None when unknown;
+    `expires_1h_at`: when the 1 h part expires, when there is one.
+    """
+
+    tier: str | None
+    anchor: float | None
+    expires_at: float | None
+    expires_1h_at: float | None = None
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left before `expires_at` at `now` (0 when past), None when unknown."""
+        return None if self.expires_at is None else max(self.expires_at - now, 0.0)
+
+
+def cache_ttl(anchor: float | None, write_5m: int, write_1h: int, tier_before: str | None = None) -> CacheTtl:
+    """TTL after the last request at `anchor` (s): the tier comes from the latest write (`write_5m`,
+    `write_1h` tokens of the last request that wrote; `tier_before` when the last request only read,
+    since a read refreshes the same tier). Both tiers → the 5 min part expires first."""
+    if anchor is None:
+        return CacheTtl(None, None, None)
+    if write_5m > 0:
+        return CacheTtl("5m", anchor, anchor + FIVE_MINUTES, anchor + ONE_HOUR if write_1h > 0 else None)
+    if write_1h > 0:
+        return CacheTtl("1h", anchor, anchor + ONE_HOUR, anchor + ONE_HOUR)
+    if tier_before == "1h":
+        return CacheTtl("1h", anchor, anchor + ONE_HOUR, anchor + ONE_HOUR)
+    if tier_before == "5m":
+        return CacheTtl("5m", anchor, anchor + FIVE_MINUTES)
+    return CacheTtl(None, anchor, None)
+
+
+MISS_CAUSES = ("ttl_lapse", "compaction", "model_changed", "prefix_changed")
+"""Inferred cache-miss causes, in the order they are tested."""
+
+
+def infer_miss_cause(*, gap_seconds: float | None, ttl_seconds: float | None, compaction_between: bool,
+                     model_changed: bool) -> str:
+    """Why a request read nothing from a cache that had been written, when Claude Code recorded
+    no `cache_miss_reason`: "compaction" (a compaction since the previous request), "ttl_lapse"
+    (the gap exceeds the previous write's TTL), "model_changed", else "prefix_changed" (something
+    before the cached prefix's end changed). docs/claude-code-format.md §3."""
+    if compaction_between:
+        return "compaction"
+    if gap_seconds is not None and ttl_seconds is not None and gap_seconds > ttl_seconds:
+        return "ttl_lapse"
+    if model_changed:
+        return "model_changed"
+    return "prefix_changed"

@@ -1,0 +1,1 @@
+"""Claude Code plug-in: transcripts under `~/.claude/projects` (see `reader`, `discovery`, `views`)."""

@@ -1,0 +1,536 @@
+"""Incremental reader of a Claude Code transcript (`projects/<escaped cwd>/<sessionId>.jsonl`).
+
+Feed complete lines; `conversation()` gives the agent-neutral `Conversation`. Rules, each with its
+source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
+
+- Rows repeated with the same `uuid` count once, the first wins (format doc §7.1; generator README:
+  rows written twice around an auto-compaction).
+- Assistant rows are one per content block; rows sharing `message.id` make one message and one
+  request, whose usage counts once (MAIN:6–8; ccusage #389). Each usage field takes the largest
+  copy (a streaming placeholder `input_tokens`: anthropics/claude-code #28197). A side-chain copy
+  of a main-chain `message.id` (`/btw`, ccusage #913) is dropped in favour of the main one.
+- `model == "<synthetic>"` or `isApiErrorMessage` → `Request.synthetic` (never the last usage;
+  MAIN:49, 62; ccusage `types.rs`). `usage.iterations` is never added to the usage (ccusage #1722).
+- `message.diagnostics.cache_miss_reason.type` → `Request.miss_reason`. Claude Code 2.1.197 copies
+  the API's `diagnostics` into the row when the API returns it (checked with the agent-oracle
+  fake: tests/fixtures/claude/*-diagnostics.jsonl); anthropics/claude-code #87966.
+- The context is the chain from the leaf (`last-prompt.leafUuid`, else the last main-chain row)
+  up through `parentUuid`; when it reaches a `compact_boundary` the context starts there: the
+  `isCompactSummary` row, then `compactMetadata.preservedMessages.uuids` (they sit before the
+  boundary in the file), then the rest of the chain (§4, §7; MAIN:38–39).
+- `microcompact_boundary` on the chain: its `compactedToolIds` tool results are replaced by
+  Claude Code's cleared marker and its `clearedAttachmentUUIDs` attachments leave (§5).
+- Attachments are sent as Claude Code sends them (the generator's request log: agent and skill
+  listings and files ride in the messages); a subagent's result is the Agent call's tool result
+  (MAIN:26, whose text the parent sent).
+- Never sent: `toolUseResult`, `queue-operation`, `last-prompt`, `mode`, `summary`, `ai-title`,
+  `file-history-snapshot`, `system` rows (§7.6).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ds4sessions.agents.base import (
+    CLAUDE_CODE,
+    Capabilities,
+    Compaction,
+    Conversation,
+    MessageMeta,
+    Request,
+    Usage,
+)
+from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostic, Problem
+
+CAPABILITIES = Capabilities(
+    ds4_plan=False,
+    retrieval=False,
+    steering=False,
+    bridge=False,
+    cache_ttl_recorded=True,
+    read_only_reason="Claude Code sessions are read-only: ds4tui never writes a Claude Code transcript "
+    "(pin, collapse and compact steer only Pi sessions)",
+)
+
+SYNTHETIC_MODEL = "<synthetic>"
+CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
+"""What a microcompacted tool result becomes (Claude Code's marker text)."""
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longer lines are not parsed (counted as malformed), so one bad line cannot exhaust memory."""
+
+NOT_SENT_TYPES = {"queue-operation", "last-prompt", "mode", "summary", "ai-title", "file-history-snapshot",
+                  "permission-mode", "progress", "custom-title"}
+
+
+def iso_seconds(value: Any) -> float | None:
+    """Unix seconds of an ISO-8601 timestamp string (`...Z` accepted), None when unparsable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_of(raw: Any) -> Usage:
+    """`message.usage` → `Usage` (disjoint buckets; `cache_creation_input_tokens` → cache_write
+    with the `ephemeral_5m/1h` split). Anything malformed counts as 0."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    split = raw.get("cache_creation") if isinstance(raw.get("cache_creation"), Mapping) else {}
+    return Usage(
+        input=_int(raw.get("input_tokens")),
+        cache_read=_int(raw.get("cache_read_input_tokens")),
+        cache_write=_int(raw.get("cache_creation_input_tokens")),
+        output=_int(raw.get("output_tokens")),
+        cache_write_5m=_int(split.get("ephemeral_5m_input_tokens")),
+        cache_write_1h=_int(split.get("ephemeral_1h_input_tokens")),
+    )
+
+
+def _max_usage(a: Usage, b: Usage) -> Usage:
+    return Usage(*(max(x, y) for x, y in zip(
+        (a.input, a.cache_read, a.cache_write, a.output, a.cache_write_5m, a.cache_write_1h, a.reasoning),
+        (b.input, b.cache_read, b.cache_write, b.output, b.cache_write_5m, b.cache_write_1h, b.reasoning))))
+
+
+def miss_reason_of(message: Mapping[str, Any]) -> str | None:
+    """`message.diagnostics.cache_miss_reason.type`, None when absent or null."""
+    diag = message.get("diagnostics")
+    if isinstance(diag, Mapping):
+        reason = diag.get("cache_miss_reason")
+        if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
+            return reason["type"]
+    return None
+
+
+@dataclass
+class _Reply:
+    """One assistant message folded from its streamed rows."""
+
+    key: str
+    first_uuid: str | None
+    rows: list[dict[str, Any]]
+    usage: Usage
+    model: str | None
+    sidechain: bool
+    synthetic: bool
+    timestamp: float | None
+    miss_reason: str | None
+    line_no: int
+
+
+@dataclass
+class _State:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    by_uuid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replies: dict[str, _Reply] = field(default_factory=dict)
+    reply_order: list[str] = field(default_factory=list)
+    leaf: str | None = None
+    last_main_uuid: str | None = None
+    title: str | None = None
+    first_prompt: str | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+    agent_id: str | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+    duplicates: int = 0
+    entries: int = 0
+
+
+class ClaudeReader:
+    """Incremental reader of one Claude Code transcript (see module doc for every rule).
+
+    `feed(lines)` takes `(line_no, byte_offset, raw_bytes)` tuples of complete lines and never
+    raises for bad content (bad lines become counted `Diagnostic`s); `conversation()` returns the
+    frozen `Conversation` for everything fed so far (recomputed only after new lines).
+    """
+
+    def __init__(self, path: Path | None = None, parent: str | None = None) -> None:
+        self.path = Path(path) if path is not None else Path("<memory>")
+        self.parent = parent
+        self._s = _State()
+        self._cached: Conversation | None = None
+
+    # ---- feeding -------------------------------------------------------------------------
+    def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
+        """Read complete lines; problems become diagnostics, never exceptions."""
+        for line_no, offset, raw in lines:
+            self._cached = None
+            self._line(line_no, offset, raw)
+
+    def _problem(self, kind: Problem, message: str, line_no: int, offset: int, text: str | None) -> None:
+        self._s.counts[kind.value] += 1
+        if self._s.counts[kind.value] <= 200:
+            self._s.diagnostics.append(Diagnostic(kind, message, line_no, offset,
+                                                  None if text is None else text[:EXCERPT_CHARS]))
+
+    def _line(self, line_no: int, offset: int, raw: bytes) -> None:
+        if not isinstance(raw, (bytes, bytearray)):
+            return
+        raw = bytes(raw).rstrip(b"\r\n")
+        if not raw.strip():
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            self._problem(Problem.MALFORMED, f"line longer than {MAX_LINE_BYTES} bytes, not read", line_no, offset, None)
+            return
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            self._problem(Problem.INVALID_UTF8, "invalid UTF-8 (decoded with U+FFFD)", line_no, offset, text)
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            self._problem(Problem.MALFORMED, "not valid JSON (skipped)", line_no, offset, text)
+            return
+        if not isinstance(obj, dict):
+            self._problem(Problem.NON_OBJECT, "not a JSON object (skipped)", line_no, offset, text)
+            return
+        try:
+            self._row(obj, line_no)
+        except (TypeError, ValueError, AttributeError, KeyError) as error:  # a row of unexpected shape
+            self._problem(Problem.MALFORMED, f"row of unexpected shape ({type(error).__name__}) skipped", line_no, offset, text)
+
+    def _row(self, row: dict[str, Any], line_no: int) -> None:
+        s = self._s
+        kind = row.get("type")
+        s.entries += 1
+        if kind == "last-prompt":
+            if isinstance(row.get("leafUuid"), str):
+                s.leaf = row["leafUuid"]
+            return
+        if kind in ("ai-title", "summary", "custom-title"):
+            title = row.get("aiTitle") or row.get("title") or row.get("summary") or row.get("customTitle")
+            if isinstance(title, str) and title.strip():
+                s.title = title.strip()
+            return
+        uuid = row.get("uuid")
+        if not isinstance(uuid, str):
+            return  # queue-operation, mode, … (not sent, no uuid)
+        if uuid in s.by_uuid:
+            s.duplicates += 1
+            return
+        row["_line"] = line_no
+        s.by_uuid[uuid] = row
+        s.rows.append(row)
+        if isinstance(row.get("sessionId"), str) and s.session_id is None:
+            s.session_id = row["sessionId"]
+        if isinstance(row.get("cwd"), str):
+            s.cwd = row["cwd"]
+        if isinstance(row.get("agentId"), str) and s.agent_id is None:
+            s.agent_id = row["agentId"]
+        sidechain = row.get("isSidechain") is True
+        if not sidechain or s.agent_id:
+            s.last_main_uuid = uuid
+        message = row.get("message") if isinstance(row.get("message"), dict) else None
+        if kind == "user" and s.first_prompt is None and message and not row.get("isMeta") and not row.get("isCompactSummary"):
+            content = message.get("content")
+            text = content if isinstance(content, str) else next(
+                (b.get("text") for b in content or () if isinstance(b, dict) and b.get("type") == "text"), None) if isinstance(content, list) else None
+            if isinstance(text, str) and text.strip() and not text.startswith("<"):
+                s.first_prompt = text.strip().splitlines()[0][:200]
+        if kind == "assistant" and message is not None:
+            self._reply(row, message, line_no, sidechain)
+
+    def _reply(self, row: dict[str, Any], message: dict[str, Any], line_no: int, sidechain: bool) -> None:
+        s = self._s
+        key = message.get("id") if isinstance(message.get("id"), str) else f"uuid:{row['uuid']}"
+        model = message.get("model") if isinstance(message.get("model"), str) else None
+        synthetic = model == SYNTHETIC_MODEL or row.get("isApiErrorMessage") is True
+        usage = usage_of(message.get("usage"))
+        known = s.replies.get(key)
+        if known is not None:
+            if known.sidechain and not sidechain and not s.agent_id:
+                # a main-chain copy beats a side-chain replay of the same message.id (ccusage #913)
+                s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, False, synthetic,
+                                        iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
+                return
+            if sidechain and not known.sidechain and not s.agent_id:
+                return
+            known.rows.append(row)
+            known.usage = _max_usage(known.usage, usage)
+            known.miss_reason = known.miss_reason or miss_reason_of(message)
+            return
+        s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, sidechain and not s.agent_id, synthetic,
+                                iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
+        s.reply_order.append(key)
+
+    # ---- the frozen state ----------------------------------------------------------------
+    def conversation(self) -> Conversation:
+        """The `Conversation` after everything fed so far (see module doc)."""
+        if self._cached is None:
+            self._cached = self._build()
+        return self._cached
+
+    def _chain(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, int]:
+        """Rows from the context start to the leaf, the last compact_boundary on it, missing parents."""
+        s = self._s
+        leaf = s.leaf if s.leaf in s.by_uuid else s.last_main_uuid
+        chain: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        missing = 0
+        uuid = leaf
+        while isinstance(uuid, str) and uuid not in seen:
+            row = s.by_uuid.get(uuid)
+            if row is None:
+                missing += 1
+                break
+            seen.add(uuid)
+            chain.append(row)
+            if row.get("type") == "system" and row.get("subtype") == "compact_boundary":
+                break
+            uuid = row.get("parentUuid")
+        chain.reverse()
+        boundary = chain[0] if chain and chain[0].get("subtype") == "compact_boundary" else None
+        if boundary is not None:
+            meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
+            kept = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
+            uuids = [u for u in kept.get("uuids") or () if isinstance(u, str) and u in s.by_uuid]
+            rest = chain[1:]
+            anchor = kept.get("anchorUuid")
+            at = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), 1 if rest and rest[0].get("isCompactSummary") else 0)
+            chain = [boundary, *rest[:at], *(s.by_uuid[u] for u in uuids), *rest[at:]]
+        return chain, boundary, missing
+
+    def _build(self) -> Conversation:
+        s = self._s
+        chain, boundary, missing = self._chain()
+        diagnostics = list(s.diagnostics)
+        if missing:
+            diagnostics.append(Diagnostic(Problem.MISSING_PARENT, "the chain from the leaf names a parent uuid that is not in the file; the context starts there"))
+        if s.duplicates:
+            diagnostics.append(Diagnostic(Problem.DUPLICATE_ID, f"{s.duplicates} rows repeated an earlier uuid (counted once, the first kept)"))
+        cleared_tools: set[str] = set()
+        cleared_attachments: set[str] = set()
+        compactions: list[Compaction] = []
+        for row in chain:
+            if row.get("type") == "system" and row.get("subtype") == "microcompact_boundary":
+                meta = row.get("microcompactMetadata") if isinstance(row.get("microcompactMetadata"), dict) else {}
+                cleared_tools |= {t for t in meta.get("compactedToolIds") or () if isinstance(t, str)}
+                cleared_attachments |= {t for t in meta.get("clearedAttachmentUUIDs") or () if isinstance(t, str)}
+                compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), "micro",
+                                              meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
+        # every compaction of the file (the chain only reaches the last one)
+        all_compactions = []
+        for row in s.rows:
+            if row.get("type") == "system" and row.get("subtype") == "compact_boundary" and not row.get("isSidechain"):
+                meta = row.get("compactMetadata") if isinstance(row.get("compactMetadata"), dict) else {}
+                trigger = meta.get("trigger") if meta.get("trigger") in ("manual", "auto") else "manual"
+                all_compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), trigger,
+                                                  meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
+        messages, metas, reply_at = convert(chain, cleared_tools, cleared_attachments, s.replies)
+        requests = []
+        start_line = boundary.get("_line", 0) if boundary else 0
+        for index, key in enumerate(s.reply_order):
+            reply = s.replies[key]
+            if reply.line_no < start_line:
+                reply_at.pop(key, None)  # a kept message: its request ran before the compaction
+            requests.append(Request(
+                index=index, usage=reply.usage, entry_id=reply.first_uuid,
+                timestamp=self._request_time(reply), model=reply.model, provider="anthropic",
+                message_index=reply_at.get(key), sidechain=reply.sidechain, synthetic=reply.synthetic,
+                miss_reason=reply.miss_reason))
+        model = next((r.model for r in reversed(requests) if not r.synthetic and r.model), None)
+        extra: dict[str, Any] = {
+            "lines": dict(s.counts),
+            "duplicateRows": s.duplicates,
+            "compactBoundary": boundary.get("uuid") if boundary else None,
+            "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
+            "agentId": s.agent_id,
+            "firstPrompt": s.first_prompt,
+        }
+        return Conversation(
+            agent=CLAUDE_CODE, path=self.path, capabilities=CAPABILITIES,
+            messages=tuple(messages), meta=tuple(metas), requests=tuple(requests),
+            compactions=tuple([*all_compactions, *compactions]), session_id=s.session_id,
+            title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
+            context_window=None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
+            diagnostics=tuple(diagnostics), parent=self.parent, extra=extra,
+        )
+
+    def _request_time(self, reply: _Reply) -> float | None:
+        """When the request was sent: the prompt / tool-result row the reply answers (walk up the
+        parents past the reply's own streamed rows), else the reply's time (format doc §3)."""
+        s = self._s
+        row = reply.rows[0]
+        for _ in range(64):
+            parent = s.by_uuid.get(row.get("parentUuid")) if isinstance(row.get("parentUuid"), str) else None
+            if parent is None:
+                break
+            if parent.get("type") != "assistant":
+                t = iso_seconds(parent.get("timestamp"))
+                return t if t is not None else reply.timestamp
+            row = parent
+        return reply.timestamp
+
+    @property
+    def diagnostics_total(self) -> int:
+        """Problems counted so far (every kind)."""
+        return sum(self._s.counts.values())
+
+
+# ---- conversion to Pi-shaped messages -------------------------------------------------------
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    out = []
+    for block in content or () if isinstance(content, list) else ():
+        if isinstance(block, dict):
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                out.append({"type": "text", "text": block["text"]})
+            elif block.get("type") == "image":
+                out.append({"type": "image", "data": "", "mimeType": str((block.get("source") or {}).get("media_type", "image/png")) if isinstance(block.get("source"), dict) else "image/png"})
+    return out
+
+
+def attachment_text(att: Mapping[str, Any]) -> str:
+    """The text Claude Code sends for an attachment, approximately (the generator's request log:
+    agent listings as "Available agent types…" lines, skill listings as their content, a file as
+    "Called the Read tool with the following input: … Result: …"); other types as their JSON."""
+    kind = att.get("type")
+    if kind == "skill_listing" and isinstance(att.get("content"), str):
+        return "The following skills are available for use with the Skill tool:\n\n" + att["content"]
+    if kind == "agent_listing_delta":
+        lines = [x for x in att.get("addedLines") or () if isinstance(x, str)]
+        return "Available agent types for the Agent tool:\n" + "\n".join(lines)
+    if kind == "file":
+        content = att.get("content")
+        body = ""
+        if isinstance(content, dict):
+            file = content.get("file") if isinstance(content.get("file"), dict) else {}
+            body = str(file.get("content", "")) if file else json.dumps(content, ensure_ascii=False)
+        return (f"Called the Read tool with the following input: {json.dumps({'file_path': att.get('filename')})}\n"
+                f"Result of calling the Read tool:\n{body}")
+    return json.dumps(dict(att), ensure_ascii=False)
+
+
+ATTACHMENT_CATEGORY = {"skill_listing": "skills", "nested_memory": "memory_files", "memory": "memory_files",
+                       "claude_md": "memory_files"}
+
+BUILTIN_AGENTS = {"claude", "Explore", "general-purpose", "Plan", "statusline-setup"}
+"""Claude Code 2.1.197's built-in agent types (sample MAIN:4). `/context` lists only other agents
+under "Custom agents", so a listing of built-ins alone is an attachment in `messages`."""
+
+
+def attachment_category(att: Mapping[str, Any]) -> str:
+    """The `/context` category of an attachment: skills, memory files, custom agents (an agent
+    listing that adds a non-built-in type), else "attachments"."""
+    kind = str(att.get("type", "?"))
+    if kind == "agent_listing_delta":
+        added = {t for t in att.get("addedTypes") or () if isinstance(t, str)}
+        return "custom_agents" if added - BUILTIN_AGENTS else "attachments"
+    return ATTACHMENT_CATEGORY.get(kind, "attachments")
+
+
+def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared_attachments: set[str],
+            replies: Mapping[str, _Reply]) -> tuple[list[dict[str, Any]], list[MessageMeta], dict[str, int]]:
+    """Rows of the context chain → (Pi-shaped messages, their `MessageMeta`, reply key → index of
+    its message). Assistant rows sharing `message.id` become one message; tool_result blocks
+    become `toolResult` messages with the calling tool's name; attachments are user messages
+    whose meta names their category (`skills`, `custom_agents`, `memory_files`, else
+    `attachments`) and source `attachment:<type>`."""
+    messages: list[dict[str, Any]] = []
+    metas: list[MessageMeta] = []
+    reply_at: dict[str, int] = {}
+    tool_names: dict[str, str] = {}
+    current_key: str | None = None
+    for row in chain:
+        kind = row.get("type")
+        uuid = row.get("uuid")
+        message = row.get("message") if isinstance(row.get("message"), dict) else None
+        if kind == "assistant" and message is not None:
+            key = message.get("id") if isinstance(message.get("id"), str) else f"uuid:{uuid}"
+            blocks = []
+            for block in message.get("content") or () if isinstance(message.get("content"), list) else ():
+                if not isinstance(block, dict):
+                    continue
+                btype = block.get("type")
+                if btype == "text" and isinstance(block.get("text"), str):
+                    blocks.append({"type": "text", "text": block["text"]})
+                elif btype == "thinking":
+                    blocks.append({"type": "thinking", "thinking": str(block.get("thinking", ""))})
+                elif btype == "redacted_thinking":
+                    blocks.append({"type": "thinking", "thinking": str(block.get("data", "")), "redacted": True})
+                elif btype == "tool_use":
+                    tool_id, name = str(block.get("id", "")), str(block.get("name", "?"))
+                    tool_names[tool_id] = name
+                    blocks.append({"type": "toolCall", "id": tool_id, "name": name,
+                                   "arguments": block.get("input") if isinstance(block.get("input"), dict) else {}})
+            if key == current_key and messages and messages[-1].get("role") == "assistant":
+                messages[-1]["content"].extend(blocks)
+                continue
+            current_key = key
+            reply = replies.get(key)
+            if key not in reply_at:
+                reply_at[key] = len(messages)
+            messages.append({"role": "assistant", "content": blocks, "model": message.get("model"),
+                             "stopReason": message.get("stop_reason"), "timestamp": row.get("timestamp"),
+                             **({"synthetic": True} if reply is not None and reply.synthetic else {})})
+            metas.append(MessageMeta(uuid, source="synthetic" if reply is not None and reply.synthetic else None))
+            continue
+        current_key = None
+        if kind == "user" and message is not None:
+            content = message.get("content")
+            if row.get("isCompactSummary"):
+                text = "".join(b["text"] for b in _text_blocks(content))
+                messages.append({"role": "compactionSummary", "summary": text, "timestamp": row.get("timestamp")})
+                metas.append(MessageMeta(uuid, category="compaction", source="isCompactSummary"))
+                continue
+            texts: list[dict[str, Any]] = []
+            for block in content if isinstance(content, list) else [content]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    tool_id = str(block.get("tool_use_id", ""))
+                    name = tool_names.get(tool_id, "?")
+                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if tool_id in cleared_tools else _text_blocks(block.get("content"))
+                    messages.append({"role": "toolResult", "toolCallId": tool_id, "toolName": name, "content": body,
+                                     "isError": block.get("is_error") is True, "timestamp": row.get("timestamp")})
+                    result = row.get("toolUseResult") if isinstance(row.get("toolUseResult"), dict) else {}
+                    source = f"subagent:{result['agentId']}" if isinstance(result.get("agentId"), str) else None
+                    if tool_id in cleared_tools:
+                        source = "microcompact:cleared"
+                    metas.append(MessageMeta(uuid, tool=name, source=source))
+                else:
+                    texts.extend(_text_blocks([block] if isinstance(block, dict) else block))
+            if texts:
+                messages.append({"role": "user", "content": texts, "timestamp": row.get("timestamp")})
+                metas.append(MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
+            continue
+        if kind == "attachment" and isinstance(row.get("attachment"), dict):
+            if uuid in cleared_attachments:
+                continue
+            att = row["attachment"]
+            atype = str(att.get("type", "?"))
+            messages.append({"role": "user", "content": [{"type": "text", "text": attachment_text(att)}],
+                             "timestamp": row.get("timestamp")})
+            metas.append(MessageMeta(uuid, category=attachment_category(att), source=f"attachment:{atype}"))
+    return messages, metas, reply_at
+
+
+def read_lines(path: Path) -> Iterable[tuple[int, int, bytes]]:
+    """`(line_no, offset, raw)` of every line of `path` (the last one even without a newline).
+    Raises OSError when the file cannot be read."""
+    offset = 0
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            yield line_no, offset, raw
+            offset += len(raw)
+
+
+def read_transcript(path: Path, parent: str | None = None) -> Conversation:
+    """Read a whole transcript at once. Raises OSError when the file cannot be read."""
+    reader = ClaudeReader(path, parent=parent)
+    reader.feed(read_lines(Path(path)))
+    return reader.conversation()

@@ -1,0 +1,306 @@
+"""What ds4tui shows for a Claude Code transcript: the `/context` map, the cache, the context.
+
+Glue between a `Conversation` (the reader's) and the pure arithmetic of `ds4core.claude_context`
+and `ds4core.claude_prices`. Every function here is pure on its inputs (the environment is passed
+in), returns JSON-safe dicts, and raises nothing for odd conversations.
+
+Token estimate of a message: ceil(chars / 4) of the JSON Claude Code sends for it (the common
+Anthropic rule of thumb; exact for the agent-oracle fake, whose counts are chars/4 of the request
+JSON). The estimate only splits the context: the total is always the provider's number when
+there is one (format doc §6.2).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from ds4core.claude_context import (
+    MESSAGE_CHILDREN,
+    Autocompact,
+    autocompact,
+    cache_ttl,
+    chars_tokens,
+    context_terms,
+    fixed_part,
+    infer_miss_cause,
+    model_window,
+    predicted_after_compaction,
+)
+from ds4core.claude_prices import claude_price, price_table
+from ds4sessions.agents.base import Conversation, MessageMeta, Request
+
+_ROLE_CHILD = {"user": "user", "compactionSummary": "compaction", "toolResult": "tool_results"}
+
+
+def message_children(message: Mapping[str, Any], meta: MessageMeta | None) -> list[tuple[str, str | None, int]]:
+    """(child id, tool name or None, tokens) parts of one Pi-shaped message. The message's tokens
+    are ceil(JSON chars / 4), split over its blocks in proportion to their characters."""
+    total = chars_tokens(json.dumps(_sent_form(message), ensure_ascii=False))
+    role = message.get("role")
+    if role == "assistant":
+        parts: list[tuple[str, str | None, int]] = []
+        for block in message.get("content") or ():
+            btype = block.get("type")
+            if btype == "thinking":
+                parts.append(("thinking", None, len(str(block.get("thinking", "")))))
+            elif btype == "toolCall":
+                parts.append(("tool_calls", str(block.get("name")), len(json.dumps(block.get("arguments"))) + len(str(block.get("name")))))
+            else:
+                parts.append(("assistant_text", None, len(str(block.get("text", "")))))
+        weight = sum(p[2] for p in parts) or 1
+        out, given = [], 0
+        for i, (cid, tool, chars) in enumerate(parts):
+            tokens = total - given if i == len(parts) - 1 else round(total * chars / weight)
+            given += tokens
+            out.append((cid, tool, tokens))
+        return out or [("assistant_text", None, total)]
+    if meta is not None and meta.category in ("skills", "custom_agents", "memory_files"):
+        return [(meta.category, None, total)]
+    if meta is not None and meta.category == "attachments":
+        return [("attachments", (meta.source or "attachment:?").split(":", 1)[1], total)]
+    child = _ROLE_CHILD.get(str(role), "user")
+    return [(child, meta.tool if meta is not None and child == "tool_results" else None, total)]
+
+
+def _sent_form(message: Mapping[str, Any]) -> Any:
+    """The message as the Messages API carries it (role + content), for counting."""
+    role = message.get("role")
+    if role == "compactionSummary":
+        return {"role": "user", "content": [{"type": "text", "text": message.get("summary", "")}]}
+    if role == "toolResult":
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": message.get("toolCallId"),
+                                             "content": message.get("content"), "is_error": message.get("isError", False)}]}
+    content = []
+    for block in message.get("content") or ():
+        if block.get("type") == "toolCall":
+            content.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": block.get("arguments")})
+        else:
+            content.append({k: v for k, v in block.items() if k != "redacted"})
+    return {"role": "user" if role == "user" else "assistant", "content": content}
+
+
+def messages_tokens(conv: Conversation, end: int | None = None) -> int:
+    """Estimated tokens of `conv.messages[:end]`."""
+    msgs = conv.messages if end is None else conv.messages[:end]
+    return sum(chars_tokens(json.dumps(_sent_form(m), ensure_ascii=False)) for m in msgs)
+
+
+def context_now(conv: Conversation) -> tuple[Request | None, int | None]:
+    """The last real main-chain request on the current context (after the last compaction) and
+    its `input + cache_creation + cache_read` (format doc §6.1–2); (None, None) when none."""
+    for request in reversed(conv.requests):
+        if request.synthetic or request.sidechain:
+            continue
+        if request.message_index is None:
+            return None, None  # the last real reply is before the compaction
+        return request, request.usage.prompt_tokens
+    return None, None
+
+
+def anchor_request(conv: Conversation) -> Request | None:
+    """The first real main-chain request of the current context (after the start or the last
+    compaction): its prompt infers the system prompt + tools."""
+    for request in conv.requests:
+        if not request.synthetic and not request.sidechain and request.message_index is not None:
+            return request
+    return None
+
+
+def autocompact_for(conv: Conversation, env: Mapping[str, str], window: int | None = None) -> Autocompact:
+    """Claude Code's autocompact point for this session's model (or `window`) and `env`."""
+    return autocompact(window or conv.context_window or model_window(conv.model), env)
+
+
+def context_map(conv: Conversation, env: Mapping[str, str], window: int | None = None) -> dict[str, Any]:
+    """The `/context` map of a Claude Code conversation as JSON: Claude Code's categories (ids of
+    `ds4core.claude_context.CLAUDE_CATEGORIES`, messages split into our children), the total, the
+    autocompact point, "tokens until autocompact" and the predicted size after a compaction."""
+    ac = autocompact_for(conv, env, window)
+    last, total = context_now(conv)
+    anchor = anchor_request(conv)
+    fixed = None
+    if anchor is not None and anchor.message_index is not None:
+        fixed = fixed_part(anchor.usage.prompt_tokens, messages_tokens(conv, anchor.message_index))
+    children: dict[str, int] = {}
+    tools: dict[str, dict[str, int]] = {}
+    listed = {"skills": 0, "custom_agents": 0, "memory_files": 0}
+    summary_tokens = 0
+    for message, meta in zip(conv.messages, conv.meta):
+        for cid, tool, tokens in message_children(message, meta):
+            if cid in listed:
+                listed[cid] += tokens
+                continue
+            children[cid] = children.get(cid, 0) + tokens
+            if cid == "compaction":
+                summary_tokens += tokens
+            if tool:
+                tools.setdefault(cid, {})
+                tools[cid][tool] = tools[cid].get(tool, 0) + tokens
+    terms = context_terms(
+        total=total, window=ac.window, fixed=fixed, message_children=children,
+        skills=listed["skills"], custom_agents=listed["custom_agents"], memory_files=listed["memory_files"],
+        child_tools={k: sorted(v.items(), key=lambda kv: -kv[1]) for k, v in tools.items()},
+        buffer=ac.buffer if ac.enabled else 0)
+    used = total if total is not None else terms.estimated_total
+    later = len(conv.messages) - (last.message_index + 1) if last is not None and last.message_index is not None else None
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "sessionId": conv.session_id,
+        "title": conv.title,
+        "cwd": conv.cwd,
+        "model": conv.model,
+        "contextWindow": ac.window,
+        "estimator": "chars/4",
+        "estimate": terms.estimated_total,
+        "unattributed": max((total or 0) - terms.estimated_total, 0),
+        "free": terms.term("free_space").tokens,
+        "total": used,
+        "totalSource": "provider" if total is not None else "estimate",
+        "provider": None if last is None else {
+            "anchorEntryId": last.entry_id, "promptTokens": last.usage.prompt_tokens, "contextTokens": total,
+            "estimateAtAnchor": (fixed or 0) + messages_tokens(conv, (last.message_index or 0)),
+            "laterMessages": later,
+        },
+        "systemInferred": fixed is not None,
+        "fixedInferredFrom": anchor.entry_id if anchor is not None else None,
+        "categories": [t.to_json() for t in terms.terms],
+        "autocompact": {**ac.to_json(), "tokensUntil": ac.tokens_until(used),
+                        "predictedAfterCompaction": predicted_after_compaction(fixed, summary_tokens)},
+        "compactions": [{"entryId": c.entry_id, "kind": c.kind, "tokensBefore": c.tokens_before, "time": c.timestamp}
+                        for c in conv.compactions],
+        "messages": len(conv.messages),
+        "diagnostics": len(conv.diagnostics),
+        "problems": [str(d) for d in conv.diagnostics],
+    }
+
+
+def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
+    """The prompt cache of a Claude Code conversation as JSON.
+
+    - `history`: every request once (side chains and synthetic rows flagged, not counted in
+      `totals`), with its cache-read share, buckets, cost (None when the model has no price)
+      and, for a miss (nothing read after an earlier write), its cause: Claude Code's recorded
+      `cache_miss_reason` ("recorded") or an inferred one ("inferred").
+    - `state`: TTL tier from the latest main-chain write, countdown anchored at the last request
+      (`remainingSeconds` at `at`, default the last request's time).
+    - `totals`: {requests, inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens} over the
+      real requests (main chain and side chains; synthetic ones excluded), each request once.
+    """
+    price_src = price_table()
+    records = []
+    misses = []
+    totals = {"requests": 0, "inputTokens": 0, "cacheReadTokens": 0, "cacheWriteTokens": 0, "outputTokens": 0}
+    cost_total = 0.0
+    unpriced: set[str] = set()
+    prev: Request | None = None
+    prev_tier: str | None = None
+    tier: str | None = None
+    wrote = False
+    last_main: Request | None = None
+    for request in conv.requests:
+        u = request.usage
+        price = claude_price(request.model)
+        cost = None
+        if not request.synthetic:
+            totals["requests"] += 1
+            totals["inputTokens"] += u.input
+            totals["cacheReadTokens"] += u.cache_read
+            totals["cacheWriteTokens"] += u.cache_write
+            totals["outputTokens"] += u.output
+            if price is not None:
+                cost = price.cost(input=u.input, cache_write_5m=u.cache_write_5m, cache_write_1h=u.cache_write_1h,
+                                  cache_read=u.cache_read, output=u.output,
+                                  cache_write_unsplit=max(u.cache_write - u.cache_write_5m - u.cache_write_1h, 0))
+                cost_total += cost
+            elif request.model:
+                unpriced.add(request.model)
+        miss = None
+        if not request.synthetic and not request.sidechain:
+            if wrote and u.cache_read == 0 and u.cache_write > 0:
+                if request.miss_reason:
+                    miss = {"cause": request.miss_reason, "source": "recorded"}
+                else:
+                    gap = (request.timestamp - prev.timestamp) if prev and prev.timestamp and request.timestamp else None
+                    ttl = 3600.0 if prev_tier == "1h" else 300.0 if prev_tier == "5m" else None
+                    between = any(c.kind in ("manual", "auto") and c.timestamp is not None and prev is not None
+                                  and prev.timestamp is not None and request.timestamp is not None
+                                  and prev.timestamp <= c.timestamp <= request.timestamp for c in conv.compactions)
+                    cause = infer_miss_cause(gap_seconds=gap, ttl_seconds=ttl, compaction_between=between,
+                                             model_changed=prev is not None and prev.model != request.model)
+                    miss = {"cause": cause, "source": "inferred", "gapSeconds": gap}
+            elif request.miss_reason:
+                miss = {"cause": request.miss_reason, "source": "recorded"}
+            if u.cache_write > 0:
+                wrote = True
+                tier = "5m" if u.cache_write_5m > 0 or u.cache_write_1h == 0 else "1h"
+            prev, prev_tier, last_main = request, tier, request
+        record = {
+            "index": request.index, "entryId": request.entry_id, "time": request.timestamp, "model": request.model,
+            "sidechain": request.sidechain, "synthetic": request.synthetic,
+            "share": u.cache_read_share, "input": u.input, "cacheRead": u.cache_read, "cacheWrite": u.cache_write,
+            "cacheWrite5m": u.cache_write_5m, "cacheWrite1h": u.cache_write_1h, "output": u.output,
+            "costUsd": cost, "missReason": request.miss_reason, "miss": miss,
+        }
+        records.append(record)
+        if miss is not None and not (u.cache_read > 0):
+            misses.append(record)
+    last_write = next((r for r in reversed(conv.requests) if not r.synthetic and not r.sidechain and r.usage.cache_write > 0), None)
+    anchor = last_main.timestamp if last_main is not None else None
+    if last_write is not None and last_main is not None and last_write is last_main:
+        ttl = cache_ttl(anchor, last_write.usage.cache_write_5m or (last_write.usage.cache_write if not last_write.usage.cache_write_1h else 0),
+                        last_write.usage.cache_write_1h)
+    else:
+        ttl = cache_ttl(anchor, 0, 0, tier_before=tier)
+    now = at if at is not None else anchor
+    shares = [r["share"] for r in records if r["share"] is not None and not r["synthetic"] and not r["sidechain"]]
+    main_prompt = sum(r.usage.prompt_tokens for r in conv.requests if not r.synthetic and not r.sidechain)
+    main_read = sum(r.usage.cache_read for r in conv.requests if not r.synthetic and not r.sidechain)
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "at": now,
+        "model": conv.model,
+        "state": {"tier": ttl.tier, "anchor": ttl.anchor, "expiresAt": ttl.expires_at, "expires1hAt": ttl.expires_1h_at,
+                  "remainingSeconds": ttl.remaining(now) if now is not None else None,
+                  "warm": bool(ttl.expires_at is not None and now is not None and now < ttl.expires_at),
+                  "tierSource": "recorded (usage.cache_creation.ephemeral_5m/1h)"},
+        "history": {"records": records, "misses": misses,
+                    "overallShare": main_read / main_prompt if main_prompt else None,
+                    "requestShares": shares},
+        "totals": totals,
+        "costUsd": cost_total if not unpriced else None,
+        "pricedCostUsd": cost_total,
+        "unpricedModels": sorted(unpriced),
+        "pricingSource": f"{price_src['source']} (checked {price_src['checked']})",
+        "decision": None,
+        "note": "DS4's cache-aware policy applies to Pi only; Claude Code decides its own caching",
+    }
+
+
+def context_messages(conv: Conversation) -> dict[str, Any]:
+    """`context --json`: the message list the model saw (Pi-shaped, with each message's meta)."""
+    return {
+        "agent": conv.agent,
+        "path": str(conv.path),
+        "sessionId": conv.session_id,
+        "leafId": conv.leaf_id,
+        "messageCount": len(conv.messages),
+        "messages": [dict(m) for m in conv.messages],
+        "meta": [{"entryId": m.entry_id, "category": m.category, "tool": m.tool, "source": m.source} for m in conv.meta],
+        "note": "Claude Code also sends a system prompt, tool definitions and a leading <system-reminder> that the transcript does not record",
+    }
+
+
+def steering_refusal(conv_or_reason: Conversation | str) -> str:
+    """The one-line reason steering is refused for a Claude Code session."""
+    if isinstance(conv_or_reason, str):
+        return conv_or_reason
+    return conv_or_reason.capabilities.read_only_reason
+
+
+__all__ = ["MESSAGE_CHILDREN", "context_map", "cache_report", "context_messages", "context_now", "anchor_request",
+           "message_children", "messages_tokens", "autocompact_for", "steering_refusal"]
+
+
