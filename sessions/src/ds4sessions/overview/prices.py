@@ -3,16 +3,12 @@
 Prices are data with a source and a date, never constants in code:
 
 1. a request's own recorded cost (`Request.cost_usd`, Pi session format §6) always wins;
-2. otherwise the price tables bundled in `ds4core/data/` are tried in order: agent-specific
-   tables (`prices-<agent>.json`, when present) first, then the bundled model table
-   (`ds4core/data/models.json`, generated from Pi's catalog `@earendil-works/pi-ai`, which names
-   its package version and generation date);
+2. otherwise the price tables bundled in `ds4core/data/` are tried in order: the agent's own
+   table (`AGENT_PRICES`: Claude Code → `claude-prices.json`, Anthropic's pricing page with its
+   check date) first, then the bundled model table (`ds4core/data/models.json`, generated from
+   Pi's catalog `@earendil-works/pi-ai`, which names its package version and generation date);
 3. a model found in none of them has no price: the cost is None and the caller says
    "no price for <model>" (never $0.00).
-
-A price table file is JSON `{"source": {...}, "models": {"<provider>/<id>" | "<id>": {"input",
-"output", "cacheRead", "cacheWrite", "tiers"?}}}` in USD per million tokens (the shape of
-`models.json`'s `cost`).
 
 Lookup keys tried for a request: `provider/model` as recorded, then `<default provider of the
 agent>/model` (Claude Code → anthropic, Codex → openai), then the bare model id.
@@ -20,13 +16,11 @@ agent>/model` (Claude Code → anthropic, Codex → openai), then the bare model
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from ds4core.models import ModelTable, Pricing, _pricing
+from ds4core.models import ModelTable, Pricing
 
 from ds4sessions.agents.base import CLAUDE_CODE, CODEX, Usage
 
@@ -37,11 +31,23 @@ DEFAULT_PROVIDER: dict[str, str] = {CLAUDE_CODE: "anthropic", CODEX: "openai"}
 
 @dataclass(frozen=True)
 class Price:
-    """Prices of one model (USD per million tokens) and where they come from (`source`: a
-    short label naming the table and its date, e.g. "@earendil-works/pi-ai 1.6.0, 2026-11-29")."""
+    """Prices of one model and where they come from (`source`: a short label naming the table
+    and its date, e.g. "@earendil-works/pi-ai 1.6.0, 2026-11-29"). `pricing` is the model
+    table's per-million prices (None for an agent table with its own `cost_of`)."""
 
-    pricing: Pricing
+    pricing: Pricing | None
     source: str
+    cost_of: Callable[[Usage], float] | None = None
+
+    def cost(self, usage: Usage) -> float:
+        """USD of one request's usage."""
+        if self.cost_of is not None:
+            return self.cost_of(usage)
+        assert self.pricing is not None
+        return self.pricing.cost(
+            input=usage.input, output=usage.output, cache_read=usage.cache_read,
+            cache_write=usage.cache_write, cache_write_1h=usage.cache_write_1h,
+        )
 
 
 def _source_label(source: Mapping[str, Any] | None, fallback: str) -> str:
@@ -56,21 +62,27 @@ def _source_label(source: Mapping[str, Any] | None, fallback: str) -> str:
     return ", ".join(parts)
 
 
-@lru_cache(maxsize=None)
-def _agent_table(agent: str) -> tuple[dict[str, Any], str] | None:
-    """`ds4core/data/prices-<agent>.json` as (models, source label), None when absent."""
-    try:
-        text = resources.files("ds4core").joinpath("data", f"prices-{agent}.json").read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError):
+def _claude_price(model: str) -> "Price | None":
+    """Claude Code: `ds4core.claude_prices` (Anthropic's pricing page, with its own 5m / 1h
+    cache-write rates)."""
+    from ds4core.claude_prices import claude_price, price_table
+
+    found = claude_price(model)
+    if found is None:
         return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    models = data.get("models") if isinstance(data, Mapping) else None
-    if not isinstance(models, Mapping):
-        return None
-    return dict(models), _source_label(data.get("source"), f"prices-{agent}.json")
+    table = price_table()
+    source = f"Anthropic pricing page, checked {table.get('checked', '?')}"
+
+    def cost(u: Usage) -> float:
+        unsplit = max(u.cache_write - u.cache_write_5m - u.cache_write_1h, 0)
+        return found.cost(input=u.input, cache_write_5m=u.cache_write_5m, cache_write_1h=u.cache_write_1h,
+                          cache_read=u.cache_read, output=u.output, cache_write_unsplit=unsplit)
+
+    return Price(None, source, cost)
+
+
+#: Agent-specific price tables (model id → `Price`), tried before the bundled model table.
+AGENT_PRICES: dict[str, Callable[[str], "Price | None"]] = {CLAUDE_CODE: _claude_price}
 
 
 @lru_cache(maxsize=1)
@@ -104,14 +116,9 @@ class PriceBook:
             return self._memo[key]
         found: Price | None = None
         keys = self._keys(agent, provider, model)
-        table = _agent_table(agent)
-        if table is not None:
-            models, label = table
-            for k in [*keys, model]:
-                pricing = _pricing(models.get(k))
-                if pricing is not None:
-                    found = Price(pricing, label)
-                    break
+        agent_table = AGENT_PRICES.get(agent)
+        if agent_table is not None:
+            found = agent_table(model)
         if found is None:
             label = _source_label(self._models.source, "models.json")
             for k in keys:
@@ -130,8 +137,4 @@ class PriceBook:
         price = self.price(agent, provider, model)
         if price is None:
             return None, None
-        usd = price.pricing.cost(
-            input=usage.input, output=usage.output, cache_read=usage.cache_read,
-            cache_write=usage.cache_write, cache_write_1h=usage.cache_write_1h,
-        )
-        return usd, price.source
+        return price.cost(usage), price.source

@@ -389,7 +389,7 @@ def summarize(
         path=str(conversation.path),
         session_id=conversation.session_id or (info.session_id if info else None),
         project=project,
-        name=conversation.title or (info.title if info else None),
+        name=(info.title if info else None) or conversation.title,
         live=bool(info.live) if info else False,
         modified=modified,
         size=size,
