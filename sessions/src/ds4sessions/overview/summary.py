@@ -352,6 +352,14 @@ def usage_rows(conversation: Conversation, prices: PriceBook) -> tuple[UsageRow,
     return tuple(UsageRow(day, model, **values) for (day, model), values in sorted(acc.items()))
 
 
+def _name(conversation: Conversation, info: SessionInfo | None) -> str | None:
+    """The session's title as recorded now; a subagent's listing title (its task description)
+    first, since its transcript's own title is only its first prompt."""
+    if info is not None and info.parent and info.title:
+        return info.title
+    return conversation.title or (info.title if info else None)
+
+
 def summarize(
     conversation: Conversation,
     info: SessionInfo | None,
@@ -389,7 +397,7 @@ def summarize(
         path=str(conversation.path),
         session_id=conversation.session_id or (info.session_id if info else None),
         project=project,
-        name=(info.title if info else None) or conversation.title,
+        name=_name(conversation, info),
         live=bool(info.live) if info else False,
         modified=modified,
         size=size,
