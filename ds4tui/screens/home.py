@@ -49,7 +49,11 @@ BAR_CELLS = 8
 
 STATUS_STYLE = {"warm": "bold #87d787", "expiring": "bold #d7af5f", "cold": "#5fafff", "unknown": "#8a8f98"}
 STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"}
-COLUMNS = ("agent", "project", "name", "state", "context", "cache", "today")
+COLUMNS = ("agent", "state", "cache", "context", "today", "session")
+"""Columns, the ones that change first, so a half-width pane shows them; "session" is the
+project folder and the session's name."""
+WIDTHS = {"agent": 11, "state": 5, "cache": 27, "context": BAR_CELLS + 5, "today": 9, "session": None}
+"""Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
 
 
 # --- the pure part: rows from summaries --------------------------------------------------------
@@ -64,14 +68,14 @@ def sort_key(summary: SessionSummary, now: float) -> tuple:
 
 
 def context_cell(summary: SessionSummary) -> Text:
-    """`▮▮▮▯▯▯▯▯ 42%`, or the token count alone when the window is unknown, or `—`."""
+    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`."""
     pct = summary.context_percent
     if pct is None:
         return Text(fmt_tokens(summary.context_tokens), style="dim")
     filled = min(BAR_CELLS, round(pct / 100 * BAR_CELLS))
     style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
-    text = Text("▮" * filled, style=style)
-    text.append("▯" * (BAR_CELLS - filled), style="dim")
+    text = Text("━" * filled, style=style)
+    text.append("─" * (BAR_CELLS - filled), style="dim")
     text.append(f" {pct:3.0f}%")
     return text
 
@@ -101,21 +105,28 @@ def cost_cell(summary: SessionSummary, today: str) -> Text:
     return text
 
 
+def session_cell(summary: SessionSummary) -> Text:
+    """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
+    session's name (or its file name)."""
+    project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
+    name = summary.name or Path(summary.path).stem
+    text = Text(literal(project, keep_newlines=False), style="bold") if project else Text()
+    if project:
+        text.append(" · ", style="dim")
+    text.append(literal(name, keep_newlines=False)[:60])
+    return text
+
+
 def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float) -> tuple[Text, ...]:
     """The cells of one row, in `COLUMNS` order."""
-    project = literal(summary.project or "", keep_newlines=False)
-    if len(project) > 28:
-        project = "…" + project[-27:]
-    name = literal(summary.name or Path(summary.path).stem, keep_newlines=False)[:36]
     state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
     return (
         Text(summary.agent),
-        Text(project),
-        Text(name),
         state,
-        context_cell(summary),
         cache_cell(summary, now, expiring_s),
+        context_cell(summary),
         cost_cell(summary, today),
+        session_cell(summary),
     )
 
 
@@ -214,7 +225,7 @@ class HomeScreen(Screen[Path | None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         for column in COLUMNS:
-            table.add_column(column, key=column)
+            table.add_column(column, key=column, width=WIDTHS[column])
         table.focus()
         self.set_interval(1.0, self.tick)
         if self._auto_scan:

@@ -357,7 +357,26 @@ def _name(conversation: Conversation, info: SessionInfo | None) -> str | None:
     first, since its transcript's own title is only its first prompt."""
     if info is not None and info.parent and info.title:
         return info.title
-    return conversation.title or (info.title if info else None)
+    return conversation.title or (info.title if info else None) or first_prompt(conversation)
+
+
+def first_prompt(conversation: Conversation, limit: int = 80) -> str | None:
+    """The first line of the first user message's text (what Pi's own session list shows for a
+    session without a name), at most `limit` characters; None when there is none."""
+    for message in conversation.messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, (list, tuple)):
+            text = " ".join(b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text")
+        else:
+            continue
+        line = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if line:
+            return line[:limit]
+    return None
 
 
 def summarize(
