@@ -37,7 +37,8 @@ from textual.widgets import DataTable, Footer, Input, Label
 
 from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
 from ds4sessions.overview.scanner import Overview
-from ds4sessions.overview.summary import SessionSummary
+from ds4sessions.overview.summary import SessionSummary, placeholder
+from ds4sessions.overview.watch import FolderWatcher
 from ds4tui.text import fmt_tokens, literal
 
 RESCAN_S = 15.0
@@ -52,7 +53,7 @@ STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"
 COLUMNS = ("agent", "state", "cache", "context", "today", "session")
 """Columns, the ones that change first, so a half-width pane shows them; "session" is the
 project folder and the session's name."""
-WIDTHS = {"agent": 11, "state": 5, "cache": 27, "context": BAR_CELLS + 5, "today": 9, "session": None}
+WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today": 9, "session": 64}
 """Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
 
 
@@ -83,6 +84,8 @@ def context_cell(summary: SessionSummary) -> Text:
 def cache_cell(summary: SessionSummary, now: float, expiring_s: float) -> Text:
     """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
     status; "(typical)" when the lifetime is configured, not recorded."""
+    if summary.cache.rule == "pending":
+        return Text("… reading", style="dim")
     cache = summary.cache_at(now, expiring_s)
     text = Text(f"{STATUS_GLYPH[cache.status]} {cache.words}", style=STATUS_STYLE[cache.status])
     if summary.cache.rule == "configured" and cache.status != "unknown":
@@ -105,15 +108,24 @@ def cost_cell(summary: SessionSummary, today: str) -> Text:
     return text
 
 
-def session_cell(summary: SessionSummary) -> Text:
+class KeyedText(Text):
+    """A `Text` cell that knows its row's session file (`path`), so the table can be sorted by
+    the overview's order without re-adding rows."""
+
+    path: str = ""
+
+
+def session_cell(summary: SessionSummary) -> KeyedText:
     """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
     session's name (or its file name)."""
     project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
     name = summary.name or Path(summary.path).stem
-    text = Text(literal(project, keep_newlines=False), style="bold") if project else Text()
+    text = KeyedText()
+    text.path = summary.path
     if project:
+        text.append(literal(project, keep_newlines=False), style="bold")
         text.append(" · ", style="dim")
-    text.append(literal(name, keep_newlines=False)[:60])
+    text.append(literal(name, keep_newlines=False)[: max(8, 62 - len(text))])
     return text
 
 
@@ -142,6 +154,13 @@ def matches(summary: SessionSummary, needle: str) -> bool:
 # --- messages -----------------------------------------------------------------------------------
 
 
+class FilesChanged(Message):
+    """The watcher saw session files change (a wake-up; the paths wait in the screen's set)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FilesChanged)
+
+
 @dataclass
 class SummariesArrived(Message):
     """New or changed summaries from the overview worker (`complete`: the initial fill is done;
@@ -164,7 +183,8 @@ class HomeScreen(Screen[Path | None]):
     the state dir); `now` the clock in epoch seconds (tests inject one); `lead_s` the notice lead
     time in seconds; `notify_idle` also watches idle sessions; `poll_s` the file poll interval
     (seconds; None: no polling, tests call `poll_now()`); `auto_scan=False` leaves the first scan
-    to the caller (`scan_now()`).
+    to the caller (`scan_now()`); `watch=False` runs no file-system watcher (events only wake
+    the poll; the poll of live files and the re-scan work without it).
     """
 
     BINDINGS = [
@@ -190,6 +210,7 @@ class HomeScreen(Screen[Path | None]):
         notify_idle: bool = False,
         poll_s: float | None = 1.0,
         auto_scan: bool = True,
+        watch: bool = True,
     ) -> None:
         super().__init__()
         self._overview = overview
@@ -205,6 +226,13 @@ class HomeScreen(Screen[Path | None]):
         self._problems: tuple[str, ...] = ()
         self._last_scan = 0.0
         self._lock = threading.Lock()  # one Overview, driven by one thread at a time
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._retry = False
+        self._cached_shown = False
+        self._cache_text: dict[str, str] = {}
+        self._use_watcher = watch
+        self._watcher: FolderWatcher | None = None
 
     @property
     def overview(self) -> Overview:
@@ -237,11 +265,14 @@ class HomeScreen(Screen[Path | None]):
 
     @work(thread=True, exclusive=False, group="overview", exit_on_error=False)
     def scan_now(self) -> None:
-        """Scan (index first), then read pending files in batches, posting each batch."""
-        self._scan()
-
-    def _scan(self) -> None:
+        """First paint from the index (no discovery, no read), then a full scan: pending files
+        appear at once as "reading…" rows and are read in batches, each batch posted."""
         with self._lock:
+            if not self._cached_shown:
+                self._cached_shown = True
+                cached = self.overview.cached()
+                if cached:
+                    self.post_message(SummariesArrived(tuple(cached), 0, False, tuple(self.overview.problems)))
             self._scan_locked()
 
     def _scan_locked(self) -> None:
@@ -249,22 +280,44 @@ class HomeScreen(Screen[Path | None]):
         result = overview.scan()
         self._last_scan = self._now()
         listed = tuple(str(s.path) for s in result.summaries) + tuple(str(i.path) for i in result.pending)
-        self.post_message(SummariesArrived(result.summaries, len(result.pending), not result.pending,
+        waiting = tuple(placeholder(i) for i in result.pending)
+        self.post_message(SummariesArrived(result.summaries + waiting, len(result.pending), not result.pending,
                                            result.problems, listed))
+        self._watch_folders()
         pending = list(result.pending)
         while pending:
             batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
             read = overview.read_many(batch)
             self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
 
-    @work(thread=True, exclusive=True, group="overview-poll", exit_on_error=False)
+    def _watch_folders(self) -> None:
+        if not self._use_watcher:
+            return
+        if self._watcher is None:
+            self._watcher = FolderWatcher(self._file_event)
+        self._watcher.watch({str(Path(p).parent) for p in self.overview._summaries})
+
+    def _file_event(self, path: str) -> None:
+        """watchdog thread: remember the file and wake the poll worker (coalesced)."""
+        with self._dirty_lock:
+            self._dirty.add(path)
+        self.post_message(FilesChanged())
+
+    def on_files_changed(self, _: FilesChanged) -> None:
+        self.poll_now()
+
+    @work(thread=True, exclusive=False, group="overview-poll", exit_on_error=False)
     def poll_now(self) -> None:
-        """Update the files that changed (appended bytes only); re-scan every `RESCAN_S`."""
+        """Update what changed: files named by watcher events, plus a stat of every live file
+        (appended bytes only); a full re-scan every `RESCAN_S` seconds."""
         self._poll()
 
     def _poll(self) -> None:
         if not self._complete or not self._lock.acquire(blocking=False):
-            return  # still filling in, or a scan is running
+            with self._dirty_lock:
+                if self._dirty:
+                    self._retry = True
+            return  # still filling in, or another pass is running (it re-runs for new events)
         try:
             self._poll_locked()
         finally:
@@ -275,9 +328,23 @@ class HomeScreen(Screen[Path | None]):
         if self._now() - self._last_scan >= RESCAN_S:
             self._scan_locked()
             return
-        changed = overview.poll()
-        if changed:
-            self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
+        while True:
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+                self._retry = False
+            known = [p for p in dirty if p in overview._summaries]
+            changed = overview.poll([*known, *overview.live_paths()])
+            if changed:
+                self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
+            if any(p not in overview._summaries for p in dirty):
+                self._last_scan = 0.0  # a new file: the next pass re-scans
+            with self._dirty_lock:
+                if not self._dirty:
+                    return
+
+    def on_unmount(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
 
     # --- UI ---------------------------------------------------------------------------------
 
@@ -289,9 +356,10 @@ class HomeScreen(Screen[Path | None]):
         for summary in message.summaries:
             self.summaries[summary.path] = summary
         self._pending = message.pending
+        follow = self._complete  # during the first fill the highlight stays on the top row
         self._complete = self._complete or message.complete
         self._problems = message.problems
-        self.rebuild(changed=[s.path for s in message.summaries])
+        self.rebuild(changed=[s.path for s in message.summaries], follow=follow)
 
     def visible(self, now: float) -> list[SessionSummary]:
         """The rows shown at `now`: filtered, live first, soonest expiry first."""
@@ -299,31 +367,47 @@ class HomeScreen(Screen[Path | None]):
         rows.sort(key=lambda s: sort_key(s, now))
         return rows
 
-    def rebuild(self, changed: Sequence[str] = ()) -> None:
-        """Redraw the table: rows added/removed/reordered are rebuilt; otherwise only the cells of
-        `changed` rows and the cache/cost cells are updated."""
+    def rebuild(self, changed: Sequence[str] = (), tick: bool = False, follow: bool = True) -> None:
+        """Bring the table to the current summaries: rows of `changed` get new cells, rows that
+        left or joined the filtered set are removed or added, the order is fixed with one
+        `DataTable.sort` (no re-adding), and at a `tick` the countdown cells whose text changed
+        are redrawn."""
         now = self._now()
         today = dt.datetime.fromtimestamp(now).strftime("%Y-%m-%d")
         expiring = self.overview_settings_expiring()
         table = self.query_one(DataTable)
         rows = self.visible(now)
         order = [s.path for s in rows]
+        wanted = set(order)
+        shown = set(self._order)
+        selected = self._selected_path()
+        for path in shown - wanted:
+            table.remove_row(path)
+            self._cache_text.pop(path, None)
+        changed_set = set(changed)
+        for summary in rows:
+            path = summary.path
+            if path not in shown:
+                cells = row_cells(summary, now, today, expiring)
+                table.add_row(*cells, key=path)
+                self._cache_text[path] = cells[2].plain
+            elif path in changed_set:
+                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
+                    table.update_cell(path, column, cell)
+                self._cache_text[path] = table.get_cell(path, "cache").plain
+            elif tick:
+                cell = cache_cell(summary, now, expiring)
+                if cell.plain != self._cache_text.get(path):
+                    table.update_cell(path, "cache", cell)
+                    self._cache_text[path] = cell.plain
         if order != self._order:
-            selected = self._selected_path()
-            table.clear()
-            for summary in rows:
-                table.add_row(*row_cells(summary, now, today, expiring), key=summary.path)
+            rank = {path: i for i, path in enumerate(order)}
+            table.sort("session", key=lambda cell: rank[cell.path])
             self._order = order
-            if selected in order:
-                table.move_cursor(row=order.index(selected), animate=False)
-        else:
-            changed_set = set(changed)
-            for summary in rows:
-                if summary.path in changed_set:
-                    for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
-                        table.update_cell(summary.path, column, cell)
-                else:
-                    table.update_cell(summary.path, "cache", cache_cell(summary, now, expiring))
+            if follow and selected in rank:  # the highlight follows its session
+                table.move_cursor(row=rank[selected], animate=False)
+            else:
+                table.move_cursor(row=0, animate=False)
         self._show_status(len(rows))
 
     def overview_settings_expiring(self) -> float:
@@ -347,7 +431,7 @@ class HomeScreen(Screen[Path | None]):
         the due expiry notices."""
         if not self.is_attached:
             return
-        self.rebuild()
+        self.rebuild(tick=True)
         for notice in self.notifier.due(self.summaries.values(), self._now()):
             self.notify(notice.text, title="prompt cache", severity="warning", timeout=10)
             self.app.bell()

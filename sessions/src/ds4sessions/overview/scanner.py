@@ -116,7 +116,9 @@ class Overview:
             self._infos[key] = info
             hit = stored.get(key)
             if key in self._summaries and self._stat.get(key) == (info.size, info.modified):
-                ready.append(self._summaries[key])
+                summary = self._summaries[key].with_live(self._is_live(info, info.modified))
+                self._summaries[key] = summary
+                ready.append(summary)
             elif hit is not None and hit[0] == info.size and hit[1] == info.modified:
                 summary = hit[2].with_live(self._is_live(info, info.modified))
                 self._summaries[key] = summary
@@ -132,6 +134,30 @@ class Overview:
             self._open.pop(key, None)
         pending.sort(key=lambda i: i.modified, reverse=True)
         return ScanResult(tuple(ready), tuple(pending), tuple(self.problems))
+
+    def cached(self) -> list[SessionSummary]:
+        """The summaries the index holds for files whose size and mtime are unchanged: one
+        `os.stat` per indexed file, no discovery and no read (the fast first paint; `scan()`
+        then adds new files and the agents' own liveness). Liveness here is by recency only."""
+        if self.index.problem and self.index.problem not in self.problems:
+            self.problems.append(self.index.problem)
+        out: list[SessionSummary] = []
+        for key, (size, mtime, summary) in self.index.load().items():
+            try:
+                st = os.stat(key)
+            except OSError:
+                continue
+            if (st.st_size, st.st_mtime) != (size, mtime):
+                continue
+            summary = summary.with_live(self._is_live(None, mtime))
+            self._summaries[key] = summary
+            self._stat[key] = (size, mtime)
+            out.append(summary)
+        return out
+
+    def live_paths(self) -> list[str]:
+        """Files that are live or have a kept reader (polled often)."""
+        return [k for k, s in self._summaries.items() if s.live or k in self._open]
 
     def all(self) -> list[SessionSummary]:
         """Every summary known so far."""
@@ -218,11 +244,12 @@ class Overview:
             self.index.store([summary])
         return summary
 
-    def poll(self) -> list[SessionSummary]:
-        """Stat every known file and update those whose size or mtime changed (their summaries,
-        in no particular order). Files that vanished are dropped."""
+    def poll(self, paths: Iterable[str] | None = None) -> list[SessionSummary]:
+        """Stat every known file (or only `paths`) and update those whose size or mtime changed
+        (their summaries, in no particular order). Files that vanished are dropped."""
         changed: list[SessionSummary] = []
-        for key in list(self._summaries):
+        keys = list(self._summaries) if paths is None else [str(p) for p in dict.fromkeys(paths)]
+        for key in keys:
             try:
                 st = os.stat(key)
             except OSError:

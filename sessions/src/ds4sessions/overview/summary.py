@@ -246,6 +246,16 @@ class SessionSummary:
         return cls(**values)
 
 
+def placeholder(info: SessionInfo) -> SessionSummary:
+    """A row for a discovered file not read yet (its cache rule is "pending"; never stored)."""
+    return SessionSummary(
+        agent=info.agent, path=str(info.path), session_id=info.session_id, project=info.project,
+        name=info.title, live=info.live, modified=info.modified, size=info.size, offset=0,
+        model=info.model, provider=None, context_tokens=None, context_window=None,
+        cache=CacheClockInfo("pending", None, None, None, "reading…", "reading…"),
+    )
+
+
 def local_day(seconds: float | None) -> str:
     """Local calendar day of an epoch time, "unknown" for None."""
     if seconds is None:
