@@ -47,6 +47,9 @@ READ_BATCH = 25
 """Pending files read per message while the list fills in."""
 BAR_CELLS = 8
 """Width of the context bar in cells."""
+ADD_CHUNK = 120
+"""Rows added to the table per refresh (the top of the list first, so the first screen is
+complete at once and a thousand rows do not hold up the first paint)."""
 
 STATUS_STYLE = {"warm": "bold #87d787", "expiring": "bold #d7af5f", "cold": "#5fafff", "unknown": "#8a8f98"}
 STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"}
@@ -62,10 +65,12 @@ WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today
 
 def sort_key(summary: SessionSummary, now: float) -> tuple:
     """Live first; then sessions with a running countdown, soonest expiry first; then the most
-    recently modified."""
-    cache = summary.cache_at(now)
-    running = cache.status in ("warm", "expiring") and cache.remaining_s is not None
-    return (not summary.live, not running, cache.remaining_s if running else 0.0, -summary.modified)
+    recently modified. (Only "running" depends on `now`: among running countdowns the order is
+    that of their expiry times.)"""
+    clock = summary.cache
+    expires = clock.last_refresh_s + clock.lifetime_s if clock.lifetime_s is not None and clock.last_refresh_s is not None else None
+    running = expires is not None and expires > now
+    return (not summary.live, not running, expires if running else 0.0, -summary.modified)
 
 
 def context_cell(summary: SessionSummary) -> Text:
@@ -230,6 +235,7 @@ class HomeScreen(Screen[Path | None]):
         self._dirty_lock = threading.Lock()
         self._retry = False
         self._cached_shown = False
+        self._painted = threading.Event()
         self._cache_text: dict[str, str] = {}
         self._use_watcher = watch
         self._watcher: FolderWatcher | None = None
@@ -272,7 +278,9 @@ class HomeScreen(Screen[Path | None]):
                 self._cached_shown = True
                 cached = self.overview.cached()
                 if cached:
+                    self._painted.clear()
                     self.post_message(SummariesArrived(tuple(cached), 0, False, tuple(self.overview.problems)))
+                    self._painted.wait(timeout=5.0)  # discovery would slow the first paint down
             self._scan_locked()
 
     def _scan_locked(self) -> None:
@@ -380,16 +388,23 @@ class HomeScreen(Screen[Path | None]):
         order = [s.path for s in rows]
         wanted = set(order)
         shown = set(self._order)
+        self._order = [p for p in self._order if p in wanted]
         selected = self._selected_path()
         for path in shown - wanted:
             table.remove_row(path)
             self._cache_text.pop(path, None)
         changed_set = set(changed)
+        # rows added per pass: the first screenful paints at once, then bigger chunks
+        budget = ADD_CHUNK if len(shown) < ADD_CHUNK else 4 * ADD_CHUNK
         for summary in rows:
             path = summary.path
             if path not in shown:
+                if budget == 0:
+                    continue
+                budget -= 1
                 cells = row_cells(summary, now, today, expiring)
                 table.add_row(*cells, key=path)
+                shown.add(path)
                 self._cache_text[path] = cells[2].plain
             elif path in changed_set:
                 for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
@@ -400,6 +415,9 @@ class HomeScreen(Screen[Path | None]):
                 if cell.plain != self._cache_text.get(path):
                     table.update_cell(path, "cache", cell)
                     self._cache_text[path] = cell.plain
+        if budget == 0 and len(shown) < len(order):
+            self.call_after_refresh(self.rebuild)  # the rest, one chunk per refresh
+            order = [p for p in order if p in shown]
         if order != self._order:
             rank = {path: i for i, path in enumerate(order)}
             table.sort("session", key=lambda cell: rank[cell.path])
@@ -409,6 +427,8 @@ class HomeScreen(Screen[Path | None]):
             else:
                 table.move_cursor(row=0, animate=False)
         self._show_status(len(rows))
+        if self._order and len(self._order) == len(rows):
+            self.call_after_refresh(self._painted.set)
 
     def overview_settings_expiring(self) -> float:
         """The expiring threshold (seconds) of the overview's settings (60 s by default)."""

@@ -70,10 +70,10 @@ class Overview:
         settings: OverviewSettings | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
-        self.agents = tuple(agents) if agents is not None else all_agents()
+        self._agents = tuple(agents) if agents is not None else None
         self.index = index if index is not None else OverviewIndex()
-        self.models = models or ModelTable.bundled()
-        self.prices = PriceBook(self.models)
+        self._models = models
+        self._prices: PriceBook | None = None
         self.settings = settings or OverviewSettings.from_env()
         self.now = now
         self._summaries: dict[str, SessionSummary] = {}
@@ -81,6 +81,27 @@ class Overview:
         self._open: dict[str, _Open] = {}
         self._stat: dict[str, tuple[int, float]] = {}
         self.problems: list[str] = []
+
+    @property
+    def agents(self) -> tuple[Agent, ...]:
+        """The agent plug-ins (imported on first use: the first paint from the index needs none)."""
+        if self._agents is None:
+            self._agents = all_agents()
+        return self._agents
+
+    @property
+    def models(self) -> ModelTable:
+        """The model table (loaded on first use)."""
+        if self._models is None:
+            self._models = ModelTable.bundled()
+        return self._models
+
+    @property
+    def prices(self) -> PriceBook:
+        """The price lookup (made on first use)."""
+        if self._prices is None:
+            self._prices = PriceBook(self.models)
+        return self._prices
 
     # --- listing ---------------------------------------------------------------------------
 
