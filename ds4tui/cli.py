@@ -3,6 +3,7 @@
     ds4tui [PATH]                 open a session (default: the newest Pi session, else the demo)
     ds4tui sessions [--json]      list every agent's sessions (context, prompt cache)
     ds4tui usage [--by day|…]     tokens and cost across agents (like ccusage)
+    ds4tui home                   start on the home screen (every session of every agent, live)
     ds4tui map PATH [--json]      print the context map's numbers (Rich panel, or JSON)
     ds4tui context PATH --json    print the context Pi builds, in Pi's `.context.json` shape
     ds4tui demo [--speed X]       replay the bundled demo session into a temp file and watch it

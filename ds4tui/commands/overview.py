@@ -21,7 +21,7 @@ import typer
 from ds4tui.commands import fail
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
-NAMES = {"usage"}
+NAMES = {"usage", "home"}
 
 
 def session_json(summary: Any, now: float) -> dict[str, Any]:
@@ -101,7 +101,25 @@ def _usd(value: float | None) -> str:
 
 
 def register(app: typer.Typer) -> set[str]:
-    """Add `usage` to `app`."""
+    """Add `usage` and `home` to `app`."""
+
+    @app.command("home")
+    def home_cmd(
+        lead: Annotated[float, typer.Option("--lead", help="Seconds before a live session's prompt cache expires to warn (0: never)")] = 60.0,
+        idle: Annotated[bool, typer.Option("--idle-notices", help="Warn for idle sessions too")] = False,
+    ) -> None:
+        """Start on the home screen: every session of every agent, live, with cache countdowns
+        and cost today (Enter opens one in the dashboard, Esc comes back)."""
+        from ds4sessions.agents.pi.discovery import load_model_table, newest_session
+        from ds4tui.screens.home import home_app
+
+        path = newest_session()
+        demo = path is None
+        if path is None:
+            from ds4tui.cli import demo_session_path
+
+            path = demo_session_path()
+        home_app(path, demo=demo, models=load_model_table(), lead_s=lead, notify_idle=idle).run()
 
     @app.command("usage")
     def usage_cmd(
