@@ -9,9 +9,11 @@ the last 30 days (`tests/overview_home.py`); 10 Pi sessions are live (modified w
 minute). Prints medians:
 
 - **first run** (fresh process, no index): the home screen (real Textual app, headless) from
-  start until every row is listed, which includes reading every file once and writing the index;
-- **cold start** (fresh process, index present): the home screen from start until every row is
-  listed (each file: one `os.stat`, its summary from the index; no file is read);
+  process start until the first screen of rows is painted, until every file is listed (files not
+  read yet show "reading"), and until every file is read and summarised (index written);
+- **cold start** (fresh process, index present): the same three instants; the first screen and
+  the full list come from the index (one `os.stat` per file, no file read), then the agents'
+  discovery runs in the background ("scan done");
 - **update**: in the running app with every row listed, one line is appended to a live Pi file;
   timed from the write until the row's cells hold the new numbers (`Overview.poll()`: one stat per
   file and only the appended bytes read, then the screen's row update), `--appends` times.
@@ -83,18 +85,23 @@ def start_child(root: str) -> None:
 
     async def run() -> dict[str, float]:
         app = Bench()
-        first = None
+        first = listed = None
         async with app.run_test(size=(150, 40)) as pilot:
-            screen = app.screen
-            while len(getattr(screen, "_order", ())) < total:
-                if first is None and len(getattr(screen, "_order", ())) >= min(total, 40):
+            while True:
+                screen = app.screen
+                rows = len(getattr(screen, "_order", ()))
+                if first is None and rows >= min(total, 40):
                     await pilot.pause()  # painted
                     first = time.perf_counter() - t0
+                if listed is None and rows >= total:
+                    listed = time.perf_counter() - t0
+                if listed is not None and screen._complete and not screen._pending and all(
+                        s.cache.rule != "pending" for s in screen.summaries.values()):
+                    break
                 await asyncio.sleep(0.002)
-                screen = app.screen
-            listed = time.perf_counter() - t0
+            done = time.perf_counter() - t0
             await pilot.pause()
-            return {"first_s": first or listed, "listed_s": listed, "rows": len(screen._order), "total": total}
+            return {"first_s": first, "listed_s": listed, "complete_s": done, "rows": len(screen._order), "total": total}
 
     print(json.dumps(asyncio.run(run())))
 
@@ -204,9 +211,10 @@ def main() -> None:
             values = [r[key] for r in results]
             return f"median {statistics.median(values):.3f} s (runs: {', '.join(f'{x:.2f}' for x in values)})"
 
-        print(f"first run (no index): first screen {line(first, 'first_s')}; all {len(files)} rows {line(first, 'listed_s')}")
+        print(f"first run (no index): first screen {line(first, 'first_s')}; all {len(files)} rows listed "
+              f"{line(first, 'listed_s')}; every file read and summarised {line(first, 'complete_s')}")
         print(f"cold start (index present): first screen {line(cold, 'first_s')}; all {len(files)} rows "
-              f"{line(cold, 'listed_s')}; target ≤ 2 s")
+              f"{line(cold, 'listed_s')}; scan done {line(cold, 'complete_s')}; target ≤ 2 s")
         whole, polls, rows, e2e, cpu = asyncio.run(updates(live, args.appends))
         print(f"update, append → row updated: median {statistics.median(whole) * 1000:.1f} ms "
               f"(poll {statistics.median(polls) * 1000:.1f} ms + row {statistics.median(rows) * 1000:.1f} ms; "

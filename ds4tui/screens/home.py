@@ -303,7 +303,7 @@ class HomeScreen(Screen[Path | None]):
             return
         if self._watcher is None:
             self._watcher = FolderWatcher(self._file_event)
-        self._watcher.watch({str(Path(p).parent) for p in self.overview._summaries})
+        self._watcher.watch({str(Path(p).parent) for p in self.overview.paths()})
 
     def _file_event(self, path: str) -> None:
         """watchdog thread: remember the file and wake the poll worker (coalesced)."""
@@ -340,11 +340,11 @@ class HomeScreen(Screen[Path | None]):
             with self._dirty_lock:
                 dirty, self._dirty = self._dirty, set()
                 self._retry = False
-            known = [p for p in dirty if p in overview._summaries]
+            known = [p for p in dirty if overview.knows(p)]
             changed = overview.poll([*known, *overview.live_paths()])
             if changed:
                 self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
-            if any(p not in overview._summaries for p in dirty):
+            if any(not overview.knows(p) for p in dirty):
                 self._last_scan = 0.0  # a new file: the next pass re-scans
             with self._dirty_lock:
                 if not self._dirty:

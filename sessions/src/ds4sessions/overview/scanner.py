@@ -176,6 +176,14 @@ class Overview:
             out.append(summary)
         return out
 
+    def paths(self) -> list[str]:
+        """Every file with a summary."""
+        return list(self._summaries)
+
+    def knows(self, path: str) -> bool:
+        """True when `path` has a summary."""
+        return path in self._summaries
+
     def live_paths(self) -> list[str]:
         """Files that are live or have a kept reader (polled often)."""
         return [k for k, s in self._summaries.items() if s.live or k in self._open]
