@@ -83,7 +83,7 @@ class Ds4App(SteeringMixin, App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
-        Binding("o", "open_session", "Sessions", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
+        Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
         Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
         Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now"),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
