@@ -17,6 +17,10 @@ assistant answer: one atomic group each) with a 200k-token model. Reported, as m
 Growth ratios compare each size with the previous one (10x the groups: linear is x10).
 For 99-large: `refresh` (LiveSession.refresh of one more line) and `plan` (LivePlanner.plan of
 the new snapshot), over the last `--runs` lines appended one at a time.
+`pipeline` (issue 10): the whole derive step of `SessionPipeline.updates()` (retrieval off) after
+one appended line at 1,000 groups, with the planner runs it made (`plan_managed_context` calls)
+per append. `cpu` columns are this process's CPU time (`time.process_time`), steadier than wall
+time on a shared machine. `--sizes 100,1000` limits the synthetic sizes.
 The load average (1 min) is printed before and after: the machine may be shared.
 """
 
@@ -37,7 +41,7 @@ from ds4sessions.ingest.live import LiveSession, Snapshot
 from ds4sessions.derive.planning import LivePlanner
 
 ROOT = Path(__file__).resolve().parents[1]
-LARGE = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"
+LARGE = Path(os.environ.get("DS4TUI_SHARED", ROOT.parent / "shared")) / "sessions-pi" / "99-large.jsonl"
 SIZES = (100, 1_000, 10_000)
 
 
@@ -96,19 +100,19 @@ def appended_plans(path: Path, lines: list[bytes], runs: int) -> tuple[list[floa
             f.flush()
             snap = live.refresh()
             assert snap is not None
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             view = planner.plan(snap)
-            plan_ms.append((time.perf_counter() - start) * 1000)
+            plan_ms.append(((time.perf_counter() - start) * 1000, (time.process_time() - cpu) * 1000))
             estimated.append(view.estimated_messages)
     assert snap is not None
-    return plan_ms, max(estimated), planner, snap
+    return plan_ms, max(estimated), planner, snap  # type: ignore[return-value]
 
 
-def bench_sizes(runs: int, workdir: Path) -> list[tuple[int, float, float, float, float, int]]:
+def bench_sizes(runs: int, workdir: Path, sizes: tuple[int, ...] = SIZES) -> list[tuple[int, float, float, float, float, int, float]]:
     """(groups, planner ms, append re-plan ms, unchanged re-plan ms, cold plan ms, most messages
-    estimated per append) per synthetic size."""
+    estimated per append, append re-plan cpu ms) per synthetic size."""
     rows = []
-    for groups in SIZES:
+    for groups in sizes:
         path = workdir / f"synthetic-{groups}.jsonl"
         synthetic_session(path, groups)
         append_ms, estimated, planner, snap = appended_plans(path, path.read_bytes().splitlines(keepends=True), runs)
@@ -120,8 +124,51 @@ def bench_sizes(runs: int, workdir: Path) -> list[tuple[int, float, float, float
                                                      config=view.awareness.context_config, native_tokens=tokens), runs)
         unchanged = median_ms(lambda: planner.plan(snap), runs)
         cold = median_ms(lambda: LivePlanner().plan(snap), max(3, runs // 2))
-        rows.append((groups, raw, statistics.median(append_ms), unchanged, cold, estimated))
+        wall = statistics.median(w for w, _ in append_ms)
+        cpu = statistics.median(c for _, c in append_ms)
+        rows.append((groups, raw, wall, unchanged, cold, estimated, cpu))
     return rows
+
+
+def bench_pipeline(runs: int, workdir: Path, groups: int = 1_000) -> tuple[float, float, float]:
+    """(median wall ms, median cpu ms, median planner runs) of `SessionPipeline.updates()` after
+    one appended line, retrieval off, on a synthetic session of `groups` turns."""
+    import ds4core.planner as core_planner
+    from ds4sessions.derive.pipeline import SessionPipeline
+
+    original = core_planner.plan_managed_context
+    calls = [0]
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    patched = [m for m in list(sys.modules.values()) if getattr(m, "plan_managed_context", None) is original]
+    for module in patched:
+        module.plan_managed_context = counted
+    try:
+        path = workdir / f"pipeline-{groups}.jsonl"
+        synthetic_session(path, groups)
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-runs]))
+        pipe = SessionPipeline(path, retrieval=False)
+        now = 1_767_225_600.0 + 10 * groups
+        list(pipe.updates(now=now))
+        wall, cpu, runs_per = [], [], []
+        with path.open("ab") as f:
+            for line in lines[-runs:]:
+                f.write(line)
+                f.flush()
+                calls[0] = 0
+                start, c0 = time.perf_counter(), time.process_time()
+                list(pipe.updates(now=now))
+                wall.append((time.perf_counter() - start) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+                runs_per.append(calls[0])
+        return statistics.median(wall), statistics.median(cpu), statistics.median(runs_per)
+    finally:
+        for module in patched:
+            module.plan_managed_context = original
 
 
 def bench_append(runs: int, workdir: Path) -> tuple[float, float, int, int]:
@@ -154,18 +201,23 @@ def main() -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description="DS4 planner timings")
     parser.add_argument("--runs", type=int, default=7, help="runs per measurement (median)")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes (groups), comma-separated")
     args = parser.parse_args()
+    sizes = tuple(int(x) for x in args.sizes.split(",") if x)
     print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
-        rows = bench_sizes(args.runs, Path(tmp))
+        rows = bench_sizes(args.runs, Path(tmp), sizes)
         print(f"Planner time, median of {args.runs} runs (ms)")
-        print(f"{'groups':>8} {'planner':>9} {'append':>9} {'unchanged':>10} {'cold plan':>10}   estimated/append")
-        for groups, raw, append, unchanged, cold, estimated in rows:
-            print(f"{groups:>8,} {raw:>9.2f} {append:>9.2f} {unchanged:>10.2f} {cold:>10.2f}   {estimated}")
+        print(f"{'groups':>8} {'planner':>9} {'append':>9} {'append cpu':>11} {'unchanged':>10} {'cold plan':>10}   estimated/append")
+        for groups, raw, append, unchanged, cold, estimated, cpu in rows:
+            print(f"{groups:>8,} {raw:>9.2f} {append:>9.2f} {cpu:>11.2f} {unchanged:>10.2f} {cold:>10.2f}   {estimated}")
         for (small, *a), (large, *b) in zip(rows, rows[1:]):
             ratios = ", ".join(f"{name} x{after / before:.1f}" for name, before, after in
                                zip(("planner", "append", "unchanged", "cold plan"), a[:4], b[:4]))
             print(f"growth {small:,} -> {large:,} groups: {ratios}")
+        wall, cpu, planner_runs = bench_pipeline(args.runs, Path(tmp))
+        print(f"\npipeline: SessionPipeline.updates() after one appended line, 1,000 groups, retrieval off, median of {args.runs}")
+        print(f"  wall {wall:8.2f} ms   cpu {cpu:8.2f} ms   planner runs per append {planner_runs:g}")
         if LARGE.exists():
             refresh, plan, groups, estimated = bench_append(args.runs, Path(tmp))
             print(f"\n99-large.jsonl, one appended line ({groups} groups in context), median of {args.runs} appends (ms)")

@@ -104,6 +104,7 @@ def map_cmd(
     if as_json:
         prov = snap.provider
         typer.echo(json.dumps({
+            "agent": snap.agent,
             "path": str(snap.path),
             "model": snap.model_key,
             "contextWindow": snap.context_window,

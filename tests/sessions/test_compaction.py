@@ -20,13 +20,12 @@ from ds4sessions.steering.compaction import (
     CompactionSettings,
     Endpoint,
     compact,
-    current_system_message,
     load_compaction_settings,
     pi_estimate_tokens,
     preview_compaction,
     provider_request,
-    system_prompt_text,
 )
+from ds4sessions.agents.pi.system import current_system_message, system_prompt_text
 from ds4sessions.agents.pi import build_context, read_session
 from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 

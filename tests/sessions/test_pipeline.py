@@ -33,3 +33,27 @@ def test_a_failing_stage_is_reported_not_raised(sample01: Path) -> None:
     assert [stage for stage, _ in derived.errors] == ["plan"]
     assert "TypeError" in derived.errors[0][1]
     assert derived.cache is not None
+
+
+def test_a_concurrent_step_coalesces(sample01: Path, tmp_path: Path) -> None:
+    """While one step runs (an exclusive worker being replaced), another call yields nothing and
+    the running step polls once more, so the appended line is not lost and no thread blocks."""
+    import json
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(sample01.read_bytes())
+    pipe = SessionPipeline(path, retrieval=False)
+    running = pipe.updates(now=1772441024.433 + 60)
+    first = next(running)
+    assert isinstance(first, Snapshot)
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    line = {"type": "message", "id": "later1", "parentId": last["id"], "timestamp": last["timestamp"],
+            "message": {"role": "user", "content": "one more", "timestamp": 1772441024433}}
+    with path.open("ab") as f:
+        f.write((json.dumps(line) + "\n").encode())
+    assert list(pipe.updates()) == []  # the other worker's call: nothing, no waiting
+    rest = list(running)
+    snaps = [u for u in rest if isinstance(u, Snapshot)]
+    assert snaps[-1].version > first.version
+    assert snaps[-1].context.message_entry_ids[-1] == "later1"
+    assert isinstance(rest[-1], Derived) and rest[-1].version == snaps[-1].version

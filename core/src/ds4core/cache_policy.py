@@ -29,12 +29,11 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from ds4core.budgets import CacheAwareConfig, ModelCost
 from ds4core.estimate import CHARS_V1, Estimator
-from ds4core.jsjson import number_to_string, round6, stable_stringify
+from ds4core.jsjson import js_to_fixed, number_to_string, round6, stable_stringify
 
 if TYPE_CHECKING:
     from ds4core.planner import ManagedContextPlan
@@ -84,20 +83,6 @@ def _is_number(value: object) -> bool:
 def _is_finite(value: object) -> bool:
     """JS `Number.isFinite`: a number that is neither NaN nor infinite."""
     return _is_number(value) and math.isfinite(value)  # type: ignore[arg-type]
-
-
-def js_to_fixed(value: float, digits: int) -> str:
-    """JS `Number.prototype.toFixed(digits)`: exact decimal value of the double, ties away from zero.
-
-    Python's `format` rounds exact ties to even (`0.125 -> "0.12"`); JS gives `"0.13"`.
-    Like JS, non-finite values and |value| >= 1e21 give `String(value)` (`"NaN"`, `"1e+21"`).
-    """
-    if not math.isfinite(value) or abs(value) >= 1e21:
-        return number_to_string(value)
-    if value == 0:
-        value = 0.0  # JS prints -0 as "0"
-    quantum = Decimal(1).scaleb(-digits)
-    return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP))
 
 
 # --- Configuration and pricing ---------------------------------------------------------------

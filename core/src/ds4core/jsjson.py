@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 __all__ = [
     "UNDEFINED",
     "js_property_order",
+    "js_to_fixed",
     "number_to_string",
     "round6",
     "stable_stringify",
@@ -99,6 +101,21 @@ def number_to_string(x: float) -> str:
     if k == 1:
         return digits + "e" + exponent
     return digits[0] + "." + digits[1:] + "e" + exponent
+
+
+def js_to_fixed(value: float, digits: int) -> str:
+    """JS `Number.prototype.toFixed(digits)`: exact decimal value of the double, ties away from zero.
+
+    Python's `format` rounds exact ties to even (`0.125 -> "0.12"`); JS gives `"0.13"`.
+    Like JS, non-finite values and |value| >= 1e21 give `String(value)` (`"NaN"`, `"1e+21"`).
+    The one `toFixed` of ds4tui (DS4's cache-policy reasons, retrieval evidence scores).
+    """
+    if not math.isfinite(value) or abs(value) >= 1e21:
+        return number_to_string(value)
+    if value == 0:
+        value = 0.0  # JS prints -0 as "0"
+    quantum = Decimal(1).scaleb(-digits)
+    return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP))
 
 
 def round6(x: float) -> float:

@@ -22,6 +22,7 @@ and sorts of the candidate groups: O(n log n) in the number of messages.
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,11 +43,13 @@ __all__ = [
     "AtomicGroup",
     "AtomicGrouper",
     "ManagedContextPlan",
+    "PIN_LABEL",
     "PlanItem",
     "Planning",
     "SupplementalMessage",
     "ToolRelations",
     "build_atomic_groups",
+    "is_pin_label",
     "paused_gc",
     "plan_managed_context",
     "tool_relations",
@@ -56,6 +59,16 @@ __all__ = [
 SupplementKind = Literal["pin", "memory", "retrieval", "project"]
 GroupKind = Literal["turn", "summary", "prefix"]
 _MAX_SAFE_INTEGER = 2**53 - 1
+
+PIN_LABEL = re.compile(r"^ds4:pin(\s|$)", re.IGNORECASE)
+"""DS4's labelled-pin rule (spec §5.1): a Pi label is a pin when, trimmed, it matches this."""
+
+
+def is_pin_label(label: str | None) -> bool:
+    """True for a DS4 labelled pin: the trimmed label matches `/^ds4:pin(\\s|$)/i` (spec §5.1:
+    `ds4:pin`, `ds4:pin note`, any case; `ds4:pinned` is not a pin)."""
+    return isinstance(label, str) and PIN_LABEL.match(label.strip()) is not None
+
 
 # Priorities (spec §3.3).
 PRIORITY_CURRENT = 1000

@@ -23,11 +23,10 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal, Protocol
 
 from ds4core.estimate import CHARS_V1, Estimator, message_tokens, text_tokens
-from ds4core.jsjson import UNDEFINED, round6, stringify, utf16_len
+from ds4core.jsjson import UNDEFINED, js_to_fixed, round6, stringify, utf16_len
 from ds4core.planner import ManagedContextPlan, SupplementalMessage
 
 __all__ = [
@@ -83,13 +82,6 @@ def _index16(s: str, needle: str) -> int:
     """`s.indexOf(needle)` in UTF-16 code units (-1 when absent)."""
     found = s.find(needle)
     return found if found <= 0 else utf16_len(s[:found])
-
-
-def _to_fixed3(x: float) -> str:
-    """JavaScript `x.toFixed(3)` (ties away from zero on the exact binary value)."""
-    if x == 0:
-        return "0.000"
-    return str(Decimal(x).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
 
 
 def _iso(ms: int) -> str:
@@ -456,7 +448,7 @@ def evidence_text(
             f"Source entry: {stringify(entry_id)}",
             f"Date: {_iso(created_at) if created_at is not None else 'unknown'}",
             f"Original role: {stringify(role or 'unknown')}",
-            f"Retrieval score: {_to_fixed3(score)}",
+            f"Retrieval score: {js_to_fixed(score, 3)}",
             f"Reason: {reason}",
             EVIDENCE_WARNING,
             f"Quoted content JSON: {stringify(excerpt)}",

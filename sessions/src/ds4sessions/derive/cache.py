@@ -54,7 +54,7 @@ from ds4core.cache_state import (
 )
 from ds4core.config import Ds4Config
 from ds4core.models import ModelInfo, ModelTable, Pricing
-from ds4core.planner import plan_managed_context
+from ds4core.planner import AtomicGrouper, ManagedContextPlan, plan_managed_context
 from ds4core.usage import usage_of
 
 from ds4sessions.bridge.channel import RequestMeta, channel_dir
@@ -447,30 +447,50 @@ class Fingerprints:
         self._known = {k: v for k, v in self._known.items() if k in keep}
 
 
+def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str]) -> CandidatePlan:
+    """`CandidatePlan.from_plan(plan)` for a plan of `PlannerInputs` (chars-v1 estimates): a
+    managed plan's sent messages are its selected items in order, whose `tokens` are already the
+    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated."""
+    if plan.mode != "managed" or len(plan.selected) != len(plan.messages):
+        return CandidatePlan.from_plan(plan, fingerprint=fingerprint)
+    selected_tokens = tuple(item.tokens for item in plan.selected)
+    return CandidatePlan(
+        managed=True,
+        message_hashes=tuple(map(fingerprint, plan.messages)),
+        message_tokens=selected_tokens,
+        fixed_tokens=plan.planning.fixed_tokens,
+        original_message_tokens=plan.planning.original_message_tokens,
+        recent_tail_token_limit=plan.planning.recent_tail_token_limit,
+        selected_tokens=sum(selected_tokens),
+    )
+
+
 def _candidates(
-    snapshot: Snapshot, view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint
+    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None
 ) -> Callable[[int | None], CandidatePlan]:
-    """`plan(tail)`: DS4's planner on the same inputs as the `LivePlanner` plan `view` (native
-    messages, fixed tokens, pins, calibrated budget and ceilings) with `cacheAwareTailTokens =
-    tail`; `plan(None)` is `view`'s own nominal plan. Results are the numbers DS4's runtime reads."""
-    ctx = snapshot.context
-    native_ids = [eid for eid, m in zip(ctx.message_entry_ids, ctx.messages) if m.get("role") != "system"]
-    pinned = set(view.pinned_entry_ids)
-    pins = [n for n, eid in enumerate(native_ids) if eid in pinned]
-    native = [m for m in ctx.messages if m.get("role") != "system"]
-    nominal = CandidatePlan.from_plan(view.plan, fingerprint=fingerprint)
+    """`plan(tail)`: DS4's planner on the inputs of the `LivePlanner` plan `view`
+    (`view.inputs`: native messages and their estimates, fixed tokens, pins, calibrated budget
+    and ceilings) with `cacheAwareTailTokens = tail`; `plan(None)` is `view`'s own nominal plan.
+    Each tail is planned once per call of `_candidates` (the configured decision and the `auto`
+    what-if share it); `grouper` is an `AtomicGrouper` kept between calls for a growing session
+    (same plans, regrouping only appended messages). Results are the numbers DS4's runtime reads."""
+    inputs = view.inputs
+    nominal = _candidate(view.plan, fingerprint)
+    planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
         if tail is None:
             return nominal
-        return CandidatePlan.from_plan(
-            plan_managed_context(
-                native, fixed_tokens=view.fixed_tokens, budget=view.budget,
-                config=view.awareness.context_config, pinned_message_indices=pins,
-                cache_aware_tail_tokens=tail,
-            ),
-            fingerprint=fingerprint,
-        )
+        if tail not in planned:
+            planned[tail] = _candidate(
+                plan_managed_context(
+                    inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
+                    config=inputs.config, pinned_message_indices=list(inputs.pins),
+                    native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
+                ),
+                fingerprint,
+            )
+        return planned[tail]
 
     return plan
 
@@ -492,7 +512,8 @@ class CacheView:
     - `pricing_source`: where the current model's prices come from (data, dated);
     - `bridge_fixed_tokens`: system prompt + tool schema tokens (chars-v1, DS4 `fixedTokens`) of
       the newest request in the bridge's request metadata (None without metadata);
-      `bridge_requests`: metadata lines read; `bridge_matched`: history records matched to one.
+      `bridge_requests`: metadata lines read; `bridge_matched`: history records matched to one;
+    - `agent`: the agent whose session this is (`agents.base.AGENTS`).
 
     With request metadata (docs/bridge.md), a cold request whose reply and previous reply (same
     model) both have a line is explained from the fingerprints ("prefix changed at message N
@@ -512,6 +533,7 @@ class CacheView:
     bridge_fixed_tokens: int | None = None
     bridge_requests: int = 0
     bridge_matched: int = 0
+    agent: str = "pi"
 
     def state_at(self, now: float) -> CacheState:
         """The cache state at `now` (epoch seconds) with this view's expiring threshold."""
@@ -521,6 +543,7 @@ class CacheView:
         """JSON for `ds4tui cache --json`."""
         refresh = self.clock.refresh
         return {
+            "agent": self.agent,
             "model": self.model_key,
             "state": {
                 **self.state.to_json(),
@@ -550,8 +573,12 @@ class CacheMonitor:
     `models` prices the requests of every model in the session (default: the bundled table; pass
     the live session's table so `models.json` overrides apply). `retention` is the
     `PI_CACHE_RETENTION` value; `config` the user's DS4 configuration
-    (`ds4sessions.derive.ds4config.load_ds4_config`; default DS4's defaults, mode off), planned with
-    `ds4sessions.derive.planning.LivePlanner`; `expiring_s` the expiring threshold in seconds.
+    (`ds4sessions.derive.ds4config.load_ds4_config`; default DS4's defaults, mode off);
+    `expiring_s` the expiring threshold in seconds. The decision reads the nominal plan the
+    caller passes to `view` (the pipeline's; its `PlanView.inputs`), and plans only the candidates
+    it needs: the extended tail (once per view) and, once per new request, the plan DS4 would have
+    sent for the previous request (its own `LivePlanner`, so the pipeline's planner keeps its
+    incremental state). `planner` plans the nominal plan when `view` gets none (one-shot use).
     `agent` is Pi's agent dir holding the bridge's channel (default `discovery.agent_dir()`, read
     at each view): when `<agent>/ds4tui/<session-id>/requests.jsonl` exists, each view reads the
     lines appended since the previous view (one offset per session) and matches them to the
@@ -568,13 +595,14 @@ class CacheMonitor:
         config: LoadedDs4Config | None = None,
         expiring_s: float = DEFAULT_EXPIRING_SECONDS,
         agent: Path | None = None,
+        planner: LivePlanner | None = None,
     ) -> None:
         self.models = models or ModelTable.bundled()
         self.agent = agent
         self.retention = retention
         self.config = config or LoadedDs4Config(Ds4Config())
         self.expiring_s = expiring_s
-        self._planner = LivePlanner(self.config)
+        self._planner = planner
         self._previous_planner = LivePlanner(self.config)
         self._changes: dict[tuple[int, str, str], PrefixChange | None] = {}
         self._previous_plans: dict[tuple[int, str, int | None], tuple[str, ...]] = {}
@@ -582,17 +610,25 @@ class CacheMonitor:
         self._logs: dict[Path, _RequestLog] = {}
         self._bridge_changes: dict[tuple[Any, ...], PrefixChange | None] = {}
         self._fingerprints = Fingerprints()
+        # Kept groupings for the candidate plans (current context; previous request's context).
+        self._candidate_grouper = AtomicGrouper()
+        self._previous_grouper = AtomicGrouper()
+        self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
+        self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
 
     @property
     def configured_mode(self) -> str:
         """The user's `context.cacheAware.mode` (`off` or `auto`)."""
         return self.config.context.cache_aware.mode
 
-    def view(self, snapshot: Snapshot, now: float) -> CacheView:
-        """The cache view of `snapshot` at `now` (epoch seconds)."""
+    def view(self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True) -> CacheView:
+        """The cache view of `snapshot` at `now` (epoch seconds). `plan` is the snapshot's nominal
+        `LivePlanner` plan (no supplements); planned here (one-shot use) when None. With
+        `decide=False` DS4's cache-aware decision is left out (`decision`/`what_if` None: e.g.
+        the nominal plan failed, or the agent does not support DS4 planning)."""
         self._fingerprints.retain(snapshot.context.messages)
-        session = snapshot.reader
-        events = cache_events(session, snapshot.context.branch_entry_ids)
+        session = snapshot.session
+        events = self._events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
         key = snapshot.model_key
         source = _table_source(self.models)
@@ -617,13 +653,13 @@ class CacheMonitor:
         def change(previous: CacheEvent, request: CacheEvent) -> PrefixChange | None:
             old, new = matched.get(previous.entry_id or ""), matched.get(request.entry_id or "")
             if old is not None and new is not None and previous.model_key == request.model_key:
-                bridge_key = (id(session), previous.entry_id, request.entry_id, old.seq, old.time, new.seq, new.time)
+                bridge_key = (session.identity, previous.entry_id, request.entry_id, old.seq, old.time, new.seq, new.time)
                 if bridge_key not in self._bridge_changes:
                     self._bridge_changes[bridge_key] = bridge_prefix_change(
                         session, previous.entry_id or "", request.entry_id or "", old, new
                     )
                 return self._bridge_changes[bridge_key]
-            cache_key = (id(session), previous.entry_id or "", request.entry_id or "")
+            cache_key = (session.identity, previous.entry_id or "", request.entry_id or "")
             if cache_key not in self._changes:
                 self._changes[cache_key] = prefix_change(session, previous.entry_id or "", request.entry_id or "")
             return self._changes[cache_key]
@@ -637,11 +673,15 @@ class CacheMonitor:
         )
         last = next((e for e in reversed(events) if e.counted), None)
         decision = what_if = None
-        if model is not None and key is not None:
-            plan_view = self._planner.plan(snapshot)
-            decision = self._decision(snapshot, plan_view, last, self.configured_mode)
+        if decide and model is not None and key is not None:
+            if plan is None or plan.inputs is None:
+                if self._planner is None:
+                    self._planner = LivePlanner(self.config)
+                plan = self._planner.plan(snapshot)
+            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper)
+            decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
-                what_if = self._decision(snapshot, plan_view, last, "auto")
+                what_if = self._decision(snapshot, plan, candidates, last, "auto")
         return CacheView(
             model_key=key,
             clock=clock,
@@ -655,7 +695,31 @@ class CacheMonitor:
             bridge_fixed_tokens=requests[-1].fixed_tokens if requests else None,
             bridge_requests=len(requests),
             bridge_matched=sum(1 for r in history.records if r.event.entry_id in matched),
+            agent=snapshot.agent,
         )
+
+    def _events(self, session: PiSession, branch: Sequence[str | None]) -> list[CacheEvent]:
+        """`cache_events(session, branch)`, extending the previous view's events when `branch`
+        extends its branch (same reader): O(new entries) plus a C-level prefix comparison."""
+        previous = self._branch_events
+        if previous is not None:
+            identity, old_branch, old_events = previous
+            n = len(old_branch)
+            if identity == session.identity and len(branch) >= n and branch[:n] == old_branch:
+                events = old_events + cache_events(session, branch[n:])
+                self._branch_events = (identity, list(branch), events)
+                return events
+        events = cache_events(session, branch)
+        self._branch_events = (session.identity, list(branch), events)
+        return events
+
+    def _sent_context(self, session: PiSession, entry: Entry) -> SessionContext:
+        """The context a reply answered (`build_context` at its parent), memoised for the last
+        request: it only changes when a new request appears."""
+        key = (session.identity, entry.id, entry.parent_id)
+        if self._sent is None or self._sent[0] != key:
+            self._sent = (key, build_context(session, leaf_id=entry.parent_id))
+        return self._sent[1]
 
     def _request_log(self, session: PiSession) -> _RequestLog | None:
         """The session's request-metadata log, polled for new lines; None when the session has
@@ -698,10 +762,10 @@ class CacheMonitor:
             if last.entry_id not in ctx.message_entry_ids:
                 return 0
             request_index, fixed = ctx.message_entry_ids.index(last.entry_id), 0
-            entry = snapshot.reader.by_id.get(last.entry_id or "")
+            entry = snapshot.session.by_id.get(last.entry_id or "")
             unchanged = 0
             if entry is not None:
-                sent = build_context(snapshot.reader, leaf_id=entry.parent_id)
+                sent = self._sent_context(snapshot.session, entry)
                 for left, right in zip(sent.messages, ctx.messages):
                     if not _same(left, right):
                         break
@@ -731,16 +795,23 @@ class CacheMonitor:
         with the tail then in force); `()` after a model switch, as in DS4's runtime."""
         if last is None or last.model_key != snapshot.model_key:
             return ()
-        entry = snapshot.reader.by_id.get(last.entry_id or "")
+        entry = snapshot.session.by_id.get(last.entry_id or "")
         if entry is None:
             return ()
-        cache_key = (id(snapshot.reader), entry.id or "", tail)
+        cache_key = (snapshot.session.identity, entry.id or "", tail)
         if cache_key not in self._previous_plans:
-            sent = replace(snapshot, context=build_context(snapshot.reader, leaf_id=entry.parent_id))
-            self._previous_plans[cache_key] = _candidates(sent, self._previous_planner.plan(sent), self._fingerprints)(tail).message_hashes
+            sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
+            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper)(tail).message_hashes
         return self._previous_plans[cache_key]
 
-    def _decision(self, snapshot: Snapshot, view: PlanView, last: CacheEvent | None, mode: str) -> DecisionView:
+    def _decision(
+        self,
+        snapshot: Snapshot,
+        view: PlanView,
+        plan: Callable[[int | None], CandidatePlan],
+        last: CacheEvent | None,
+        mode: str,
+    ) -> DecisionView:
         """DS4 runtime steps 1-3 for the next request in `mode` (spec §4.4), with display extras.
 
         The hysteresis advances once per new request: the state after the previous view's
@@ -763,7 +834,6 @@ class CacheMonitor:
             observed_cache_read_share=cache.cache_read_share if cache.sample_count > 0 else None,
             sample_count=cache.sample_count, nominal_recent_tail_tokens=nominal_tail, active_input_budget=active,
         )
-        plan = _candidates(snapshot, view, self._fingerprints)
         previous = self._previous_hashes(
             snapshot, last, decision.candidate_tail_tokens if before.stick_extended else None
         )

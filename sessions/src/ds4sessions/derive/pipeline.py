@@ -1,26 +1,38 @@
-"""Everything derived from one live session, in the order the screen wants it.
+"""The one derivation pipeline: the only place that orders the stages after the snapshot.
 
 `SessionPipeline.updates()` runs one step of the hot path and yields, as each is ready:
 
 1. the `Snapshot` with fast chars-v1 counts (first paint),
 2. the same snapshot with exact cl100k counts,
-3. a `Derived` with the nominal DS4 plan (issue 3: no supplements, `PlanView.retrieval_pending`
-   set when retrieval follows) and the prompt-cache view (issue 4): the quick first paint,
-4. the same `Derived` with DS4's historical retrieval (issue 5; it may build the index) and the
-   final plan: what DS4 sends, the native messages with the retrieval evidence spliced in
-   (spec §3.1, §3.6). Retrieval runs against the nominal plan's committed entries (0.3.6, spec
-   §5.4); the final plan is `LivePlanner.plan(snapshot, retrieval.supplements)`, and the
-   retrieval view's per-candidate outcome is taken from that same plan, so the Retrieval tab and
-   the manifest always agree.
+3. a `Derived` with the nominal DS4 plan (`PlanView.retrieval_pending` set when retrieval
+   follows) and the prompt-cache view: the quick first paint,
+4. the same `Derived` with DS4's historical retrieval (it may build the index) and the final
+   plan: what DS4 sends, the native messages with the retrieval evidence spliced in (spec §3.1,
+   §3.6).
 
-A failure in a derived stage never stops the others: it is recorded in `Derived.errors` (the
-stage name and the exception text) and shown by the app. Not thread-safe: drive it from one
-worker at a time.
+The stages after the snapshot, in order, each run once per step:
+
+    snapshot → PlannerInputs (LivePlanner.inputs: native messages, fixed tokens, pins, task,
+    calibrated budget) → nominal plan (LivePlanner.plan, planner run 1) → cache view
+    (CacheMonitor.view with that plan: the extended-tail candidate, and once per new request the
+    previous request's plan) → retrieval (LiveRetrieval.retrieve with the same inputs, committed =
+    the nominal plan's entries, no plan of its own) → final plan with the supplements (planner
+    run 2, only when retrieval supplies evidence) → Derived
+
+so every number of one step comes from one set of inputs. DS4 planning and the cache decision
+run only when the agent's `capabilities.ds4_plan` allows, retrieval only with
+`capabilities.retrieval` and a nominal plan. A failure in a derived stage never stops the others: it is recorded in
+`Derived.errors` (the stage name and the exception text) and shown by the app.
+
+Threads: `updates()` is safe to call from an exclusive worker. One step runs at a time: a call
+made while another step runs yields nothing and makes the running step poll once more before it
+returns (a burst of appends coalesces into one more step instead of blocked threads).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,18 +41,28 @@ from typing import Any, Iterator
 from ds4core.models import ModelTable
 from ds4core.retrieval import committed_entry_ids, planner_outcomes
 
+from ds4sessions.agents.base import Capabilities
 from ds4sessions.derive.cache import CacheMonitor, CacheView
 from ds4sessions.derive.ds4config import LoadedDs4Config, load_ds4_config
-from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.derive.inputs import PlannerInputs
 from ds4sessions.derive.planning import LivePlanner, PlanView
 from ds4sessions.derive.retrieval import LiveRetrieval, RetrievalView
+from ds4sessions.ingest.live import LiveSession, Snapshot
 
 
 @dataclass(frozen=True)
 class Derived:
-    """Views derived from snapshot `version`: DS4 plan (the final one, supplements included, once
-    `retrieval` is set), prompt cache, retrieval (None while not computed or failed), and
-    `errors` as `(stage, message)` pairs."""
+    """Views derived from snapshot `version` (immutable).
+
+    - `plan`: the DS4 plan (the nominal one on the first paint, then the final one, supplements
+      included, once `retrieval` is set); None when the agent has no DS4 planning or it failed;
+    - `cache`: the prompt-cache view; `retrieval`: DS4's historical retrieval (None while not
+      computed, failed, or not offered);
+    - `inputs`: the `PlannerInputs` every plan of this step used (None without DS4 planning);
+    - `errors`: `(stage, message)` pairs; `config`: the DS4 configuration in force;
+    - `capabilities`: what the agent supports (`agents.base.Capabilities`); `final`: False on
+      the first paint of a step whose retrieval stage follows.
+    """
 
     version: int
     plan: PlanView | None = None
@@ -48,6 +70,9 @@ class Derived:
     retrieval: RetrievalView | None = None
     errors: tuple[tuple[str, str], ...] = ()
     config: LoadedDs4Config | None = None
+    inputs: PlannerInputs | None = None
+    capabilities: Capabilities | None = None
+    final: bool = True
 
 
 class SessionPipeline:
@@ -77,6 +102,8 @@ class SessionPipeline:
         self._planner: LivePlanner | None = None
         self._cache: CacheMonitor | None = None
         self._retrieval: LiveRetrieval | None = None
+        self._step_lock = threading.Lock()
+        self._again = False
 
     @property
     def config(self) -> LoadedDs4Config | None:
@@ -86,7 +113,7 @@ class SessionPipeline:
     def _setup(self, snapshot: Snapshot) -> None:
         if self._config is not None:
             return
-        self._config = load_ds4_config(snapshot.reader.cwd, config_file=self._config_file)
+        self._config = load_ds4_config(snapshot.session.cwd, config_file=self._config_file)
         self._planner = LivePlanner(self._config)
         self._cache = CacheMonitor(self.models, retention=self._retention, config=self._config)
         if self._with_retrieval:
@@ -95,7 +122,23 @@ class SessionPipeline:
     def updates(self, force: bool = False, now: float | None = None) -> Iterator[Snapshot | Derived]:
         """One step: poll the file and yield the new snapshot and its derived views, in order
         (nothing when the file did not change and `force` is False). `now` is the clock for the
-        cache state (epoch seconds; default: the current time)."""
+        cache state (epoch seconds; default: the current time).
+
+        While another step runs (another worker), yields nothing and has that step poll again."""
+        if not self._step_lock.acquire(blocking=False):
+            self._again = True
+            return
+        try:
+            while True:
+                self._again = False
+                yield from self._step(force, now)
+                force = False
+                if not self._again:
+                    break
+        finally:
+            self._step_lock.release()
+
+    def _step(self, force: bool, now: float | None) -> Iterator[Snapshot | Derived]:
         snap = self.live.refresh(force=force)
         if snap is None:
             return
@@ -103,32 +146,41 @@ class SessionPipeline:
         snap = self.live.refine(snap)
         yield snap
         self._setup(snap)
+        planner, monitor = self._planner, self._cache
+        assert planner is not None and monitor is not None
+        capabilities = snap.capabilities
         errors: list[tuple[str, str]] = []
-        plan = self._stage("plan", errors, lambda: self._planner.plan(snap))  # type: ignore[union-attr]
-        cache = self._stage("cache", errors, lambda: self._cache.view(snap, time.time() if now is None else now))  # type: ignore[union-attr]
-        first = plan if plan is None or self._retrieval is None else replace(plan, retrieval_pending=True)
-        derived = Derived(snap.version, first, cache, None, tuple(errors), self._config)
+        inputs = plan = None
+        if capabilities.ds4_plan:
+            inputs = self._stage("inputs", errors, lambda: planner.inputs(snap))
+            if inputs is not None:
+                plan = self._stage("plan", errors, lambda: planner.plan(snap, inputs=inputs))
+        at = time.time() if now is None else now
+        cache = self._stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None))
+        retrieval_follows = self._retrieval is not None and capabilities.retrieval and plan is not None
+        first = plan if plan is None or not retrieval_follows else replace(plan, retrieval_pending=True)
+        derived = Derived(
+            snap.version, first, cache, None, tuple(errors), self._config, inputs, capabilities, final=not retrieval_follows
+        )
         yield derived
-        if self._retrieval is not None:
-            retrieval = self._stage("retrieval", errors, lambda: self._retrieve(snap, plan))
-            final = plan
-            if plan is not None and retrieval is not None and retrieval.supplements:
-                supplements = retrieval.supplements
-                final = self._stage("final plan", errors, lambda: self._planner.plan(snap, supplements))  # type: ignore[union-attr]
-                if final is None:
-                    final = plan  # the nominal plan, with the error shown
-                else:
-                    retrieval = with_final_plan(retrieval, final)
-            yield replace(derived, plan=final, retrieval=retrieval, errors=tuple(errors))
+        if not retrieval_follows:
+            return
+        assert inputs is not None and plan is not None
+        retrieval = self._stage("retrieval", errors, lambda: self._retrieve(snap, inputs, plan))
+        final = plan
+        if retrieval is not None and retrieval.supplements:
+            supplements = retrieval.supplements
+            final = self._stage("final plan", errors, lambda: planner.plan(snap, supplements, inputs=inputs))
+            if final is None:
+                final = plan  # the nominal plan, with the error shown
+        if retrieval is not None and final is not None:
+            retrieval = with_final_plan(retrieval, final)
+        yield replace(derived, plan=final, retrieval=retrieval, errors=tuple(errors), final=True)
 
-    def _retrieve(self, snap: Snapshot, plan: PlanView | None) -> RetrievalView:
-        committed = None
-        if plan is not None:
-            native = [
-                eid for m, eid in zip(snap.context.messages, snap.context.message_entry_ids) if m.get("role") != "system"
-            ]
-            committed = committed_entry_ids(plan.plan, native)
-        return self._retrieval.retrieve(snap, committed=committed, timestamp=_request_timestamp(snap))  # type: ignore[union-attr]
+    def _retrieve(self, snap: Snapshot, inputs: PlannerInputs, plan: PlanView) -> RetrievalView:
+        assert self._retrieval is not None
+        committed = committed_entry_ids(plan.plan, inputs.entry_ids)
+        return self._retrieval.retrieve(snap, committed=committed, timestamp=_request_timestamp(snap), inputs=inputs, final=False)
 
     @staticmethod
     def _stage(name: str, errors: list[tuple[str, str]], run: Any) -> Any:
@@ -157,9 +209,8 @@ def with_final_plan(view: RetrievalView, final: PlanView) -> RetrievalView:
     `final` (a `LivePlanner` plan with `view.supplements`), so that the Retrieval tab says
     "selected" exactly for the evidence the manifest includes.
 
-    Same rules as `LiveRetrieval.retrieve` (whose own final plan uses the breakdown's fixed
-    tokens and an uncalibrated budget, and may differ from the live planner's at the budget's
-    edge): a candidate retrieval fitted is selected when the planner sends its supplement
+    Same rules as `LiveRetrieval.retrieve` with its final plan: a candidate retrieval fitted is
+    selected when the planner sends its supplement
     (`retrieval:<entry id>`); otherwise its `why` is the planner's exclusion reason, or the
     fallback reason when the plan fell back (a fallback sends no supplement, spec §3.11)."""
     plan = final.plan

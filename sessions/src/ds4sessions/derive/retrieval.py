@@ -6,15 +6,16 @@ steps 1, 4, 5 and §5.4), without pins, memory or project snippets:
 1. sync the derived index (`RetrievalIndex`) with the session's new entries;
 2. plan the native messages without supplements (the *nominal* plan) and take the entries it
    sends as the exclusion set (0.3.6: a turn the tail walk dropped may come back as evidence);
-3. retrieve for the current request over entries on the active branch before it;
+3. retrieve for the current request (the inputs' task descriptor, spec §5.3) over entries on
+   the active branch before it, within the model-aware `maxRetrievedHistoryTokens`;
 4. plan again with the retrieval supplements: the planner's supplement pass (§3.6) decides which
    evidence is finally sent.
 
-Planner inputs from a snapshot (as `ds4sessions.derive.planning.LivePlanner` takes them): the context messages except `system`
-messages, whose tokens (with tool definitions and any inferred system prompt: the breakdown's
-`system_prompt` and `tools` rows) are the fixed tokens; the model's budget and DS4 limits come
-from `resolve_model_awareness` (model-aware `maxRetrievedHistoryTokens`). A session whose model
-is unknown is planned with Pi's default window (128k tokens).
+The planner inputs are the snapshot's `PlannerInputs` (`ds4sessions.derive.inputs`, the one
+definition: native messages, fixed tokens, pins, task, calibrated budget), and both plans are
+`LivePlanner` plans. Inside the live pipeline (`ds4sessions.derive.pipeline`) the pipeline passes
+its inputs and nominal plan and makes the final plan itself (`retrieve(..., final=False)`), so
+retrieval adds no planner run of its own.
 """
 
 from __future__ import annotations
@@ -25,71 +26,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ds4core.budgets import (
-    DEFAULT_CONTEXT_CONFIG,
-    ContextBudget,
-    ContextConfig,
-    ModelDescriptor,
-    calculate_context_budget,
-    resolve_model_awareness,
-)
-from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
-from ds4core.planner import ManagedContextPlan, SupplementalMessage, plan_managed_context
+from ds4core.budgets import DEFAULT_CONTEXT_CONFIG, ContextConfig
+from ds4core.planner import ManagedContextPlan, SupplementalMessage
 from ds4core.retrieval import (
     Candidate,
     RetrievalResult,
     committed_entry_ids,
-    current_request_text,
     planner_outcomes,
     retrieve_history,
 )
 
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.derive.inputs import PlannerInputs
+from ds4sessions.derive.planning import LivePlanner
 from ds4sessions.derive.retrieval_index import RetrievalIndex, SyncResult, session_db_path
+from ds4sessions.ingest.live import Snapshot
 
-__all__ = ["LiveRetrieval", "PlanningInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
-
-
-@dataclass(frozen=True)
-class PlanningInputs:
-    """What the planner gets from a snapshot: native `messages` with their source
-    `entry_ids`, `fixed_tokens`, the `budget`, the model-aware `config` and
-    `max_retrieved_history_tokens` (all estimator tokens)."""
-
-    messages: tuple[dict[str, Any], ...]
-    entry_ids: tuple[str | None, ...]
-    fixed_tokens: int
-    budget: ContextBudget
-    config: ContextConfig
-    max_retrieved_history_tokens: int
+__all__ = ["LiveRetrieval", "PlannerInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
 
 
-def _descriptor(model: ModelInfo | None) -> ModelDescriptor:
-    if model is None:
-        return ModelDescriptor("unknown", "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS)
-    return ModelDescriptor(
-        model.provider, model.id, model.context_window, model.max_tokens, model.reasoning, model.inputs
-    )
-
-
-def planning_inputs(snapshot: Snapshot, config: ContextConfig = DEFAULT_CONTEXT_CONFIG) -> PlanningInputs:
-    """Planner inputs for a snapshot (see the module docstring for the rules)."""
-    ctx = snapshot.context
-    keep = [
-        i
-        for i, m in enumerate(ctx.messages)
-        if m.get("role") != "system"
-    ]
-    fixed = sum(r.tokens for r in snapshot.breakdown.rows if r.id in ("system_prompt", "tools"))
-    awareness = resolve_model_awareness(_descriptor(snapshot.model), config)
-    return PlanningInputs(
-        messages=tuple(ctx.messages[i] for i in keep),
-        entry_ids=tuple(ctx.message_entry_ids[i] for i in keep),
-        fixed_tokens=fixed,
-        budget=calculate_context_budget(awareness.profile, awareness.context_config),
-        config=awareness.context_config,
-        max_retrieved_history_tokens=awareness.limits.max_retrieved_history_tokens,
-    )
+def planning_inputs(snapshot: Snapshot, config: ContextConfig = DEFAULT_CONTEXT_CONFIG) -> PlannerInputs:
+    """The planner inputs of `snapshot` with DS4's `context` configuration `config` (one-shot:
+    `LivePlanner(context=config).inputs(snapshot)`)."""
+    return LivePlanner(context=config).inputs(snapshot)
 
 
 @dataclass(frozen=True)
@@ -126,10 +84,12 @@ class RetrievalView:
     - `rows`: every candidate with score, match reason and outcome;
     - `evidence_text`: the evidence blocks the final plan sends, exactly as injected (each is one
       user message; here joined with a blank line), `source_entry_ids` their source entries;
-    - `supplements`: what was passed to the planner; `plan`: the final plan;
+    - `supplements`: what was passed to the planner; `plan`: the final plan (None until the
+      pipeline applies it, see `LiveRetrieval.retrieve(final=False)`);
     - `committed_count`: entries the nominal plan sends (excluded from retrieval);
     - `max_tokens` (`maxRetrievedHistoryTokens`) and `selected_tokens` in estimator tokens;
-    - `sync`: what the index update did, `index_path` the database; timings in seconds.
+    - `sync`: what the index update did, `index_path` the database; timings in seconds;
+    - `agent`: the agent whose session this is (`agents.base.AGENTS`).
     """
 
     path: str
@@ -141,7 +101,7 @@ class RetrievalView:
     evidence_text: str
     source_entry_ids: tuple[str, ...]
     supplements: tuple[SupplementalMessage, ...]
-    plan: ManagedContextPlan
+    plan: ManagedContextPlan | None
     committed_count: int
     max_tokens: int
     selected_tokens: int
@@ -149,6 +109,7 @@ class RetrievalView:
     index_path: str
     retrieve_seconds: float
     plan_seconds: float
+    agent: str = "pi"
 
     @property
     def status(self) -> str:
@@ -164,6 +125,7 @@ class RetrievalView:
         """JSON for `ds4tui retrieve --json`: DS4's retrieval diagnostics (`result`), the rows,
         the injected evidence and the plan's outcome."""
         return {
+            "agent": self.agent,
             "path": self.path,
             "sessionId": self.session_id,
             "requestEntryId": self.request_entry_id,
@@ -176,7 +138,7 @@ class RetrievalView:
             "committedEntryCount": self.committed_count,
             "maxRetrievedHistoryTokens": self.max_tokens,
             "selectedTokens": self.selected_tokens,
-            "planning": self.plan.planning.to_json(),
+            "planning": self.plan.planning.to_json() if self.plan is not None else None,
             "index": {
                 "path": self.index_path,
                 "added": self.sync.added,
@@ -193,7 +155,8 @@ class LiveRetrieval:
     """Runs DS4's retrieval for snapshots of sessions, keeping the derived index up to date.
 
     Not tied to one session: the index is keyed by session file and id. Call `retrieve` off
-    the UI thread (it writes the index and plans twice). The index opens on first use.
+    the UI thread (it writes the index and, standalone, plans twice). The index opens on first
+    use.
     """
 
     def __init__(
@@ -210,6 +173,7 @@ class LiveRetrieval:
         configuration; `max_results`, `exact`, `fts` are DS4's `retrieval.*` settings."""
         self._index = index
         self._per_session: dict[str, RetrievalIndex] = {}
+        self._planners: dict[str, LivePlanner] = {}
         self.config = config
         self.max_results = max_results
         self.exact = exact
@@ -224,53 +188,57 @@ class LiveRetrieval:
             self._per_session[key] = RetrievalIndex(session_db_path(session_path))
         return self._per_session[key]
 
+    def planner_for(self, session_path: str | Path) -> LivePlanner:
+        """The live planner of one session file for standalone `retrieve` calls (kept, so repeated
+        calls on a growing session plan incrementally)."""
+        key = str(session_path)
+        if key not in self._planners:
+            self._planners[key] = LivePlanner(context=self.config)
+        return self._planners[key]
+
     def retrieve(
         self,
         snapshot: Snapshot,
         *,
         committed: Iterable[str] | None = None,
         timestamp: int | None = None,
+        inputs: PlannerInputs | None = None,
+        final: bool = True,
     ) -> RetrievalView:
         """Retrieve evidence for the snapshot's current request and plan with it.
 
-        `committed` overrides the exclusion set (entry ids a plan sends, e.g. from a live
-        planner that also has pins and memory); by default it comes from the nominal plan. The
-        current request and the entries after it on the branch are always added to it.
-        `timestamp` (ms since the epoch) stamps the evidence messages (default: now).
-        Raises ValueError when the snapshot's reader has no file path.
+        `inputs` are the snapshot's planner inputs (default: built by `planner_for(path)`).
+        `committed` overrides the exclusion set (entry ids a plan sends, e.g. the pipeline's
+        nominal plan); by default it comes from a nominal plan of `inputs`. The current request
+        and the entries after it on the branch are always added to it. `timestamp` (ms since the
+        epoch) stamps the evidence messages (default: now). `final=False` skips the final plan:
+        rows then say what retrieval selected, `plan` is None, and the caller plans with
+        `supplements` and applies `ds4sessions.derive.pipeline.with_final_plan`.
+        Raises ValueError when the snapshot's session has no file path.
         """
-        if snapshot.reader.path is None:
+        session = snapshot.session
+        if session.path is None:
             raise ValueError("the snapshot's session has no file path")
-        index = self.index_for(snapshot.reader.path)
-        sync = index.sync(snapshot.reader)
-        inputs = planning_inputs(snapshot, self.config)
+        index = self.index_for(session.path)
+        sync = index.sync(session)
+        planner = self.planner_for(session.path) if inputs is None or committed is None or final else None
+        if inputs is None:
+            assert planner is not None
+            inputs = planner.inputs(snapshot)
         started = time.perf_counter()
-
-        def plan(supplements: tuple[SupplementalMessage, ...] = ()) -> ManagedContextPlan:
-            return plan_managed_context(
-                inputs.messages,
-                fixed_tokens=inputs.fixed_tokens,
-                budget=inputs.budget,
-                config=inputs.config,
-                supplemental_messages=supplements,
-            )
-
         if committed is None:
-            committed_ids = committed_entry_ids(plan(), inputs.entry_ids)
+            assert planner is not None
+            committed_ids = committed_entry_ids(planner.plan(snapshot, inputs=inputs).plan, inputs.entry_ids)
         else:
             committed_ids = frozenset(committed)
         plan_seconds = time.perf_counter() - started
 
-        request_index = next(
-            (i for i in range(len(inputs.messages) - 1, -1, -1) if inputs.messages[i].get("role") == "user"),
-            None,
-        )
-        request_entry = inputs.entry_ids[request_index] if request_index is not None else None
+        request_entry = inputs.request_entry_id
         branch = snapshot.context.branch_entry_ids
         if request_entry in branch:
             # the current turn is mandatory: always sent, never evidence
             committed_ids |= frozenset(branch[branch.index(request_entry) :])
-        request_text = current_request_text(inputs.messages)
+        request_text = inputs.request_text
 
         started = time.perf_counter()
         result = retrieve_history(
@@ -286,43 +254,25 @@ class LiveRetrieval:
         )
         retrieve_seconds = time.perf_counter() - started
 
-        started = time.perf_counter()
         supplements = result.supplements()
-        final = plan(supplements)
-        plan_seconds += time.perf_counter() - started
-        outcomes = planner_outcomes(final)
-        rows = []
-        injected: list[tuple[str, str]] = []
-        for candidate in result.candidates:
-            selected = candidate.status == "selected"
-            why = candidate.why
-            if selected:
-                sent, planner_reason = outcomes.get(f"retrieval:{candidate.entry_id}", (False, ""))
-                if final.mode == "fallback":
-                    why = f"planner fell back to Pi's context: {final.planning.fallback_reason}"
-                elif not sent:
-                    why = f"planner: {planner_reason}"
-                selected = sent and final.mode == "managed"
-                if selected and candidate.evidence is not None:
-                    injected.append((candidate.entry_id, candidate.evidence.text))
-            tokens = candidate.evidence.estimated_tokens if candidate.evidence else candidate.token_estimate
-            rows.append(
-                RetrievalRow(
-                    candidate.entry_id, candidate.role, candidate.entry_type, candidate.score,
-                    candidate.reason, selected, why, tokens, candidate,
-                )
-            )
+        final_plan: ManagedContextPlan | None = None
+        if final:
+            assert planner is not None
+            started = time.perf_counter()
+            final_plan = planner.plan(snapshot, supplements, inputs=inputs).plan
+            plan_seconds += time.perf_counter() - started
+        rows, injected = _rows(result, final_plan)
         return RetrievalView(
             path=str(snapshot.path),
-            session_id=snapshot.reader.session_id,
+            session_id=session.session_id,
             request_text=request_text,
             request_entry_id=request_entry,
             result=result,
-            rows=tuple(rows),
+            rows=rows,
             evidence_text="\n\n".join(text for _, text in injected),
             source_entry_ids=tuple(entry_id for entry_id, _ in injected),
             supplements=supplements,
-            plan=final,
+            plan=final_plan,
             committed_count=len(committed_ids),
             max_tokens=inputs.max_retrieved_history_tokens,
             selected_tokens=result.selected_tokens,
@@ -330,4 +280,38 @@ class LiveRetrieval:
             index_path=str(index.path),
             retrieve_seconds=retrieve_seconds,
             plan_seconds=plan_seconds,
+            agent=snapshot.agent,
         )
+
+
+def _rows(
+    result: RetrievalResult, final: ManagedContextPlan | None
+) -> tuple[tuple[RetrievalRow, ...], list[tuple[str, str]]]:
+    """The rows of `result` and the evidence `(entry id, text)` sent. With the final plan, a
+    candidate retrieval selected is selected only when the planner sends its supplement
+    (`retrieval:<entry id>`); otherwise its `why` is the planner's exclusion reason, or the
+    fallback reason when the plan fell back (a fallback sends no supplement, spec §3.11).
+    Without it (`final` None) the rows say what retrieval selected."""
+    outcomes = planner_outcomes(final) if final is not None else {}
+    rows = []
+    injected: list[tuple[str, str]] = []
+    for candidate in result.candidates:
+        selected = candidate.status == "selected"
+        why = candidate.why
+        if selected and final is not None:
+            sent, planner_reason = outcomes.get(f"retrieval:{candidate.entry_id}", (False, ""))
+            if final.mode == "fallback":
+                why = f"planner fell back to Pi's context: {final.planning.fallback_reason}"
+            elif not sent:
+                why = f"planner: {planner_reason}"
+            selected = sent and final.mode == "managed"
+        if selected and candidate.evidence is not None:
+            injected.append((candidate.entry_id, candidate.evidence.text))
+        tokens = candidate.evidence.estimated_tokens if candidate.evidence else candidate.token_estimate
+        rows.append(
+            RetrievalRow(
+                candidate.entry_id, candidate.role, candidate.entry_type, candidate.score,
+                candidate.reason, selected, why, tokens, candidate,
+            )
+        )
+    return tuple(rows), injected

@@ -22,7 +22,6 @@ are Pi-native entries that Pi itself reads back:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from ds4core.collapse import (
 )
 from ds4core.estimate import message_tokens
 from ds4core.models import ModelInfo
+from ds4core.planner import PIN_LABEL, is_pin_label
 
 from ds4sessions.agents.pi.context import branch_path, build_context, convert_to_llm
 from ds4sessions.agents.pi.entries import COMPACTION, LABEL, Entry
@@ -54,14 +54,13 @@ from ds4sessions.steering.writer import (
 )
 
 PIN_PREFIX = "ds4:pin"
-PIN_PATTERN = re.compile(r"^ds4:pin(\s|$)", re.IGNORECASE)
-"""DS4 spec §5.1: a label is a pin when, trimmed, it matches this."""
+PIN_PATTERN = PIN_LABEL
+"""DS4 spec §5.1: a label is a pin when, trimmed, it matches this (`ds4core.planner.PIN_LABEL`)."""
 UNDO_CUSTOM_TYPE = "ds4tui.undo"
 
 
-def is_pin(label: str | None) -> bool:
-    """True when `label` (trimmed) is a DS4 pin label (`ds4:pin`, `ds4:pin note`, any case)."""
-    return isinstance(label, str) and bool(PIN_PATTERN.match(label.strip()))
+is_pin = is_pin_label
+"""True when `label` (trimmed) is a DS4 pin label: the one pin rule, `ds4core.planner.is_pin_label`."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,75 @@
+"""How often DS4's planner runs per appended line (issue 10: one derivation pipeline).
+
+`SessionPipeline.updates()` after one appended line may run `ds4core.planner.plan_managed_context`
+at most twice for the plan (the nominal plan, the final plan with retrieval supplements) plus the
+candidate plans the cache-aware decision needs: the extended-tail candidate (once, shared by the
+configured decision and the `auto` what-if) and, when a new request appeared, the plan DS4 would
+have sent for it (the previous request's hashes). Counted by wrapping the real planner entry
+point in every module that imported it, on a real Pi session copy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import ds4core.planner
+from ds4sessions.derive.pipeline import Derived, SessionPipeline
+
+NOW = 1772441024.433 + 60
+
+
+class _Counter:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        original = ds4core.planner.plan_managed_context
+        self.calls: list[int | None] = []
+
+        def counted(*args, **kwargs):
+            self.calls.append(kwargs.get("cache_aware_tail_tokens"))
+            return original(*args, **kwargs)
+
+        for module in list(sys.modules.values()):
+            if getattr(module, "plan_managed_context", None) is original:
+                monkeypatch.setattr(module, "plan_managed_context", counted)
+
+
+def _append(path: Path, obj: dict) -> None:
+    with path.open("ab") as f:
+        f.write((json.dumps(obj) + "\n").encode())
+
+
+def _last(path: Path) -> dict:
+    return json.loads(path.read_bytes().splitlines()[-1])
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_planner_runs_per_append(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str) -> None:
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    pipe = SessionPipeline(path)
+    assert list(pipe.updates(now=NOW))  # the first read (full plans, index build)
+    last = _last(path)
+    if role == "user":
+        message = {"role": "user", "content": [{"type": "text", "text": "and now the README please"}], "timestamp": last["message"]["timestamp"] + 1000}
+    else:
+        message = dict(last["message"], timestamp=last["message"]["timestamp"] + 1000)
+    _append(path, {"type": "message", "id": "appended1", "parentId": last["id"], "timestamp": last["timestamp"], "message": message})
+
+    counter = _Counter(monkeypatch)
+    updates = list(pipe.updates(now=NOW))
+    derived = [u for u in updates if isinstance(u, Derived)]
+    assert derived and derived[-1].errors == ()
+    final = derived[-1]
+    assert final.plan is not None and final.cache is not None and final.cache.decision is not None
+    plans = [tail for tail in counter.calls if tail is None]
+    candidates = [tail for tail in counter.calls if tail is not None]
+    # the nominal plan, the final plan (only when retrieval supplied evidence), and for a new
+    # request, the plan DS4 would have sent for it
+    supplemented = 1 if final.retrieval is not None and final.retrieval.supplements else 0
+    new_request = 1 if role == "assistant" else 0
+    print(f"{role}: {len(counter.calls)} planner runs ({len(plans)} plans, {len(candidates)} candidates)")
+    assert len(plans) <= 1 + supplemented + new_request
+    assert len(candidates) <= 1 + new_request
