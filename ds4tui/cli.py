@@ -74,6 +74,12 @@ def open_cmd(
             path, demo = demo_session_path(), True
     else:
         path = session_file(path)
+        if agent_name(path) == "claude-code":
+            # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
+            from ds4tui.claude_view import ClaudeApp
+
+            ClaudeApp(path).run()
+            return
     _run_tui(path, demo, config)
 
 

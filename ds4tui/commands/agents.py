@@ -97,6 +97,8 @@ def claude_map(path: Path, as_json: bool) -> None:
     ac = data["autocompact"]
     if ac["enabled"]:
         lines.append(f"autocompact at {fmt_tokens(ac['threshold'])}: {fmt_tokens(ac['tokensUntil'])} tokens until autocompact")
+        if ac["predictedAfterCompaction"] is not None:
+            lines.append(f"after a compaction: about {fmt_tokens(ac['predictedAfterCompaction'])} (predicted: system + tools + summary)")
     else:
         lines.append("autocompact disabled")
     for problem in data["problems"]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ds4sessions.agents.base import CLAUDE_CODE, Capabilities, SessionInfo
-from ds4sessions.agents.claude.discovery import discover
+from ds4sessions.agents.claude.discovery import discover, subagent_meta
 from ds4sessions.agents.claude.reader import CAPABILITIES, ClaudeReader
 
 #: Row types only Claude Code writes (docs/claude-code-format.md §2).
@@ -52,7 +52,9 @@ class ClaudeCodeAgent:
         return looks_like_claude(head)
 
     def reader(self, path: Path) -> ClaudeReader:
-        """A fresh incremental reader; a subagent transcript gets its parent session id."""
+        """A fresh incremental reader; a subagent transcript gets its parent session id and its
+        `.meta.json` (whose `toolUseId` names the parent's Agent call: sample SUB `.meta.json`)."""
         path = Path(path)
-        parent = path.parent.parent.name if path.parent.name == "subagents" else None
-        return ClaudeReader(path, parent=parent)
+        if path.parent.name == "subagents":
+            return ClaudeReader(path, parent=path.parent.parent.name, subagent=subagent_meta(path))
+        return ClaudeReader(path)

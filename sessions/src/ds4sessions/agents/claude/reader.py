@@ -14,7 +14,8 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 - `message.diagnostics.cache_miss_reason.type` → `Request.miss_reason`. Claude Code 2.1.197 copies
   the API's `diagnostics` into the row when the API returns it (checked with the agent-oracle
   fake: tests/fixtures/claude/*-diagnostics.jsonl); anthropics/claude-code #87966.
-- The context is the chain from the leaf (`last-prompt.leafUuid`, else the last main-chain row)
+- The context is the chain from the leaf (`last-prompt.leafUuid` when it is the newest row, else
+  the last main-chain row: a live turn's rows come after the previous turn's `last-prompt`)
   up through `parentUuid`; when it reaches a `compact_boundary` the context starts there: the
   `isCompactSummary` row, then `compactMetadata.preservedMessages.uuids` (they sit before the
   boundary in the file), then the rest of the chain (§4, §7; MAIN:38–39).
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ds4core.claude_context import model_window
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
     Capabilities,
@@ -137,6 +139,8 @@ class _State:
     replies: dict[str, _Reply] = field(default_factory=dict)
     reply_order: list[str] = field(default_factory=list)
     leaf: str | None = None
+    leaf_line: int = 0
+    last_main_line: int = 0
     last_main_uuid: str | None = None
     title: str | None = None
     first_prompt: str | None = None
@@ -157,9 +161,11 @@ class ClaudeReader:
     frozen `Conversation` for everything fed so far (recomputed only after new lines).
     """
 
-    def __init__(self, path: Path | None = None, parent: str | None = None) -> None:
+    def __init__(self, path: Path | None = None, parent: str | None = None,
+                 subagent: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path) if path is not None else Path("<memory>")
         self.parent = parent
+        self.subagent = dict(subagent) if subagent else None
         self._s = _State()
         self._cached: Conversation | None = None
 
@@ -210,6 +216,7 @@ class ClaudeReader:
         if kind == "last-prompt":
             if isinstance(row.get("leafUuid"), str):
                 s.leaf = row["leafUuid"]
+                s.leaf_line = line_no
             return
         if kind in ("ai-title", "summary", "custom-title"):
             title = row.get("aiTitle") or row.get("title") or row.get("summary") or row.get("customTitle")
@@ -234,6 +241,7 @@ class ClaudeReader:
         sidechain = row.get("isSidechain") is True
         if not sidechain or s.agent_id:
             s.last_main_uuid = uuid
+            s.last_main_line = line_no
         message = row.get("message") if isinstance(row.get("message"), dict) else None
         if kind == "user" and s.first_prompt is None and message and not row.get("isMeta") and not row.get("isCompactSummary"):
             content = message.get("content")
@@ -277,7 +285,9 @@ class ClaudeReader:
     def _chain(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, int]:
         """Rows from the context start to the leaf, the last compact_boundary on it, missing parents."""
         s = self._s
-        leaf = s.leaf if s.leaf in s.by_uuid else s.last_main_uuid
+        # the last `last-prompt.leafUuid` when no main-chain row came after it (a turn in progress
+        # is newer than the previous turn's last-prompt), else the last main-chain row
+        leaf = s.leaf if s.leaf in s.by_uuid and s.leaf_line > s.last_main_line else s.last_main_uuid
         chain: list[dict[str, Any]] = []
         seen: set[str] = set()
         missing = 0
@@ -350,15 +360,42 @@ class ClaudeReader:
             "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
             "agentId": s.agent_id,
             "firstPrompt": s.first_prompt,
+            # a subagent: its .meta.json; `toolUseId` is the parent's Agent tool call
+            "subagent": self.subagent,
+            "parentToolUseId": (self.subagent or {}).get("toolUseId"),
+            "startAnchor": self._start_anchor() if boundary is not None else None,
         }
         return Conversation(
             agent=CLAUDE_CODE, path=self.path, capabilities=CAPABILITIES,
             messages=tuple(messages), meta=tuple(metas), requests=tuple(requests),
             compactions=tuple([*all_compactions, *compactions]), session_id=s.session_id,
             title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
-            context_window=None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
+            context_window=model_window(model) if model else None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
             diagnostics=tuple(diagnostics), parent=self.parent, extra=extra,
         )
+
+    def _start_anchor(self) -> dict[str, Any] | None:
+        """The session's first real main-chain request and the messages it carried (walked from
+        its first row up to the root): the fallback for inferring the system prompt + tools when
+        no request has run since the last compaction (format doc §6.3). JSON-safe:
+        `{entryId, promptTokens, messageTokens}`, None when there is no such request."""
+        from ds4sessions.agents.claude.views import messages_tokens_of
+
+        s = self._s
+        reply = next((r for k in s.reply_order if not (r := s.replies[k]).synthetic and not r.sidechain), None)
+        if reply is None:
+            return None
+        chain: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        uuid = reply.rows[0].get("parentUuid")
+        while isinstance(uuid, str) and uuid not in seen and uuid in s.by_uuid:
+            seen.add(uuid)
+            chain.append(s.by_uuid[uuid])
+            uuid = s.by_uuid[uuid].get("parentUuid")
+        chain.reverse()
+        messages, _, _ = convert(chain, set(), set(), s.replies)
+        return {"entryId": reply.first_uuid, "promptTokens": reply.usage.prompt_tokens,
+                "messageTokens": messages_tokens_of(messages)}
 
     def _request_time(self, reply: _Reply) -> float | None:
         """When the request was sent: the prompt / tool-result row the reply answers (walk up the

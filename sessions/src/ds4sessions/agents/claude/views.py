@@ -82,8 +82,12 @@ def _sent_form(message: Mapping[str, Any]) -> Any:
 
 def messages_tokens(conv: Conversation, end: int | None = None) -> int:
     """Estimated tokens of `conv.messages[:end]`."""
-    msgs = conv.messages if end is None else conv.messages[:end]
-    return sum(chars_tokens(json.dumps(_sent_form(m), ensure_ascii=False)) for m in msgs)
+    return messages_tokens_of(conv.messages if end is None else conv.messages[:end])
+
+
+def messages_tokens_of(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Estimated tokens of Pi-shaped messages (ceil(JSON chars / 4) each)."""
+    return sum(chars_tokens(json.dumps(_sent_form(m), ensure_ascii=False)) for m in messages)
 
 
 def context_now(conv: Conversation) -> tuple[Request | None, int | None]:
@@ -120,8 +124,14 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     last, total = context_now(conv)
     anchor = anchor_request(conv)
     fixed = None
+    fixed_from = anchor.entry_id if anchor is not None else None
     if anchor is not None and anchor.message_index is not None:
         fixed = fixed_part(anchor.usage.prompt_tokens, messages_tokens(conv, anchor.message_index))
+    elif isinstance(conv.extra.get("startAnchor"), Mapping):
+        # no request since the compaction: the session's first request (format doc §6.3)
+        start = conv.extra["startAnchor"]
+        fixed = fixed_part(int(start["promptTokens"]), int(start["messageTokens"]))
+        fixed_from = start.get("entryId")
     children: dict[str, int] = {}
     tools: dict[str, dict[str, int]] = {}
     listed = {"skills": 0, "custom_agents": 0, "memory_files": 0}
@@ -164,7 +174,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
             "laterMessages": later,
         },
         "systemInferred": fixed is not None,
-        "fixedInferredFrom": anchor.entry_id if anchor is not None else None,
+        "fixedInferredFrom": fixed_from,
         "categories": [t.to_json() for t in terms.terms],
         "autocompact": {**ac.to_json(), "tokensUntil": ac.tokens_until(used),
                         "predictedAfterCompaction": predicted_after_compaction(fixed, summary_tokens)},

@@ -1,0 +1,130 @@
+"""`ds4tui map/cache/context/plan/pin/collapse/compact` on Claude Code transcripts, discovery,
+and files no agent recognizes (exit 2, one line). Runs the real CLI in-process (Typer runner)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ds4sessions.agents.claude.agent import ClaudeCodeAgent
+from ds4sessions.agents.claude.discovery import config_roots, discover
+from ds4sessions.agents.registry import agent_for_path
+from ds4tui.cli import app
+
+FIX = Path(__file__).parents[1] / "fixtures" / "claude"
+MAIN = FIX / "manual-compact-diagnostics.jsonl"
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_registry_recognizes_claude_files() -> None:
+    agent = agent_for_path(MAIN)
+    assert agent is not None and agent.name == "claude-code"
+    assert not ClaudeCodeAgent().recognizes(b'{"type":"session","version":3,"id":"x"}\n')
+
+
+def test_map_json() -> None:
+    result = run("map", str(MAIN), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["agent"] == "claude-code" and data["total"] == 19875
+    for key in ("path", "model", "contextWindow", "estimator", "estimate", "unattributed", "free", "provider",
+                "systemInferred", "categories", "diagnostics", "problems"):
+        assert key in data
+
+
+def test_cache_json_totals() -> None:
+    result = run("cache", str(MAIN), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["agent"] == "claude-code"
+    assert set(data["totals"]) == {"requests", "inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"}
+    assert data["totals"]["requests"] == 8
+    assert data["history"]["misses"][0]["miss"]["cause"] == "messages_changed"
+
+
+def test_context_json() -> None:
+    result = run("context", str(MAIN), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["agent"] == "claude-code" and data["messages"][0]["role"] == "compactionSummary"
+
+
+def test_text_outputs() -> None:
+    assert "tokens until autocompact" in run("map", str(MAIN)).stdout
+    assert "totals: 8 requests" in run("cache", str(MAIN)).stdout
+
+
+@pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes"), ("plan",)])
+def test_steering_refused_and_nothing_written(tmp_path: Path, args: tuple[str, ...]) -> None:
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(MAIN, copy)
+    before = hashlib.sha256(copy.read_bytes()).hexdigest()
+    result = run(args[0], str(copy), *args[1:])
+    assert result.exit_code == 1
+    assert "Claude Code" in result.output
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("content", [b'{"hello": 1}\n', b'[1, 2, 3]\n{"type": "weird"}\n'])
+@pytest.mark.parametrize("command", ["map", "cache", "context"])
+def test_unrecognized_file_exit_2(tmp_path: Path, content: bytes, command: str) -> None:
+    path = tmp_path / "other.jsonl"
+    path.write_bytes(content)
+    result = run(command, str(path), "--json")
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a Pi session or Claude Code transcript" in lines[0]
+
+
+def test_discovery_roots_and_sessions(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    env = {"CLAUDE_CONFIG_DIR": f"{a}, {b}"}
+    assert config_roots(env, tmp_path / "home")[:2] == [a, b]
+    assert config_roots(env, tmp_path / "home")[2:] == [tmp_path / "home" / ".claude", tmp_path / "home" / ".config" / "claude"]
+    project = b / "projects" / "-home-dev-proj-claude"
+    project.mkdir(parents=True)
+    shutil.copy(MAIN, project / "c347f1de-4417-4358-b17e-be31d2e7faa1.jsonl")
+    sub = project / "c347f1de-4417-4358-b17e-be31d2e7faa1" / "subagents"
+    sub.mkdir(parents=True)
+    for f in (FIX / "manual-compact-diagnostics" / "subagents").iterdir():
+        shutil.copy(f, sub / f.name)
+    old = 1_000_000.0
+    for f in [project / "c347f1de-4417-4358-b17e-be31d2e7faa1.jsonl", *sub.iterdir()]:
+        os.utime(f, (old, old))
+    (b / "sessions").mkdir()
+    (b / "sessions" / f"{os.getpid()}.json").write_text(json.dumps({"sessionId": "c347f1de-4417-4358-b17e-be31d2e7faa1", "status": "busy"}))
+    infos = discover(env, tmp_path / "home", now=old + 10_000)
+    assert len(infos) == 2
+    main = next(i for i in infos if i.parent is None)
+    assert main.agent == "claude-code" and main.project == "/home/dev/proj-claude"
+    assert main.title == "LIST-FILES: what files are in this project?" and main.live  # pid alive
+    assert main.model == "claude-opus-4-8"
+    subinfo = next(i for i in infos if i.parent is not None)
+    assert subinfo.parent == "c347f1de-4417-4358-b17e-be31d2e7faa1" and not subinfo.live
+    assert subinfo.title == "[general-purpose] Count lines in notes.txt"
+    # a dead pid: live falls back to mtime
+    (b / "sessions" / f"{os.getpid()}.json").unlink()
+    (b / "sessions" / "999999999.json").write_text(json.dumps({"sessionId": main.session_id}))
+    assert not next(i for i in discover(env, tmp_path / "home", now=old + 10_000) if i.parent is None).live
+    assert next(i for i in discover(env, tmp_path / "home", now=old + 5) if i.parent is None).live
+
+
+def test_open_runs_the_claude_view_not_the_pi_dashboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the view itself runs in tests/app/test_claude_view.py (Textual run_test); here only the dispatch
+    from ds4tui import claude_view
+
+    opened: list[Path] = []
+    monkeypatch.setattr(claude_view.ClaudeApp, "run", lambda self: opened.append(self.path))
+    result = run("open", str(MAIN))
+    assert result.exit_code == 0, result.output
+    assert opened == [MAIN]

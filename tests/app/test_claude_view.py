@@ -1,0 +1,65 @@
+"""The read-only live view of a Claude Code transcript: numbers on screen, live appends, the
+countdown ticking while idle, torn lines held back; the file is never written."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from textual.widgets import DataTable, Static
+
+from ds4tui.claude_view import ClaudeApp, fmt_seconds
+
+FIX = Path(__file__).parents[1] / "fixtures" / "claude" / "manual-compact-diagnostics.jsonl"
+
+
+def cells(table: DataTable) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def test_live_view_follows_appends_and_ticks(tmp_path: Path) -> None:
+    lines = FIX.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(lines[:33]))  # through the THINK-ONLY reply (before /compact)
+    now = [0.0]
+    app = ClaudeApp(path, env={}, clock=lambda: now[0])
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.pause()
+        anchor = app.cache["state"]["anchor"]
+        now[0] = anchor + 60
+        app.refresh_data(force=False)
+        head = str(app.query_one("#head", Static).render())
+        assert "4:00 left" in head and "tokens until autocompact" in head and "(read-only)" in head
+        assert app.map["total"] == 19902  # MAIN:32–33's usage in this run: 5 + 50 + 19,847
+        reqs = app.query_one("#req-table", DataTable)
+        assert reqs.row_count == 7  # 7 responses so far (the subagent has its own file)
+        # append the rest, the last line torn: it waits
+        rest = b"".join(lines[33:])
+        path.write_bytes(path.read_bytes() + rest[:-20])
+        app.refresh_data(force=False)
+        path.write_bytes(path.read_bytes() + rest[-20:])
+        app.refresh_data(force=False)
+        assert app.map["total"] == 19875
+        rows = cells(app.query_one("#req-table", DataTable))
+        assert any("messages_changed (recorded)" in row[-1] for row in rows)
+        cats = {row[0]: row[1] for row in cells(app.query_one("#cat-table", DataTable))}
+        assert "System tools" in cats and "Autocompact buffer" in cats and cats["Autocompact buffer"] == "33k"
+        now[0] = app.cache["state"]["expiresAt"] + 5  # idle: the countdown keeps going
+        app.refresh_data(force=False)
+        assert "expired 0:05 ago" in str(app.query_one("#head", Static).render())
+
+
+async def test_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    shutil.copy(FIX, path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    app = ClaudeApp(path, env={})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("q")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_fmt_seconds() -> None:
+    assert fmt_seconds(299.6) == "5:00" and fmt_seconds(3725) == "1:02:05" and fmt_seconds(None) == "—"
