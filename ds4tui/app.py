@@ -84,7 +84,7 @@ class Ds4App(SteeringMixin, App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
-        Binding("o", "open_session", "Open", id="open", tooltip="Pick another Pi session"),
+        Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
         Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
         Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now", show=False),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),
@@ -421,14 +421,14 @@ class Ds4App(SteeringMixin, App[None]):
             self.action_show_help_panel()
 
     def action_open_session(self) -> None:
-        """Pick another session file."""
-        from ds4tui.screens.picker import SessionPicker
+        """The home screen (every session of every agent); Enter opens one, Esc comes back."""
+        from ds4tui.screens.home import HomeScreen
 
         def chosen(path: Path | None) -> None:
             if path is not None:
                 self.switch_session(path)
 
-        self.push_screen(SessionPicker(), chosen)
+        self.push_screen(HomeScreen(now=self._now), chosen)
 
     def switch_session(self, path: Path) -> None:
         """Show another session file."""

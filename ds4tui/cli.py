@@ -1,7 +1,9 @@
 """ds4tui's command line (Typer). Textual is imported only when the TUI starts.
 
     ds4tui [PATH]                 open a session (default: the newest Pi session, else the demo)
-    ds4tui sessions               list discovered Pi sessions
+    ds4tui sessions [--json]      list every agent's sessions (context, prompt cache)
+    ds4tui usage [--by day|…]     tokens and cost across agents (like ccusage)
+    ds4tui home                   start on the home screen (every session of every agent, live)
     ds4tui map PATH [--json]      print the context map's numbers (Rich panel, or JSON)
     ds4tui context PATH --json    print the context Pi builds, in Pi's `.context.json` shape
     ds4tui demo [--speed X]       replay the bundled demo session into a temp file and watch it
@@ -141,36 +143,11 @@ def _run_demo_copy(config: Path | None = None) -> None:
 
 @app.command("sessions")
 def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
-    """List discovered Pi sessions (newest first): modified, name or cwd, model, entries, size."""
-    from ds4sessions.agents.pi.discovery import list_sessions, session_roots, unreadable_sessions
+    """List every agent's sessions (newest first): agent, live, name, project, model, context,
+    prompt cache, entries, size."""
+    from ds4tui.commands.overview import sessions
 
-    infos = list_sessions()
-    if as_json:
-        typer.echo(json.dumps([
-            {"path": str(i.path), "id": i.session_id, "cwd": i.cwd, "name": i.name, "model": i.model,
-             "modified": i.modified, "size": i.size, "entries": i.entries}
-            for i in infos
-        ], indent=2))
-        return
-    if not infos:
-        typer.echo("no Pi sessions found in " + ", ".join(str(r) for r in session_roots()))
-        return
-    from rich.console import Console
-    from rich.text import Text
-
-    from ds4tui.header import session_display_name
-
-    console = Console(soft_wrap=True)
-    for i in infos:
-        line = Text()
-        line.append(dt.datetime.fromtimestamp(i.modified).strftime("%Y-%m-%d %H:%M"), style="bold")
-        line.append("  " + literal(session_display_name(i.name, i.path), keep_newlines=False))
-        line.append(f"  ·  {literal(i.cwd, keep_newlines=False)}", style="dim")
-        line.append(f"  ·  {i.model or 'model unknown'}  ·  {i.entries} entries  ·  {fmt_bytes(i.size)}")
-        console.print(line)
-        console.print(Text("  " + literal(str(i.path), keep_newlines=False), style="dim"))
-    for path, reason in unreadable_sessions():
-        typer.echo(f"ds4tui: skipped {path}: {reason}", err=True)
+    sessions(as_json)
 
 
 @app.command("map")

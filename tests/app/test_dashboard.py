@@ -368,36 +368,6 @@ async def test_every_tab_key_works_from_every_tab(first: str, sample01: Path) ->
             assert tabs.active == (tab or {"M": "manifest", "R": "retrieval"}[first])
 
 
-async def test_o_opens_a_typed_path(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 17: the `o` picker could not take a typed path."""
-    from textual.widgets import Input
-
-    from ds4tui.screens.picker import SessionPicker
-
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "empty-agent"))
-    other = tmp_path / "other.jsonl"
-    shutil.copy(sample01, other)
-    first = tmp_path / "first.jsonl"
-    shutil.copy(sample01, first)
-    app = Ds4App(first, watch=False, retrieval=False)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot, app)
-        await pilot.press("o")
-        await pilot.pause()
-        assert isinstance(app.screen, SessionPicker)
-        field = app.screen.query_one(Input)
-        assert field.has_focus  # no sessions listed: the path field has the focus
-        await pilot.press(*str(tmp_path / "missing.jsonl"), "enter")
-        await pilot.pause()
-        assert isinstance(app.screen, SessionPicker)  # stays open, says why
-        assert "no such file" in str(app.screen.query_one("#picker-error").render())
-        field.value = str(other)
-        await pilot.press("enter")
-        await pilot.pause()
-        assert not isinstance(app.screen, SessionPicker)
-        assert app.session_path == other
-
-
 async def test_the_scale_stays_while_the_session_grows(tmp_path: Path, sample01: Path) -> None:
     """Issue 17: the scale jumped from 200 to 250 tokens per cell while live."""
     lines = sample01.read_bytes().splitlines(keepends=True)

@@ -1,0 +1,529 @@
+"""The home screen: every session of every agent, one live row each (issue 15).
+
+Columns: agent, project, name, live/idle, a small context bar with %, the prompt-cache countdown
+(warm / expiring / cold in colour *and* in words, ticking every second) and the cost today. Live
+sessions come first, soonest expiry first. Enter opens the dashboard for the row's session; Esc
+goes back. The input above the table filters rows (agent, project, name, model, path); a typed
+path to an existing file opens that file.
+
+Data: a `ds4sessions.overview.Overview` driven by one thread worker (group "overview"): the first
+`scan()` lists what the index already knows, then pending files are read in small batches, then
+`poll()` runs every second (one `os.stat` per known file; only appended bytes are read) and a
+re-scan every `RESCAN_S` seconds finds new files. The UI gets immutable `SessionSummary` values
+through messages; the countdown cells are recomputed from them at each tick (pure arithmetic).
+
+A notice (a Textual notification plus the terminal bell) is raised once per expiry, `lead_s`
+seconds before a live session's prompt cache expires (`ExpiryNotifier`; idle sessions off by
+default).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Label
+
+from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
+from ds4sessions.overview.scanner import Overview
+from ds4sessions.overview.summary import SessionSummary, placeholder
+from ds4sessions.overview.watch import FolderWatcher
+from ds4tui.text import fmt_tokens, literal
+
+RESCAN_S = 15.0
+"""Seconds between re-discoveries of session files (new sessions appear within this time)."""
+READ_BATCH = 25
+"""Pending files read per message while the list fills in."""
+BAR_CELLS = 8
+"""Width of the context bar in cells."""
+ADD_CHUNK = 120
+"""Rows added to the table per refresh (the top of the list first, so the first screen is
+complete at once and a thousand rows do not hold up the first paint)."""
+
+STATUS_STYLE = {"warm": "bold #87d787", "expiring": "bold #d7af5f", "cold": "#5fafff", "unknown": "#8a8f98"}
+STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"}
+COLUMNS = ("agent", "state", "cache", "context", "today", "session")
+"""Columns, the ones that change first, so a half-width pane shows them; "session" is the
+project folder and the session's name."""
+WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today": 9, "session": 64}
+"""Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
+
+
+# --- the pure part: rows from summaries --------------------------------------------------------
+
+
+def sort_key(summary: SessionSummary, now: float) -> tuple:
+    """Live first; then sessions with a running countdown, soonest expiry first; then the most
+    recently modified. (Only "running" depends on `now`: among running countdowns the order is
+    that of their expiry times.)"""
+    clock = summary.cache
+    expires = clock.last_refresh_s + clock.lifetime_s if clock.lifetime_s is not None and clock.last_refresh_s is not None else None
+    running = expires is not None and expires > now
+    return (not summary.live, not running, expires if running else 0.0, -summary.modified)
+
+
+def context_cell(summary: SessionSummary) -> Text:
+    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`."""
+    pct = summary.context_percent
+    if pct is None:
+        return Text(fmt_tokens(summary.context_tokens), style="dim")
+    filled = min(BAR_CELLS, round(pct / 100 * BAR_CELLS))
+    style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
+    text = Text("━" * filled, style=style)
+    text.append("─" * (BAR_CELLS - filled), style="dim")
+    text.append(f" {pct:3.0f}%")
+    return text
+
+
+def cache_cell(summary: SessionSummary, now: float, expiring_s: float) -> Text:
+    """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
+    status; "(typical)" when the lifetime is configured, not recorded."""
+    if summary.cache.rule == "pending":
+        return Text("… reading", style="dim")
+    cache = summary.cache_at(now, expiring_s)
+    text = Text(f"{STATUS_GLYPH[cache.status]} {cache.words}", style=STATUS_STYLE[cache.status])
+    if summary.cache.rule == "configured" and cache.status != "unknown":
+        text.append(" (typical)", style="dim")
+    return text
+
+
+def cost_cell(summary: SessionSummary, today: str) -> Text:
+    """Cost of `today` in USD (`$0.0421`), `—` when nothing today, `no price` when today's
+    requests have no price."""
+    rows = [r for r in summary.usage if r.day == today]
+    if not rows:
+        return Text("—", style="dim")
+    cost = summary.cost_on(today)
+    if cost is None:
+        return Text("no price", style="dim")
+    text = Text(f"${cost:.4f}")
+    if any(r.unpriced for r in rows):
+        text.append("+?", style="dim")
+    return text
+
+
+class KeyedText(Text):
+    """A `Text` cell that knows its row's session file (`path`), so the table can be sorted by
+    the overview's order without re-adding rows."""
+
+    path: str = ""
+
+
+def session_cell(summary: SessionSummary) -> KeyedText:
+    """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
+    session's name (or its file name)."""
+    project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
+    name = summary.name or Path(summary.path).stem
+    text = KeyedText()
+    text.path = summary.path
+    if project:
+        text.append(literal(project, keep_newlines=False), style="bold")
+        text.append(" · ", style="dim")
+    text.append(literal(name, keep_newlines=False)[: max(8, 62 - len(text))])
+    return text
+
+
+def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float) -> tuple[Text, ...]:
+    """The cells of one row, in `COLUMNS` order."""
+    state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
+    return (
+        Text(summary.agent),
+        state,
+        cache_cell(summary, now, expiring_s),
+        context_cell(summary),
+        cost_cell(summary, today),
+        session_cell(summary),
+    )
+
+
+def matches(summary: SessionSummary, needle: str) -> bool:
+    """True when every word of `needle` (case-insensitive) occurs in the row's agent, project,
+    name, model or path."""
+    hay = " ".join(
+        str(x) for x in (summary.agent, summary.project, summary.name, summary.model_key, summary.path) if x
+    ).lower()
+    return all(word in hay for word in needle.lower().split())
+
+
+# --- messages -----------------------------------------------------------------------------------
+
+
+class FilesChanged(Message):
+    """The watcher saw session files change (a wake-up; the paths wait in the screen's set)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FilesChanged)
+
+
+@dataclass
+class SummariesArrived(Message):
+    """New or changed summaries from the overview worker (`complete`: the initial fill is done;
+    `pending`: files still to read; `problems`: lines to show)."""
+
+    summaries: tuple[SessionSummary, ...]
+    pending: int
+    complete: bool
+    problems: tuple[str, ...] = ()
+    listed: tuple[str, ...] | None = None
+
+
+# --- the screen -------------------------------------------------------------------------------
+
+
+class HomeScreen(Screen[Path | None]):
+    """Every session of every agent (module doc). Dismisses with the chosen file, or None (Esc).
+
+    `overview` is the engine (default: a new `Overview()` over the installed agents and the index in
+    the state dir); `now` the clock in epoch seconds (tests inject one); `lead_s` the notice lead
+    time in seconds; `notify_idle` also watches idle sessions; `poll_s` the file poll interval
+    (seconds; None: no polling, tests call `poll_now()`); `auto_scan=False` leaves the first scan
+    to the caller (`scan_now()`); `watch=False` runs no file-system watcher (events only wake
+    the poll; the poll of live files and the re-scan work without it).
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="home-back", tooltip="Back to the dashboard"),
+        Binding("slash", "focus_filter", "Filter", key_display="/", id="home-filter", tooltip="Filter sessions or type a path"),
+        Binding("down", "focus_table", "Rows", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    HomeScreen { layout: vertical; }
+    HomeScreen #home-title { height: 1; padding: 0 1; text-style: bold; }
+    HomeScreen #home-filter { height: 3; margin: 0 1; }
+    HomeScreen #home-table { height: 1fr; margin: 0 1; }
+    HomeScreen #home-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(
+        self,
+        overview: Overview | None = None,
+        *,
+        now: Callable[[], float] = time.time,
+        lead_s: float = DEFAULT_LEAD_S,
+        notify_idle: bool = False,
+        poll_s: float | None = 1.0,
+        auto_scan: bool = True,
+        watch: bool = True,
+    ) -> None:
+        super().__init__()
+        self._overview = overview
+        self._now = now
+        self._poll_s = poll_s
+        self._auto_scan = auto_scan
+        self.notifier = ExpiryNotifier(lead_s=lead_s, idle=notify_idle)
+        self.summaries: dict[str, SessionSummary] = {}
+        self._order: list[str] = []
+        self._filter = ""
+        self._pending = 0
+        self._complete = False
+        self._problems: tuple[str, ...] = ()
+        self._last_scan = 0.0
+        self._lock = threading.Lock()  # one Overview, driven by one thread at a time
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._retry = False
+        self._cached_shown = False
+        self._painted = threading.Event()
+        self._cache_text: dict[str, str] = {}
+        self._use_watcher = watch
+        self._watcher: FolderWatcher | None = None
+
+    @property
+    def overview(self) -> Overview:
+        """The engine (made on first use, on the worker thread)."""
+        if self._overview is None:
+            self._overview = Overview(now=self._now)
+        return self._overview
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Sessions · every agent", id="home-title")
+            yield Input(placeholder="filter (agent, project, name, model) or a session file path; Enter opens",
+                        id="home-filter")
+            yield DataTable(id="home-table", cursor_type="row", zebra_stripes=True)
+            yield Label("reading…", id="home-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column, width=WIDTHS[column])
+        table.focus()
+        self.set_interval(1.0, self.tick)
+        if self._auto_scan:
+            self.scan_now()
+        if self._poll_s:
+            self.set_interval(self._poll_s, self.poll_now)
+
+    # --- worker ---------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=False, group="overview", exit_on_error=False)
+    def scan_now(self) -> None:
+        """First paint from the index (no discovery, no read), then a full scan: pending files
+        appear at once as "reading…" rows and are read in batches, each batch posted."""
+        with self._lock:
+            if not self._cached_shown:
+                self._cached_shown = True
+                cached = self.overview.cached()
+                if cached:
+                    self._painted.clear()
+                    self.post_message(SummariesArrived(tuple(cached), 0, False, tuple(self.overview.problems)))
+                    self._painted.wait(timeout=5.0)  # discovery would slow the first paint down
+            self._scan_locked()
+
+    def _scan_locked(self) -> None:
+        overview = self.overview
+        result = overview.scan()
+        self._last_scan = self._now()
+        listed = tuple(str(s.path) for s in result.summaries) + tuple(str(i.path) for i in result.pending)
+        waiting = tuple(placeholder(i) for i in result.pending)
+        self.post_message(SummariesArrived(result.summaries + waiting, len(result.pending), not result.pending,
+                                           result.problems, listed))
+        self._watch_folders()
+        pending = list(result.pending)
+        while pending:
+            batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
+            read = overview.read_many(batch)
+            self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
+
+    def _watch_folders(self) -> None:
+        if not self._use_watcher:
+            return
+        if self._watcher is None:
+            self._watcher = FolderWatcher(self._file_event)
+        self._watcher.watch({str(Path(p).parent) for p in self.overview.paths()})
+
+    def _file_event(self, path: str) -> None:
+        """watchdog thread: remember the file and wake the poll worker (coalesced)."""
+        with self._dirty_lock:
+            self._dirty.add(path)
+        self.post_message(FilesChanged())
+
+    def on_files_changed(self, _: FilesChanged) -> None:
+        self.poll_now()
+
+    @work(thread=True, exclusive=False, group="overview-poll", exit_on_error=False)
+    def poll_now(self) -> None:
+        """Update what changed: files named by watcher events, plus a stat of every live file
+        (appended bytes only); a full re-scan every `RESCAN_S` seconds."""
+        self._poll()
+
+    def _poll(self) -> None:
+        if not self._complete or not self._lock.acquire(blocking=False):
+            with self._dirty_lock:
+                if self._dirty:
+                    self._retry = True
+            return  # still filling in, or another pass is running (it re-runs for new events)
+        try:
+            self._poll_locked()
+        finally:
+            self._lock.release()
+
+    def _poll_locked(self) -> None:
+        overview = self.overview
+        if self._now() - self._last_scan >= RESCAN_S:
+            self._scan_locked()
+            return
+        while True:
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+                self._retry = False
+            known = [p for p in dirty if overview.knows(p)]
+            changed = overview.poll([*known, *overview.live_paths()])
+            if changed:
+                self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
+            if any(not overview.knows(p) for p in dirty):
+                self._last_scan = 0.0  # a new file: the next pass re-scans
+            with self._dirty_lock:
+                if not self._dirty:
+                    return
+
+    def on_unmount(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    # --- UI ---------------------------------------------------------------------------------
+
+    def on_summaries_arrived(self, message: SummariesArrived) -> None:
+        if message.listed is not None:
+            keep = set(message.listed)
+            for key in [k for k in self.summaries if k not in keep]:
+                del self.summaries[key]
+        for summary in message.summaries:
+            self.summaries[summary.path] = summary
+        self._pending = message.pending
+        follow = self._complete  # during the first fill the highlight stays on the top row
+        self._complete = self._complete or message.complete
+        self._problems = message.problems
+        self.rebuild(changed=[s.path for s in message.summaries], follow=follow)
+
+    def visible(self, now: float) -> list[SessionSummary]:
+        """The rows shown at `now`: filtered, live first, soonest expiry first."""
+        rows = [s for s in self.summaries.values() if not self._filter or matches(s, self._filter)]
+        rows.sort(key=lambda s: sort_key(s, now))
+        return rows
+
+    def rebuild(self, changed: Sequence[str] = (), tick: bool = False, follow: bool = True) -> None:
+        """Bring the table to the current summaries: rows of `changed` get new cells, rows that
+        left or joined the filtered set are removed or added, the order is fixed with one
+        `DataTable.sort` (no re-adding), and at a `tick` the countdown cells whose text changed
+        are redrawn."""
+        now = self._now()
+        today = dt.datetime.fromtimestamp(now).strftime("%Y-%m-%d")
+        expiring = self.overview_settings_expiring()
+        table = self.query_one(DataTable)
+        rows = self.visible(now)
+        order = [s.path for s in rows]
+        wanted = set(order)
+        shown = set(self._order)
+        self._order = [p for p in self._order if p in wanted]
+        selected = self._selected_path()
+        for path in shown - wanted:
+            table.remove_row(path)
+            self._cache_text.pop(path, None)
+        changed_set = set(changed)
+        # rows added per pass: the first screenful paints at once, then bigger chunks
+        budget = ADD_CHUNK if len(shown) < ADD_CHUNK else 4 * ADD_CHUNK
+        for summary in rows:
+            path = summary.path
+            if path not in shown:
+                if budget == 0:
+                    continue
+                budget -= 1
+                cells = row_cells(summary, now, today, expiring)
+                table.add_row(*cells, key=path)
+                shown.add(path)
+                self._cache_text[path] = cells[2].plain
+            elif path in changed_set:
+                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
+                    table.update_cell(path, column, cell)
+                self._cache_text[path] = table.get_cell(path, "cache").plain
+            elif tick:
+                cell = cache_cell(summary, now, expiring)
+                if cell.plain != self._cache_text.get(path):
+                    table.update_cell(path, "cache", cell)
+                    self._cache_text[path] = cell.plain
+        if budget == 0 and len(shown) < len(order):
+            self.call_after_refresh(self.rebuild)  # the rest, one chunk per refresh
+            order = [p for p in order if p in shown]
+        if order != self._order:
+            rank = {path: i for i, path in enumerate(order)}
+            table.sort("session", key=lambda cell: rank[cell.path])
+            self._order = order
+            if follow and selected in rank:  # the highlight follows its session
+                table.move_cursor(row=rank[selected], animate=False)
+            else:
+                table.move_cursor(row=0, animate=False)
+        self._show_status(len(rows))
+        if self._order and len(self._order) == len(rows):
+            self.call_after_refresh(self._painted.set)
+
+    def overview_settings_expiring(self) -> float:
+        """The expiring threshold (seconds) of the overview's settings (60 s by default)."""
+        overview = self._overview
+        return overview.settings.expiring_s if overview is not None else 60.0
+
+    def _show_status(self, shown: int) -> None:
+        total = len(self.summaries)
+        live = sum(1 for s in self.summaries.values() if s.live)
+        parts = [f"{shown} of {total} sessions" if self._filter else f"{total} sessions", f"{live} live"]
+        if self._pending:
+            parts.append(f"reading {self._pending} more…")
+        if self._problems:
+            parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
+        parts.append("Enter opens · Esc back · / filter")
+        self.query_one("#home-status", Label).update(Text(" · ".join(parts)))
+
+    def tick(self) -> None:
+        """Every second: re-sort when the order changed, else redraw the countdown cells; raise
+        the due expiry notices."""
+        if not self.is_attached:
+            return
+        self.rebuild(tick=True)
+        for notice in self.notifier.due(self.summaries.values(), self._now()):
+            self.notify(notice.text, title="prompt cache", severity="warning", timeout=10)
+            self.app.bell()
+
+    def _selected_path(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        try:
+            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        except Exception:  # no row under the cursor
+            return None
+
+    @on(Input.Changed, "#home-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value.strip()
+        self.rebuild()
+
+    @on(Input.Submitted, "#home-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        path = Path(text).expanduser() if text else None
+        if path is not None and path.is_file():
+            self.dismiss(path)
+            return
+        if path is not None and ("/" in text or text.endswith(".jsonl")):
+            self.notify(f"{literal(text, keep_newlines=False)}: no such file", severity="error")
+            return
+        if self._order:
+            self.dismiss(Path(self._selected_path() or self._order[0]))
+
+    @on(DataTable.RowSelected, "#home-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(Path(str(event.row_key.value)))
+
+    def action_back(self) -> None:
+        """Esc: back to the dashboard without opening anything."""
+        self.dismiss(None)
+
+    def action_focus_filter(self) -> None:
+        self.query_one(Input).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one(DataTable).focus()
+
+
+def visible_paths(screen: HomeScreen) -> list[str]:
+    """The paths of the rows in display order (for tests and the bench)."""
+    return list(screen._order)
+
+
+def summaries_of(paths: Iterable[str], screen: HomeScreen) -> list[SessionSummary]:
+    """The summaries of `paths` as the screen holds them."""
+    return [screen.summaries[p] for p in paths if p in screen.summaries]
+
+
+def home_app(path: Path, *, lead_s: float = DEFAULT_LEAD_S, notify_idle: bool = False, **options: object):  # type: ignore[no-untyped-def]
+    """The dashboard app for `path` that opens on the home screen (`ds4tui home`); `options` go
+    to `Ds4App`. Esc from the home screen shows the dashboard of `path`."""
+    import ds4tui.app
+    from ds4tui.app import Ds4App
+
+    class HomeFirst(Ds4App):
+        CSS_PATH = str(Path(ds4tui.app.__file__).parent / str(Ds4App.CSS_PATH))  # relative to app.py
+
+        def on_ready(self) -> None:
+            def chosen(choice: Path | None) -> None:
+                if choice is not None:
+                    self.switch_session(choice)
+
+            screen = HomeScreen(now=self._now, lead_s=lead_s, notify_idle=notify_idle)
+            screen.notifier.enabled = lead_s > 0
+            self.push_screen(screen, chosen)
+
+    return HomeFirst(path, **options)  # type: ignore[arg-type]

@@ -1,0 +1,213 @@
+"""The home screen over a home directory of shared Pi, Claude Code and Codex samples moved to a
+fixed instant: order, countdown ticks, notices, filtering, a typed path, Enter/Esc with the real
+dashboard, and SVG snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.app import App
+from textual.widgets import DataTable, Input
+
+from ds4sessions.agents.registry import all_agents
+from ds4sessions.overview.scanner import Overview
+from ds4sessions.overview.summary import OverviewSettings
+from ds4tui.app import Ds4App
+from ds4tui.screens.home import HomeScreen, visible_paths
+from tests.overview_home import env_for, place_claude, place_codex, place_pi
+
+NOW = 1773144000.0  # 2026-03-10T12:00:00Z: fixed, so the snapshots do not move
+AGENTS = {a.name for a in all_agents()}
+
+
+class Clock:
+    """An injectable clock (epoch seconds) the test moves by hand."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    for key, value in env_for(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    placed = {
+        "pi-warm": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=NOW - 100, mtime=NOW - 20).path,
+        "pi-idle": place_pi(shared_dir, tmp_path, "03-compaction", latest_at=NOW - 250, mtime=NOW - 250).path,
+        "pi-old": place_pi(shared_dir, tmp_path, "05-extensions-models", latest_at=NOW - 3 * 86400, mtime=NOW - 3 * 86400).path,
+    }
+    if "claude-code" in AGENTS:
+        main, *subs = place_claude(shared_dir, tmp_path, latest_at=NOW - 200, mtime=NOW - 10)
+        placed["claude"] = main.path
+        placed["claude-sub"] = subs[0].path
+    if "codex" in AGENTS:
+        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=NOW - 30, mtime=NOW - 30).path
+    return placed
+
+
+def _overview(clock: Clock) -> Overview:
+    return Overview(settings=OverviewSettings(retention={"codex": 300}), now=clock)
+
+
+class HomeApp(App[None]):
+    """Only the home screen (the snapshot tests)."""
+
+    def __init__(self, clock: Clock, **options: object) -> None:
+        super().__init__()
+        self.clock = clock
+        self.options = options
+        self.chosen: list[Path | None] = []
+        self.bells = 0
+
+    def on_mount(self) -> None:
+        screen = HomeScreen(_overview(self.clock), now=self.clock, poll_s=None, **self.options)  # type: ignore[arg-type]
+        self.push_screen(screen, self.chosen.append)
+
+    def bell(self) -> None:
+        self.bells += 1
+
+
+async def _filled(pilot) -> HomeScreen:  # type: ignore[no-untyped-def]
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, HomeScreen)
+    return screen
+
+
+async def test_rows_live_first_soonest_expiry_first(home: dict[str, Path]) -> None:
+    clock = Clock(NOW)
+    app = HomeApp(clock)
+    async with app.run_test(size=(140, 30)) as pilot:
+        screen = await _filled(pilot)
+        order = visible_paths(screen)
+        assert set(order) == {str(p) for p in home.values()}
+        summaries = [screen.summaries[p] for p in order]
+        live = [s for s in summaries if s.live]
+        assert summaries[: len(live)] == live  # live first
+        running = [s.cache_at(NOW).remaining_s for s in live if s.cache_at(NOW).status in ("warm", "expiring")]
+        assert running == sorted(running) and len(running) >= 1  # soonest expiry first
+        assert summaries[0].live and summaries[0].cache_at(NOW).remaining_s == running[0]
+        table = screen.query_one(DataTable)
+        warm_row = table.get_row(str(home["pi-warm"]))
+        expires = screen.summaries[str(home["pi-warm"])].cache.expires_at_s
+        assert str(warm_row[2]) == f"● warm · {_mmss(expires - NOW)} left"
+        assert str(warm_row[1]) == "live" and str(warm_row[0]) == "pi"
+        assert str(warm_row[3]).endswith("3%")  # 5,089 of 200k
+        assert str(warm_row[4]) == "$0.0353"  # Σ recorded cost of 01-tools-and-image, all today
+        assert str(warm_row[5]) == "widget-service · Fix 404 for unknown widget ids"
+        # the countdown ticks with the clock
+        clock.t += 10
+        screen.tick()
+        assert str(table.get_row(str(home["pi-warm"]))[2]) == f"● warm · {_mmss(expires - clock.t)} left"
+        clock.t = expires - 42
+        screen.tick()
+        assert str(table.get_row(str(home["pi-warm"]))[2]) == "◐ expiring · 0:42 left"
+        clock.t = expires + 1
+        screen.tick()
+        assert str(table.get_row(str(home["pi-warm"]))[2]) == "○ cold"
+        assert str(table.get_row(str(home["pi-old"]))[4]) == "—"  # nothing spent today
+
+
+def _mmss(seconds: float) -> str:
+    import math
+
+    total = math.ceil(seconds)
+    return f"{total // 60}:{total % 60:02d}"
+
+
+async def test_the_expiry_notice_is_a_notification_and_a_bell_once(home: dict[str, Path]) -> None:
+    clock = Clock(NOW)
+    app = HomeApp(clock)
+    async with app.run_test(size=(140, 30), notifications=True) as pilot:
+        screen = await _filled(pilot)
+        warm = screen.summaries[str(home["pi-warm"])]
+        expires = warm.cache.expires_at_s
+        clock.t = expires - 61
+        screen.tick()
+        assert not any("prompt cache expires" in n.message for n in app._notifications)
+        clock.t = expires - 59
+        screen.tick()
+        screen.tick()
+        await pilot.pause()
+        notes = [n.message for n in app._notifications if "Fix 404" in n.message]
+        assert notes == ["pi · Fix 404 for unknown widget ids: prompt cache expires in 0:59 (at "
+                         + _clock(expires) + ")"]
+        assert app.bells >= 1
+        bells = app.bells
+        clock.t = expires - 30
+        screen.tick()
+        assert app.bells == bells  # once per expiry
+        # the idle Pi session (03) is not announced by default
+        idle = screen.summaries[str(home["pi-idle"])]
+        assert idle.live is False
+        assert not any("PATCH" in n.message for n in app._notifications)
+
+
+def _clock(seconds: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(seconds).strftime("%H:%M:%S")
+
+
+async def test_filter_and_typed_path(home: dict[str, Path], tmp_path: Path) -> None:
+    clock = Clock(NOW)
+    app = HomeApp(clock)
+    async with app.run_test(size=(140, 30)) as pilot:
+        screen = await _filled(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"widget")
+        await pilot.pause()
+        assert set(visible_paths(screen)) == {str(home[k]) for k in ("pi-warm", "pi-idle", "pi-old")}
+        screen.query_one(Input).value = "no-such/file.jsonl"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chosen == [] and visible_paths(screen) == []
+        screen.query_one(Input).value = str(home["pi-old"])
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chosen == [home["pi-old"]]
+
+
+async def test_enter_opens_the_dashboard_and_esc_comes_back(home: dict[str, Path]) -> None:
+    clock = Clock(NOW)
+    app = Ds4App(home["pi-idle"], watch=False, retrieval=False, now=clock)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("o")
+        screen = await _filled(pilot)
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HomeScreen) and app.session_path == home["pi-idle"]
+        await pilot.press("o")
+        screen = await _filled(pilot)
+        table = screen.query_one(DataTable)
+        target = visible_paths(screen).index(str(home["pi-warm"]))
+        table.move_cursor(row=target)
+        table.focus()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not isinstance(app.screen, HomeScreen)
+        assert app.session_path == home["pi-warm"]
+
+
+def test_home_snapshot(snap_compare, home: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+    async def filled(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _filled(pilot)
+
+    assert snap_compare(HomeApp(Clock(NOW)), terminal_size=(150, 24), run_before=filled)
+
+
+def test_home_snapshot_filtered_narrow(snap_compare, home: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+    async def filtered(pilot) -> None:  # type: ignore[no-untyped-def]
+        screen = await _filled(pilot)
+        screen.query_one(Input).value = "claude"
+        await pilot.pause()
+
+    assert snap_compare(HomeApp(Clock(NOW - 60)), terminal_size=(96, 16), run_before=filtered)
