@@ -161,7 +161,7 @@ def map_cmd(
         return
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.ingest.live import open_snapshot
-    from ds4tui.header import session_display_name
+    from ds4tui.header import first_prompt_of, session_display_name
     from ds4tui.mapjson import dumps_map, map_json
     from ds4tui.render import calibrated_of, calibration_line, category_lines, grid_lines, problem_lines
 
@@ -180,7 +180,7 @@ def map_cmd(
     console = Console()
     used = cal.used  # the same number the dashboard's header and legend show
     window = snap.context_window
-    title = Text(f"{literal(session_display_name(snap.reader.session_name, snap.path), keep_newlines=False)} · {snap.model_key or 'model unknown'}")
+    title = Text(f"{literal(session_display_name(snap.reader.session_name, snap.path, first_prompt_of(snap.context.messages)), keep_newlines=False)} · {snap.model_key or 'model unknown'}")
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
     width = max(min(console.width - 4, 60), 30)
     grid, per_cell = grid_lines(cal, width=min(width, 50), rows=10)

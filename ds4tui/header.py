@@ -14,13 +14,32 @@ from rich.text import Text
 
 from ds4tui.text import fmt_tokens, literal
 
-def session_display_name(name: str | None, path: object) -> str:
-    """The name ds4tui shows for a session everywhere (header, `sessions`, picker, `map`): its
-    `session_info` name, else the file name without `.jsonl` (Pi's session files are named
-    `<timestamp>_<id>.jsonl`)."""
+def session_display_name(name: str | None, path: object, first_prompt: str | None = None) -> str:
+    """The name ds4tui shows for a session everywhere (header, `sessions`, home screen, `map`): its
+    `session_info` name, else its first prompt's first line (what Pi's own session list shows, and
+    `ds4sessions.overview.summary.first_prompt`), else the file name without `.jsonl`."""
     from pathlib import Path
 
-    return (name or "").strip() or Path(str(path)).stem
+    return (name or "").strip() or (first_prompt or "").strip() or Path(str(path)).stem
+
+
+def first_prompt_of(messages: object, limit: int = 80) -> str | None:
+    """The first line of the first user message's text in `messages` (Pi agent messages), at most
+    `limit` characters; the same rule as `ds4sessions.overview.summary.first_prompt`."""
+    for message in messages or ():  # type: ignore[attr-defined]
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, (list, tuple)):
+            text = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        else:
+            continue
+        line = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if line and isinstance(line, str):
+            return line[:limit]
+    return None
 
 
 SEPARATOR = " · "

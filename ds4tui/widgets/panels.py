@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
 from ds4sessions.ingest.live import Snapshot
-from ds4tui.header import HeaderFacts, compose_header, session_display_name
+from ds4tui.header import HeaderFacts, compose_header, first_prompt_of, session_display_name
 from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 
@@ -36,7 +36,7 @@ def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: 
         measured=cal.source == "provider",
         model=snap.model_key,
         known_model=snap.model is not None,
-        name=session_display_name(reader.session_name, snap.path),
+        name=session_display_name(reader.session_name, snap.path, first_prompt_of(snap.context.messages)),
         cwd=(reader.cwd or "").rstrip("/").rsplit("/", 1)[-1],
         demo=demo,
         paused=not following,

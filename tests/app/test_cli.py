@@ -133,6 +133,7 @@ def test_map_calibrates_an_estimate_above_the_provider(shared_dir: Path) -> None
 def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 17: `sessions` said "(no name)" where the header showed the file's name."""
     from ds4sessions.ingest.live import open_snapshot
+    from ds4tui.header import first_prompt_of
     from ds4tui.widgets.panels import header_facts
 
     agent = tmp_path / "agent"
@@ -143,5 +144,6 @@ def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     listing = runner.invoke(app, ["sessions"], terminal_width=300)
     header = header_facts(open_snapshot(unnamed), demo=False, following=True)
-    assert header.name == "2026-03-02T08-41-13-726Z_unnamed"
-    assert f"  {header.name}  ·  " in listing.stdout and "(no name)" not in listing.stdout
+    first = first_prompt_of(open_snapshot(unnamed).context.messages)
+    assert first and header.name == first  # no session_info name: its first prompt, as Pi's list shows
+    assert f"  {header.name[:60]}" in listing.stdout and "(no name)" not in listing.stdout
