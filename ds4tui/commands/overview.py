@@ -92,6 +92,10 @@ def sessions(as_json: bool) -> None:
                         f"  ·  {s.entries} entries  ·  {fmt_bytes(s.size)}")
             console.print(line)
             console.print(Text("  " + literal(s.path, keep_newlines=False), style="dim"))
+    from ds4sessions.agents.pi.discovery import unreadable_sessions
+
+    for path, reason in unreadable_sessions():  # FIFOs, devices, unreadable files: named, never read
+        typer.echo(f"ds4tui: skipped {literal(str(path), keep_newlines=False)}: {reason}", err=True)
     for problem in problems:
         typer.echo(f"ds4tui: {literal(problem, keep_newlines=False)}", err=True)
 
