@@ -108,28 +108,52 @@ def _run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
 
 @app.command("open")
 def open_cmd(
-    path: Annotated[Optional[Path], typer.Argument(help="A Pi session .jsonl file")] = None,
+    path: Annotated[Optional[Path], typer.Argument(help="A Pi, Claude Code or Codex session file")] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Open a session in the dashboard (default: the newest Pi session, else the bundled demo)."""
-    from ds4sessions.agents.pi.discovery import newest_session
-
+    """Open a session (default: the newest session of any agent, else the bundled demo)."""
     if path is None:
-        path = newest_session()
+        path = newest_any_agent()
         if path is None:
             _run_demo_copy(config)
             return
-    else:
-        path = session_file(path)
-        if _codex_open(path):
-            return
-        if agent_name(path) == "claude-code":
-            # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
-            from ds4tui.claude_view import ClaudeApp
+    path = session_file(path)
+    if _codex_open(path):
+        return
+    if agent_name(path) == "claude-code":
+        # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
+        from ds4tui.claude_view import ClaudeApp
 
-            ClaudeApp(path).run()
-            return
+        ClaudeApp(path).run()
+        return
     _run_tui(path, False, config)
+
+
+def newest_any_agent() -> Path | None:
+    """The most recently modified session file of any agent (Pi, Claude Code, Codex), or None.
+    Pi's is found by file times alone; the other agents' listings skip subagent transcripts."""
+    from ds4sessions.agents.pi.discovery import newest_session
+    from ds4sessions.agents.registry import all_agents
+
+    best: tuple[float, Path] | None = None
+    pi = newest_session()
+    if pi is not None:
+        try:
+            best = (pi.stat().st_mtime, pi)
+        except OSError:
+            pass
+    for agent in all_agents():
+        if agent.name == "pi":
+            continue
+        try:
+            infos = [i for i in agent.discover() if i.parent is None]
+        except OSError:
+            continue
+        if infos:
+            newest = max(infos, key=lambda i: i.modified)
+            if best is None or newest.modified > best[0]:
+                best = (newest.modified, newest.path)
+    return best[1] if best else None
 
 
 def _run_demo_copy(config: Path | None = None) -> None:

@@ -147,3 +147,30 @@ def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path
     first = first_prompt_of(open_snapshot(unnamed).context.messages)
     assert first and header.name == first  # no session_info name: its first prompt, as Pi's list shows
     assert f"  {header.name[:60]}" in listing.stdout and "(no name)" not in listing.stdout
+
+
+def test_no_argument_opens_the_newest_session_of_any_agent(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11: `ds4tui` with no argument opens the newest session of any agent."""
+    import os
+    import shutil
+
+    from ds4tui.cli import newest_any_agent
+    from tests.conftest import FIXTURES
+
+    agent = tmp_path / "pi"
+    (agent / "sessions" / "--p--").mkdir(parents=True)
+    pi = agent / "sessions" / "--p--" / "s.jsonl"
+    shutil.copyfile(sample01, pi)
+    claude_home = tmp_path / "claude"
+    project = claude_home / "projects" / "-home-dev-proj"
+    project.mkdir(parents=True)
+    claude = project / "11111111-2222-3333-4444-555555555555.jsonl"
+    shutil.copyfile(FIXTURES / "claude" / "manual-compact-diagnostics.jsonl", claude)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude_home))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    os.utime(pi, (1_000_000_000, 1_000_000_000))
+    assert newest_any_agent() == claude
+    os.utime(claude, (900_000_000, 900_000_000))
+    assert newest_any_agent() == pi
