@@ -24,22 +24,10 @@ def session_display_name(name: str | None, path: object, first_prompt: str | Non
 
 
 def first_prompt_of(messages: object, limit: int = 80) -> str | None:
-    """The first line of the first user message's text in `messages` (Pi agent messages), at most
-    `limit` characters; the same rule as `ds4sessions.overview.summary.first_prompt`."""
-    for message in messages or ():  # type: ignore[attr-defined]
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, (list, tuple)):
-            text = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-        else:
-            continue
-        line = text.strip().splitlines()[0].strip() if text.strip() else ""
-        if line and isinstance(line, str):
-            return line[:limit]
-    return None
+    """The first line of the first user message in `messages` (`ds4sessions.agents.common.first_prompt`)."""
+    from ds4sessions.agents.common import first_prompt
+
+    return first_prompt(messages or (), limit)  # type: ignore[arg-type]
 
 
 SEPARATOR = " · "

@@ -37,6 +37,7 @@ from ds4core.cache_state import DEFAULT_EXPIRING_SECONDS, CacheEvent, cache_cloc
 from ds4core.models import ModelTable
 from ds4core.usage import Usage as CoreUsage
 
+from ds4sessions.agents.common import first_prompt as first_prompt_of
 from ds4sessions.agents.base import CLAUDE_CODE, CODEX, PI, Conversation, Request, SessionInfo
 from ds4sessions.overview.prices import PriceBook
 
@@ -371,22 +372,9 @@ def _name(conversation: Conversation, info: SessionInfo | None) -> str | None:
 
 
 def first_prompt(conversation: Conversation, limit: int = 80) -> str | None:
-    """The first line of the first user message's text (what Pi's own session list shows for a
-    session without a name), at most `limit` characters; None when there is none."""
-    for message in conversation.messages:
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, (list, tuple)):
-            text = " ".join(b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text")
-        else:
-            continue
-        line = text.strip().splitlines()[0].strip() if text.strip() else ""
-        if line:
-            return line[:limit]
-    return None
+    """The first line of the conversation's first user message, at most `limit` characters
+    (`ds4sessions.agents.common.first_prompt`); None when there is none."""
+    return first_prompt_of(conversation.messages, limit)
 
 
 def summarize(

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ds4core.claude_context import model_window
+from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
     Capabilities,
@@ -68,16 +69,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 NOT_SENT_TYPES = {"queue-operation", "last-prompt", "mode", "summary", "ai-title", "file-history-snapshot",
                   "permission-mode", "progress", "custom-title"}
-
-
-def iso_seconds(value: Any) -> float | None:
-    """Unix seconds of an ISO-8601 timestamp string (`...Z` accepted), None when unparsable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except (ValueError, RecursionError):
-        return None
 
 
 def _int(value: Any) -> int:

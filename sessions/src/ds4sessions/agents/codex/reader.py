@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ds4sessions.agents.common import iso_seconds as _seconds
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
 
@@ -102,15 +103,6 @@ SPAWN_LOOKUP_SECONDS = 10.0
 
 MAX_KEPT_DIAGNOSTICS = 200
 """Diagnostics kept for display (all are counted in `extra["diagnosticCounts"]`)."""
-
-
-def _seconds(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except (ValueError, RecursionError):
-        return None
 
 
 def _str(value: Any) -> str | None:
