@@ -333,7 +333,8 @@ class Ds4App(SteeringMixin, App[None]):
         if snap is None or event.entry_id is None:
             return
         tab = "manifest" if isinstance(event, ManifestView.EntrySelected) else "retrieval"
-        if self.query_one(TabbedContent).active != tab:
+        tabs = self.query_one_optional(TabbedContent) if self.screen_stack else None
+        if tabs is None or tabs.active != tab:  # the app is closing, or
             return  # a table filling in a hidden tab is not the user's choice
         ids = snap.context.message_entry_ids
         if event.entry_id in ids:
