@@ -121,6 +121,16 @@ class Diagnostics:
         if self.counts[kind] <= MAX_KEPT_PER_KIND:
             self.items.append(Diagnostic(kind, message, line_no, offset, excerpt))
 
+    def copy(self) -> Diagnostics:
+        """An independent copy (what a frozen snapshot holds): O(kept items + orphans)."""
+        return Diagnostics(
+            items=list(self.items),
+            counts=Counter(self.counts),
+            missing_parents={parent: list(children) for parent, children in self.missing_parents.items()},
+            unknown_types=Counter(self.unknown_types),
+            pending=self.pending,
+        )
+
     def count(self, kind: Problem) -> int:
         """How many problems of `kind` were found (missing parents: entries still orphaned)."""
         if kind is Problem.MISSING_PARENT:

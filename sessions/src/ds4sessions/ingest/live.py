@@ -21,6 +21,7 @@ import datetime as dt
 import itertools
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -29,9 +30,11 @@ from ds4core.models import ModelInfo, ModelTable
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
 
+from ds4sessions.agents import base
+from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry
-from ds4sessions.agents.pi.reader import PiSessionReader
+from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.ingest.tailer import Tailer
 
 
@@ -78,14 +81,25 @@ class ProviderView:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything the UI shows for one state of the session file. Immutable; one per update.
+    """Everything the UI shows for one state of the session file. A value: one per update, and
+    nothing in it changes afterwards, whatever the ingest thread reads next.
+
+    - `session`: the file's state as read (a frozen `PiSession`: `PiSessionReader.freeze()`, whose
+      `entries`/`by_id` see only the entries read before this snapshot, with copied labels and
+      diagnostics); `reader` is the same object (older name);
+    - `context`: Pi's context (`SessionContext`; its lists are never mutated after it is made);
+    - `conversation`: the agent-neutral `base.Conversation` (made on first use from the frozen
+      data; what agent-neutral stages read);
+    - `model`/`model_key`, `breakdown` (chars-v1) / `exact` (cl100k, after `LiveSession.refine`),
+      `provider` (the provider's count), `turns`, `system_inferred`, `deleted`, `pending_bytes`
+      and `file_size` (bytes), `updated_at` (Unix seconds).
 
     `_lineage` is `LiveSession`'s own: what the next append extends (not part of equality).
     """
 
     version: int
     path: Path
-    reader: PiSessionReader
+    session: PiSession
     context: SessionContext
     model: ModelInfo | None
     model_key: str | None
@@ -99,6 +113,35 @@ class Snapshot:
     file_size: int = 0
     updated_at: float = field(default_factory=time.time)
     _lineage: _Lineage | None = field(default=None, repr=False, compare=False)
+    _requests: _Requests | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def reader(self) -> PiSession:
+        """The frozen session (`session`; the name predates frozen snapshots)."""
+        return self.session
+
+    @property
+    def agent(self) -> str:
+        """The agent id of the session (`base.PI`)."""
+        return base.PI
+
+    @property
+    def capabilities(self) -> base.Capabilities:
+        """What the agent supports (DS4 plan, retrieval, steering, bridge)."""
+        from ds4sessions.agents.pi.agent import CAPABILITIES
+
+        return CAPABILITIES
+
+    @cached_property
+    def conversation(self) -> base.Conversation:
+        """The agent-neutral state (`base.Conversation`) of this snapshot, made once on first use
+        (O(messages + requests)); every request is one assistant reply of the file, counted once."""
+        ctx = self.context
+        replies = self._requests.replies if self._requests is not None else EntryPrefix([], 0)
+        position = {eid: i for i, eid in enumerate(ctx.message_entry_ids) if eid is not None}
+        requests = tuple(request_of(e, i, position.get(e.id or "")) for i, e in enumerate(replies))
+        models = self._requests.models if self._requests is not None else ModelTable.bundled()
+        return conversation_of(self.path, self.session, ctx, requests, models)
 
     @property
     def best(self) -> Breakdown:
@@ -281,13 +324,24 @@ class _Counted:
 
 
 @dataclass(frozen=True)
+class _Requests:
+    """The assistant replies read before a snapshot (a prefix of `LiveSession`'s append-only
+    list) and the model table, from which `Snapshot.conversation` is made."""
+
+    replies: EntryPrefix
+    models: ModelTable
+
+
+@dataclass(frozen=True)
 class _Lineage:
     """What a snapshot keeps so the next append extends it: its context (checked by identity),
     the full rebuild it descends from (`epoch`, unique in the process: the contexts of one epoch
-    extend each other), its facts and its chars-v1 share."""
+    extend each other), which reader it was built from (`reader_id`, one number per reader of a
+    `LiveSession`), its facts and its chars-v1 share."""
 
     context: SessionContext
     epoch: int
+    reader_id: int
     facts: _Facts
     fast: _Counted
 
@@ -436,6 +490,8 @@ class LiveSession:
         self.models = models or ModelTable.bundled()
         self._tailer = Tailer(self.path)
         self._reader = PiSessionReader(self.path)
+        self._replies: list[Entry] = []  # assistant message entries of `_reader`, append-only
+        self._generation = 0  # one number per reader (a reset starts a new one)
         self._fast = TokenLedger(CharsV1Counter(), message_parts)
         self._exact = TokenLedger(Cl100kCounter(), message_parts)
         self._version = 0
@@ -445,7 +501,8 @@ class LiveSession:
 
     @property
     def reader(self) -> PiSessionReader:
-        """The reader (its entries, labels, diagnostics)."""
+        """The live reader (its entries, labels, diagnostics): only for the thread that calls
+        `refresh`; everything else reads a snapshot's frozen `session`."""
         return self._reader
 
     def refresh(self, force: bool = False) -> Snapshot | None:
@@ -460,24 +517,31 @@ class LiveSession:
         elif reset:
             self._deleted = False
             self._reader = PiSessionReader(self.path)
+            self._replies = []  # a new list: older snapshots keep theirs
+            self._generation += 1
             self._fast.forget_identities()
             self._exact.forget_identities()
         new_entries = self._reader.feed(batch.lines) if batch.lines else []
+        self._note_replies(new_entries)
         self._reader.set_pending_tail(batch.pending_bytes)
         changed = bool(batch.lines) or reset or self.last is None
         if not changed and not force:
             if self.last is not None and self.last.pending_bytes != batch.pending_bytes:
-                self.last = _replace(self.last, pending_bytes=batch.pending_bytes)
+                self.last = _replace(self.last, pending_bytes=batch.pending_bytes, session=self._reader.freeze())
                 return self.last
             return None
         self.last = self._build(batch.pending_bytes, batch.size, None if reset or force else new_entries)
         return self.last
 
+    def _note_replies(self, entries: Sequence[Entry]) -> None:
+        self._replies.extend(e for e in entries if e.type == "message" and e.role == "assistant")
+
     def _build(self, pending: int, size: int, new_entries: Sequence[Entry] | None) -> Snapshot:
         """The snapshot of the reader's state; `new_entries` (the entries read since `self.last`)
         lets it extend `self.last` when they only extend the branch; None rebuilds in full."""
         reader = self._reader
-        previous = self.last._lineage if self.last is not None and self.last.reader is reader else None
+        last = self.last._lineage if self.last is not None else None
+        previous = last if last is not None and last.reader_id == self._generation else None
         ctx = None
         if previous is not None and new_entries is not None:
             ctx = extend_context(previous.context, reader, new_entries)
@@ -505,10 +569,11 @@ class LiveSession:
         breakdown, provider_view, inferred = _views(ctx, facts, fast, model)
         self._version += 1
         return Snapshot(
-            version=self._version, path=self.path, reader=reader, context=ctx, model=model,
+            version=self._version, path=self.path, session=reader.freeze(), context=ctx, model=model,
             model_key=model_key, breakdown=breakdown, exact=None, provider=provider_view, turns=turns,
             system_inferred=inferred, deleted=self._deleted, pending_bytes=pending, file_size=size,
-            _lineage=_Lineage(ctx, epoch, facts, fast),
+            _lineage=_Lineage(ctx, epoch, self._generation, facts, fast),
+            _requests=_Requests(EntryPrefix(self._replies, len(self._replies)), self.models),
         )
 
     def finish(self) -> Snapshot | None:
@@ -520,6 +585,7 @@ class LiveSession:
             return None
         self._reader.set_pending_tail(0)
         entry = self._reader.feed_final_tail(*tail)
+        self._note_replies([entry] if entry is not None else [])
         self.last = self._build(0, self.last.file_size if self.last else 0, [entry] if entry is not None else [])
         return self.last
 

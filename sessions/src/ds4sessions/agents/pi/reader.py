@@ -24,7 +24,7 @@ on every append. `read_session()` reads a whole file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,6 +122,7 @@ class PiSessionReader(PiSession):
 
     def __init__(self, path: Path | None = None) -> None:
         super().__init__(path)
+        self._shadowed: dict[str, list[Entry]] = {}  # id → earlier entries a later duplicate replaced
         self._migrator = Migrator(CURRENT_VERSION)
         self._first_content: tuple[int, int] | None = None  # (line, offset) of the first non-blank line
 
@@ -280,6 +281,7 @@ class PiSessionReader(PiSession):
                     line_no,
                     offset,
                 )
+                self._shadowed.setdefault(entry.id, []).append(earlier)  # before by_id moves on
             self.by_id[entry.id] = entry
             diagnostics.missing_parents.pop(entry.id, None)
         if entry.parent_id is not None and entry.parent_id not in self.by_id:
@@ -297,6 +299,111 @@ class PiSessionReader(PiSession):
             name = obj.get("name")
             self.session_name = (name.strip() or None) if isinstance(name, str) else None
         return entry
+
+
+    def freeze(self) -> PiSession:
+        """A read-only `PiSession` of the state now, that later `feed` calls do not change.
+
+        Cheap (O(labels + diagnostics), not O(entries)): entries are append-only, so the frozen
+        session sees a prefix of the same list (`EntryPrefix`) and an id index that ignores entries
+        read later (`IdIndexAt`); header, status, leaf, name, labels and diagnostics are copied.
+        Safe to read on another thread while this reader is fed (list/dict reads are atomic in
+        CPython).
+        """
+        frozen = PiSession(self.path)
+        frozen.header = self.header
+        frozen.status = self.status
+        frozen.version = self.version
+        frozen.entries = EntryPrefix(self.entries, len(self.entries))  # type: ignore[assignment]
+        frozen.by_id = IdIndexAt(self.by_id, self._shadowed, self.last_line_no, len(self.by_id))  # type: ignore[assignment]
+        frozen.labels = dict(self.labels)
+        frozen.session_name = self.session_name
+        frozen.leaf_id = self.leaf_id
+        frozen.diagnostics = self.diagnostics.copy()
+        frozen.end_offset = self.end_offset
+        frozen.last_line_no = self.last_line_no
+        return frozen
+
+
+class EntryPrefix(Sequence[Entry]):
+    """The first `length` entries of an append-only list, as a read-only sequence (O(1) to make)."""
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[Entry], length: int) -> None:
+        self._items = items
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            return self._items[start:stop:step]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("entry index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        items = self._items
+        for i in range(self._length):
+            yield items[i]
+
+    def __reversed__(self) -> Iterator[Entry]:
+        items = self._items
+        for i in range(self._length - 1, -1, -1):
+            yield items[i]
+
+    def __repr__(self) -> str:
+        return f"EntryPrefix({self._length} entries)"
+
+
+class IdIndexAt(Mapping[str, Entry]):
+    """A reader's `by_id` as it was after line `last_line_no` (O(1) to make).
+
+    Entries read later are invisible; an id a later duplicate took over maps to the entry that
+    held it then (from the reader's record of replaced entries). `len` is the id count then.
+    """
+
+    __slots__ = ("_live", "_shadowed", "_last_line", "_length")
+
+    def __init__(self, live: dict[str, Entry], shadowed: dict[str, list[Entry]], last_line_no: int, length: int) -> None:
+        self._live = live
+        self._shadowed = shadowed
+        self._last_line = last_line_no
+        self._length = length
+
+    def get(self, key, default=None):  # type: ignore[override]
+        entry = self._live.get(key)
+        if entry is None:
+            return default
+        if entry.line_no <= self._last_line:
+            return entry
+        for earlier in reversed(self._shadowed.get(key, ())):
+            if earlier.line_no <= self._last_line:
+                return earlier
+        return default
+
+    def __getitem__(self, key: str) -> Entry:
+        entry = self.get(key)
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in list(self._live) if self.get(key) is not None)
+
+    def __repr__(self) -> str:
+        return f"IdIndexAt({self._length} ids, line {self._last_line})"
 
 
 def read_session(path: str | Path) -> PiSession:
