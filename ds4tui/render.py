@@ -50,6 +50,21 @@ def category_lines(breakdown: Breakdown, width: int = 46, max_children: int = MA
     return lines
 
 
+def legend_lines(rows: Any, width: int = 46, max_children: int = MAX_CHILDREN) -> list[Text]:
+    """`category_lines` for the view model's legend rows (`ds4tui.viewmodel.CategoryModel`:
+    each figure a `Tokens`, printed as `Tokens.shown`)."""
+    lines: list[Text] = []
+    for row in rows:
+        lines.append(_leader_line(row.label, fmt_tokens(row.tokens.shown), width, 0, COLOURS.get(row.id)))
+        for name, tokens in row.children[:max_children]:
+            lines.append(_leader_line(name, fmt_tokens(tokens.shown), width, 2, None))
+        rest = row.children[max_children:]
+        if rest:
+            more = sum(t.shown for _, t in rest)
+            lines.append(Text(f"    +{len(rest)} more ({fmt_tokens(more)})", style="dim"))
+    return lines
+
+
 def summary_line(estimate: int, provider: Any, counter: str) -> Text:
     """"est. 82.2k (cl100k) · provider 84.2k · ×1.02": our estimate, the provider's prompt
     tokens at the anchor reply and their ratio provider/estimate (provider part when known)."""

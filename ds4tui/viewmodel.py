@@ -313,10 +313,10 @@ def _turn_row(turn: Any, cal: Calibration) -> TurnRow:
 
 
 def _plan_state(turn: Any, excluded: frozenset[str], pins: frozenset[str]) -> tuple[PlanState, bool]:
-    ids = turn.entry_ids
-    out = sum(1 for eid in ids if eid in excluded)
-    pinned = any(eid in pins for eid in ids)
-    if out and out == len(set(ids)):
+    ids = set(turn.entry_ids)
+    out = ids & excluded
+    pinned = not ids.isdisjoint(pins)
+    if out and out == ids:
         return "excluded", pinned
     return ("partial" if out else "kept"), pinned
 

@@ -12,8 +12,9 @@ from textual.widgets import DataTable, Static
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
 from ds4sessions.ingest.live import Snapshot
-from ds4tui.render import category_lines, overshoot_line, summary_line
+from ds4tui.render import legend_lines, overshoot_line, summary_line
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
+from ds4tui.viewmodel import HeaderModel, LegendModel, TurnRow, ViewModel
 
 PREVIEW_CHARS = 2000
 """Characters of an entry's content shown in the inspector."""
@@ -21,7 +22,8 @@ PREVIEW_CHARS = 2000
 
 class SessionHeader(Static):
     """One line: session name (cwd) · model · provider tokens / window (fill) · badges; the
-    bridge state (`bridge: live | stale | not running | not installed`) when known."""
+    bridge state (`bridge: live | stale | not running | not installed`) when known. Renders a
+    `ds4tui.viewmodel.HeaderModel`."""
 
     _bridge: str = ""
     _last: tuple = ()
@@ -33,144 +35,160 @@ class SessionHeader(Static):
             if self._last:
                 self.show(*self._last[:1], **self._last[1])
 
-    def show(self, snap: Snapshot | None, *, demo: bool, following: bool) -> None:
-        """Redraw for `snap` (None: nothing loaded yet)."""
-        self._last = (snap, {"demo": demo, "following": following})
+    def show(self, header: HeaderModel | None, *, demo: bool, following: bool) -> None:
+        """Redraw for `header` (None: nothing loaded yet)."""
+        header = header or HeaderModel("loading")
+        self._last = (header, {"demo": demo, "following": following})
         text = Text()
         text.append(" ds4tui", style="bold")
         if demo:
             text.append(" [demo]", style="bold reverse")
-        if snap is None:
+        if header.state == "loading":
             text.append(" · reading the session file…")
             self.update(text)
             return
-        reader = snap.reader
-        if reader.status == "empty" and not reader.entries:
-            text.append(f" · empty session ({fmt_bytes(snap.file_size)}): waiting for Pi to write", style="dim")
+        if header.state == "empty":
+            text.append(f" · empty session ({fmt_bytes(header.file_size)}): waiting for Pi to write", style="dim")
             self.update(text)
             return
-        used = snap.provider.context_tokens if snap.provider else snap.best.estimate
-        window = snap.context_window
+        used, window = header.used, header.window
         text.append(" · ")
         text.append(fmt_tokens(used), style="bold")
         if window:
             text.append(f" / {fmt_tokens(window)} ({100 * used / window:.0f}%)")
-        if not snap.provider:
+        if not header.measured:
             text.append(" est.", style="dim")
         text.append(" · ")
-        text.append(snap.model_key or "model unknown", style="" if snap.model else "yellow")
-        name = reader.session_name or snap.path.stem
-        cwd = (reader.cwd or "").rstrip("/").rsplit("/", 1)[-1]
+        text.append(header.model_key or "model unknown", style="" if header.model_known else "yellow")
         text.append(" · ")
-        text.append(literal(name, keep_newlines=False)[:40])
-        if cwd:
-            text.append(f" ({literal(cwd, keep_newlines=False)[:30]})", style="dim")
-        if snap.deleted:
+        text.append(literal(header.name, keep_newlines=False)[:40])
+        if header.cwd_name:
+            text.append(f" ({literal(header.cwd_name, keep_newlines=False)[:30]})", style="dim")
+        if header.deleted:
             text.append(" · file deleted", style="bold red")
         if not following:
             text.append(" · paused", style="bold yellow")
         if self._bridge:
             text.append(f" · {self._bridge}", style="bold green" if self._bridge.endswith("live") else "dim")
-        problems = reader.diagnostics.total + len(snap.context.warnings)
-        if reader.status == "not_a_session":
+        if header.not_a_session:
             text.append(" · header invalid (read-only salvage)", style="bold red")
-        if problems:
-            text.append(f" · ⚠ {problems} problems (d)", style="yellow")
+        if header.problems:
+            text.append(f" · ⚠ {header.problems} problems (d)", style="yellow")
         self.update(text)
 
 
 class CategoryList(Static):
-    """Categories with dotted leaders and token counts, then the estimate/provider line."""
+    """Categories with dotted leaders and token counts, then the estimate/provider line.
+    Renders a `ds4tui.viewmodel.LegendModel`."""
 
-    _snap: Snapshot | None = None
+    _legend: LegendModel | None = None
 
     def on_resize(self) -> None:
         """Re-fit the dotted leaders to the new width."""
-        if self._snap is not None:
-            self.show(self._snap)
+        if self._legend is not None:
+            self.show(self._legend)
 
-    def show(self, snap: Snapshot) -> None:
-        """Redraw for `snap` using its best breakdown."""
-        self._snap = snap
-        bd = snap.best
+    def show(self, legend: LegendModel | None) -> None:
+        """Redraw for `legend` (None: nothing yet)."""
+        self._legend = legend
+        if legend is None:
+            self.update("")
+            return
         width = max(self.size.width or 46, 24)
-        lines = category_lines(bd, width=width)
-        if snap.model is None:
-            lines.append(Text(f"window unknown for {snap.model_key or 'this session'}", style="yellow"))
-        lines.append(summary_line(bd.estimate, snap.provider, bd.counter))
-        over = overshoot_line(bd.estimate, snap.provider)
+        lines = legend_lines(legend.rows, width=width)
+        if legend.unknown_window:
+            lines.append(Text(legend.unknown_window, style="yellow"))
+        lines.append(summary_line(legend.estimate.raw, legend.provider, legend.estimate.estimator))
+        over = overshoot_line(legend.estimate.raw, legend.provider)
         if over is not None:
             lines.append(over)
-        if snap.provider and snap.provider.later_messages:
-            lines.append(Text(f"+{snap.provider.later_messages} messages since the last reply are estimated", style="dim"))
+        if legend.provider and legend.provider.later_messages:
+            lines.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
         self.update(Group(*lines))
 
 
+def _plan_cell(row: TurnRow) -> Text:
+    if not row.plan:
+        return Text("")
+    text = Text(row.plan, style={"excluded": "dim", "partial": "yellow", "kept": "green"}[row.plan])
+    if row.pinned:
+        text.append(" ◆", style="magenta")
+    return text
+
+
+_TURN_COLUMNS = ("index", "time", "prompt", "tools", "tokens", "plan")
+
+
 class TurnList(DataTable):
-    """One row per turn: index, time, first words of the prompt, tool calls, tokens."""
+    """One row per turn: index, time, first words of the prompt, tool calls, tokens, plan state.
+    Renders the `TurnRow`s of a `ds4tui.viewmodel.ViewModel`, touching only new, changed or
+    gone rows (an append usually changes the last row and may add one)."""
 
-    def show(self, snap: Snapshot) -> None:
-        """Replace the rows (keeps the cursor row when it still exists)."""
-        self._snap = snap
+    _rows: tuple[TurnRow, ...] = ()
+    _width: int = -1
+
+    def show(self, view: ViewModel) -> None:
+        """Show `view.turns` (keeps the cursor row when it still exists)."""
+        self._view = view
         with self.prevent(self.RowHighlighted):
-            self._fill(snap)
-
-    _plan: Any = None
-
-    def show_plan(self, snap: Snapshot, plan: Any) -> None:
-        """Fill the plan column from a DS4 `PlanView` (None: unknown)."""
-        self._plan = plan
-        if plan is None or not self.row_count or "plan" not in self.columns:
-            return
-        for turn in snap.turns:
-            key = str(turn.first_message)
-            if key in self.rows:
-                self.update_cell(key, "plan", self._plan_cell(turn))
-
-    def _plan_cell(self, turn: Any) -> Text:
-        plan = self._plan
-        if plan is None:
-            return Text("")
-        ids = set(turn.entry_ids)
-        pinned = bool(ids & set(plan.pinned_entry_ids))
-        out = ids & plan.excluded_entry_ids
-        if out and out == ids:
-            text = Text("excluded", style="dim")
-        elif out:
-            text = Text("partial", style="yellow")
-        else:
-            text = Text("kept", style="green")
-        if pinned:
-            text.append(" ◆", style="magenta")
-        return text
+            width = self.size.width or 80
+            if width != self._width or not self.columns:
+                self._fill(view.turns, width)
+            else:
+                self._update(view.turns)
 
     def on_resize(self) -> None:
         """Fit the prompt column to the new width."""
-        snap = getattr(self, "_snap", None)
-        if snap is not None:
-            self.show(snap)
+        view = getattr(self, "_view", None)
+        if view is not None:
+            self.show(view)
 
-    def _fill(self, snap: Snapshot) -> None:
+    @staticmethod
+    def _cells(row: TurnRow) -> tuple:
+        return (
+            Text(str(row.index) if row.index else "·", justify="right"),
+            row.time,
+            literal_text(row.prompt, keep_newlines=False),
+            Text(str(row.tool_calls), justify="right"),
+            Text(fmt_tokens(row.tokens.shown), justify="right"),
+            _plan_cell(row),
+        )
+
+    def _update(self, rows: tuple[TurnRow, ...]) -> None:
+        old = self._rows
+        for i, row in enumerate(rows):
+            if i < len(old):
+                before = old[i]
+                if before is row:
+                    continue
+                if before.key != row.key:  # a compaction or a branch switch: new turns
+                    self._fill(rows, self._width)
+                    return
+                new, was = self._cells(row), self._cells(before)
+                for column, cell, prior in zip(_TURN_COLUMNS, new, was):
+                    if cell != prior:
+                        self.update_cell(row.key, column, cell)
+            else:
+                self.add_row(*self._cells(row), key=row.key)
+        for gone in old[len(rows):]:
+            self.remove_row(gone.key)
+        self._rows = rows
+
+    def _fill(self, rows: tuple[TurnRow, ...], width: int) -> None:
         cursor = self.cursor_row
         self.clear(columns=True)
+        self._width = width
         # index 4, time 5, tools 5, tokens 7, plan 8, plus one cell of padding each side.
-        prompt_width = max((self.size.width or 80) - 4 - 5 - 5 - 7 - 8 - 2 * 6 - 1, 10)
+        prompt_width = max(width - 4 - 5 - 5 - 7 - 8 - 2 * 6 - 1, 10)
         self.add_column("#", key="index", width=4)
         self.add_column("time", key="time", width=5)
         self.add_column("prompt", key="prompt", width=prompt_width)
         self.add_column("tools", key="tools", width=5)
         self.add_column("tokens", key="tokens", width=7)
         self.add_column("plan", key="plan", width=8)
-        for turn in snap.turns:
-            self.add_row(
-                Text(str(turn.index) if turn.index else "·", justify="right"),
-                turn.time.strftime("%H:%M") if turn.time else "",
-                literal_text(turn.prompt, keep_newlines=False),
-                Text(str(turn.tool_calls), justify="right"),
-                Text(fmt_tokens(turn.tokens), justify="right"),
-                self._plan_cell(turn),
-                key=str(turn.first_message),
-            )
+        for row in rows:
+            self.add_row(*self._cells(row), key=row.key)
+        self._rows = rows
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
