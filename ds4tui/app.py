@@ -41,9 +41,9 @@ from ds4sessions.derive.pipeline import Derived, SessionPipeline
 from ds4sessions.ingest.watch import SessionWatcher
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
-from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
+from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, StatusLine, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
-from ds4tui.actions.steering import StatusLine, SteeringMixin
+from ds4tui.actions.steering import SteeringController
 from ds4tui.widgets.retrieval import RetrievalView
 
 MIN_MAP_HEIGHT = 20
@@ -111,7 +111,7 @@ class FileChanged(Message):
         return isinstance(message, FileChanged)
 
 
-class Ds4App(SteeringMixin, App[None]):
+class Ds4App(App[None]):
     """ds4tui's dashboard for one session file.
 
     `path` is the session file (it may not exist yet); `demo` shows a "demo" badge;
@@ -185,6 +185,8 @@ class Ds4App(SteeringMixin, App[None]):
         self._selected: int | None = None
         self._inspected: tuple = ()
         self._highlighted: int | None = None
+        self.steering = SteeringController(self)
+        """The steering actions (pin, pins, collapse, compact); the app implements its host."""
 
     def _new_pipeline(self) -> SessionPipeline:
         return SessionPipeline(
@@ -291,7 +293,7 @@ class Ds4App(SteeringMixin, App[None]):
                             self._publish(generation, snapshot=snap)
                     except OSError as exc:
                         reason = exc.strerror or str(exc)
-                        self.call_from_thread(self._status, f"cannot read {pipeline.path}: {reason}", error=True)
+                        self.call_from_thread(self.status, f"cannot read {pipeline.path}: {reason}", error=True)
                         continue
                 if snap is not None and self._derive_requests.request((pipeline, generation, snap)):
                     self._derive_worker()
@@ -333,7 +335,7 @@ class Ds4App(SteeringMixin, App[None]):
         """One place where a failed worker becomes a visible error (never a silent stop)."""
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self._status(f"{event.worker.group or 'worker'} failed: {type(error).__name__}: {error}", error=True)
+            self.status(f"{event.worker.group or 'worker'} failed: {type(error).__name__}: {error}", error=True)
 
     def on_view_updated(self, message: ViewUpdated) -> None:
         if message.generation != self._generation:
@@ -457,6 +459,50 @@ class Ds4App(SteeringMixin, App[None]):
             if 0 <= row < table.row_count and table.cursor_row != row:
                 with table.prevent(DataTable.RowHighlighted):
                     table.move_cursor(row=row)
+
+    # --- steering (the controller's host) ---------------------------------------------------
+
+    def status(self, text: str, *, error: bool = False) -> None:
+        """Report on the status line (the session's path shortened to its name, so the reason
+        fits) and in a notification (in full)."""
+        short = text.replace(str(self.session_path), self.session_path.name)
+        self.query_one(StatusLine).report(short, error=error)
+        self.notify(text, title="ds4tui", severity="error" if error else "information", timeout=6)
+
+    def selected_entry_id(self) -> str | None:
+        """The entry id of the selected context message (None: nothing selected)."""
+        snap = self.snapshot
+        if snap is None or self._selected is None or self._selected >= len(snap.context.message_entry_ids):
+            return None
+        return snap.context.message_entry_ids[self._selected]
+
+    def select_entry(self, entry_id: str | None) -> None:
+        """Select `entry_id`: its context message, or the entry from the file when it is not in
+        the context (None: nothing)."""
+        snap = self.snapshot
+        if entry_id is None or snap is None:
+            return
+        ids = snap.context.message_entry_ids
+        if entry_id in ids:
+            self._select_message(ids.index(entry_id), sync_turns=True)
+        else:
+            self.query_one(EntryInspector).show_entry(snap, entry_id)
+
+    def action_pin(self) -> None:
+        """Pin or unpin the selected entry (a `ds4:pin` label), after confirmation."""
+        self.steering.pin()
+
+    def action_pins(self) -> None:
+        """List the pinned entries; choosing one selects it."""
+        self.steering.pins()
+
+    def action_collapse(self) -> None:
+        """Collapse the last N finished turns into a branch summary, after a preview."""
+        self.steering.collapse()
+
+    def action_compact(self) -> None:
+        """Preview Pi's compaction and, on confirmation, request the summary and append it."""
+        self.steering.compact()
 
     # --- actions ----------------------------------------------------------------------------
 

@@ -344,3 +344,12 @@ class DiagnosticsView(Static):
         if len(diag.items) > 500:
             lines.append(Text(f"… {len(diag.items) - 500} more", style="dim"))
         self.update(Group(*lines))
+
+
+class StatusLine(Static):
+    """One line above the footer: the outcome of the last steering action."""
+
+    def report(self, text: str, *, error: bool = False) -> None:
+        """Show `text` (an error in the error colour)."""
+        self.set_class(error, "-error")
+        self.update(literal(text, keep_newlines=False))
