@@ -15,7 +15,6 @@ one still queued). The UI thread only renders it: each widget touches what chang
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from bisect import bisect_right
@@ -51,12 +50,6 @@ MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
 """Terminal columns below which the two panes stack."""
-DERIVE_REST = 1.0
-"""Longest pause (seconds) of the derive worker after a pass (see `Ds4App._derive_worker`)."""
-SWITCH_INTERVAL = 0.0005
-"""The interpreter's thread switch interval while the app runs (seconds; Python's default is
-0.005): the UI thread waits at most this long for the GIL when a worker is computing, instead
-of up to 5 ms at each of the many hand-overs a frame needs."""
 
 
 @dataclass
@@ -179,7 +172,6 @@ class Ds4App(App[None]):
         self._ingest_lock = threading.Lock()  # one ingest pass at a time (held by the worker only)
         self._derive_lock = threading.Lock()  # one derive pass at a time (held by the worker only)
         self._publish_lock = threading.Lock()  # the workers' newest snapshot / derived / view model
-        self._closing = threading.Event()  # set when the app unmounts: workers stop resting
         self._ingest_requests = _Requests()
         self._derive_requests = _Requests()
         self._generation = 0
@@ -239,8 +231,6 @@ class Ds4App(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
         self._apply_size_classes()
         self.query_one(SessionHeader).show(None, demo=self.demo, following=self.following)
         self.query_one(EntryInspector).update("Loading…")
@@ -266,8 +256,6 @@ class Ds4App(App[None]):
         header.set_bridge(text)
 
     def on_unmount(self) -> None:
-        self._closing.set()
-        sys.setswitchinterval(getattr(self, "_switch_interval", sys.getswitchinterval()))
         if self._watcher is not None:
             self._watcher.stop()
 
@@ -302,8 +290,6 @@ class Ds4App(App[None]):
                     try:
                         snap = None
                         for snap in pipeline.snapshots(force=bool(force)):
-                            if snap.exact is None and self._shown_exact(generation):
-                                continue  # exact counts follow at once: keep one estimator on screen
                             self._publish(generation, snapshot=snap)
                     except OSError as exc:
                         reason = exc.strerror or str(exc)
@@ -323,26 +309,12 @@ class Ds4App(App[None]):
                 if not more:
                     return
                 pipeline, generation, snap = job  # type: ignore[misc]
-                started = time.perf_counter()
                 with self._derive_lock:
                     for derived in pipeline.derive(snap, now=self._now()):  # type: ignore[arg-type]
                         self._publish(generation, derived=derived)
-                # Leave the interpreter to the UI and ingest threads for as long as this pass
-                # took (at most DERIVE_REST s): under a stream of appends the plan then follows
-                # at half the pace instead of holding the GIL all the time; requests made
-                # meanwhile coalesce into the next pass, so the last one is never lost.
-                self._closing.wait(min(time.perf_counter() - started, DERIVE_REST))
         except BaseException:
             self._derive_requests.stopped()
             raise
-
-    def _shown_exact(self, generation: int) -> bool:
-        """True when this session already published a snapshot with exact counts: the fast
-        chars-v1 snapshot of a later append is then not shown (its exact refinement follows in
-        about a millisecond, and showing both would flip every figure between two estimators)."""
-        with self._publish_lock:
-            snap = self._built[0]
-        return generation == self._generation and snap is not None and snap.exact is not None
 
     def _publish(self, generation: int, *, snapshot: Snapshot | None = None, derived: Derived | None = None) -> None:
         """Build the view model of the workers' newest snapshot and derived views (on the
@@ -384,7 +356,7 @@ class Ds4App(App[None]):
         if view.legend is not before.legend:
             self.query_one(CategoryList).show(view.legend)
         pixel_map = self.query_one(PixelMap)
-        if view.map.segments is not before.map.segments or view.map.window != before.map.window:
+        if view.map.segments != before.map.segments or view.map.window != before.map.window:
             pixel_map.set_data(list(view.map.segments), view.map.window)
         self._apply_overlays()
         self.query_one(TurnList).show(view)

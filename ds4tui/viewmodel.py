@@ -1,7 +1,6 @@
 """The dashboard's view model: everything the widgets show, computed once per snapshot and plan.
 
-Pure functions, frozen dataclasses and named tuples (the per-row types, thousands per plan: the
-cheapest immutable records; no Textual, no Rich): `build(snapshot, derived,
+Pure functions and frozen dataclasses (no Textual, no Rich): `build(snapshot, derived,
 previous=...)` turns a `Snapshot` (`ds4sessions.ingest.live`) and its `Derived` views
 (`ds4sessions.derive.pipeline`) into a `ViewModel` the widgets render without computing anything.
 
@@ -26,9 +25,8 @@ costs O(changed rows) per append, not O(turns), apart from identity checks.
 from __future__ import annotations
 
 import datetime as dt
-from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Literal, Sequence
 
 from ds4core.categories import Segment
 
@@ -39,7 +37,8 @@ the provider's count is then shown by the header, the legend's summary line and 
 scale). One switch for every widget."""
 
 
-class Tokens(NamedTuple):
+@dataclass(frozen=True)
+class Tokens:
     """One item's token figure: `raw` tokens by `estimator`; `factor` the calibration to the
     provider's count (None: not calibrated: no provider count, an item the calibration does not
     cover, or a turn row, whose calibration is the view model's: `ViewModel.calibrated`)."""
@@ -161,7 +160,8 @@ class MapModel:
 PlanState = Literal["", "kept", "partial", "excluded"]
 
 
-class TurnRow(NamedTuple):
+@dataclass(frozen=True)
+class TurnRow:
     """One turn list row. `key` is stable across appends (the turn's first message index);
     `tokens` the turn's raw estimate (its calibrated figure: `ViewModel.calibrated(row.tokens)`,
     kept out of the row so an append does not rebuild every row when the factor moves)."""
@@ -178,7 +178,8 @@ class TurnRow(NamedTuple):
     pinned: bool = False
 
 
-class ManifestRow(NamedTuple):
+@dataclass(frozen=True)
+class ManifestRow:
     """One manifest row: the plan's `item` (`ds4sessions.derive.planning.ManifestItem`), its
     figure `tokens` (a context message: the snapshot's estimate, as everywhere else; otherwise
     the planner's chars-v1 count) and the planner's chars-v1 count `planner_tokens`."""
@@ -195,8 +196,8 @@ class ManifestRow(NamedTuple):
 
 @dataclass(frozen=True)
 class ViewModel:
-    """Everything the dashboard shows for one snapshot `version`; `plan` is the plan of snapshot
-    `plan_version` (the same, or an earlier one while the new plan is computed)."""
+    """Everything the dashboard shows for one snapshot `version` (and the plan of the same
+    version when `plan` is set)."""
 
     version: int
     header: HeaderModel
@@ -205,13 +206,10 @@ class ViewModel:
     turns: tuple[TurnRow, ...]
     manifest: tuple[ManifestRow, ...] = ()
     plan: Any = None  # PlanView | None
-    plan_version: int | None = None
     excluded_entry_ids: frozenset[str] = frozenset()
     pinned_entry_ids: frozenset[str] = frozenset()
     calibration: Calibration = Calibration("chars-v1", None)
     _turn_inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
-    _map_source: tuple = field(default=(), repr=False, compare=False)
-    _map_segments_owner: Any = field(default=None, repr=False, compare=False)  # keeps the id valid
 
 
     def calibrated(self, tokens: Tokens) -> Tokens:
@@ -275,12 +273,9 @@ def legend(snap: Any, cal: Calibration | None = None) -> LegendModel:
     return LegendModel(rows, cal.tokens(best.estimate), snap.provider, unknown)
 
 
-def map_model(snap: Any, overlays: Overlays = Overlays(), previous: ViewModel | None = None) -> MapModel:
-    """The map of `snap` (see `MapModel`); the segments of `previous` are reused when they come
-    from the same breakdown segments and provider count (no O(segments) work then)."""
+def map_model(snap: Any, overlays: Overlays = Overlays()) -> MapModel:
+    """The map of `snap` (see `MapModel`)."""
     best = snap.best
-    if previous is not None and previous._map_source == _map_source(snap):
-        return MapModel(previous.map.segments, previous.map.window, overlays)
     segments: Sequence[Segment] = best.segments
     if snap.provider is not None and best.estimate > snap.provider.context_tokens > 0:
         scale = snap.provider.context_tokens / best.estimate
@@ -289,30 +284,16 @@ def map_model(snap: Any, overlays: Overlays = Overlays(), previous: ViewModel | 
     return MapModel(tuple(segments), window, overlays)
 
 
-def _map_source(snap: Any) -> tuple[int, int | None, int | None]:
-    provider = snap.provider.context_tokens if snap.provider is not None else None
-    return (id(snap.best.segments), provider, snap.context_window)
-
-
-def plan_indices(snap: Any, plan: Any, excluded_ids: frozenset[str], previous: ViewModel | None = None) -> tuple[frozenset[int], frozenset[int]]:
-    """Context message indices of `snap` that `plan` excludes (`excluded_ids`: its
-    `excluded_entry_ids`, computed once by the caller) and that it pins. Reused from `previous`
-    when it holds the same plan (messages appended since are in neither set: the plan has not
-    seen them). O(messages) otherwise."""
-    if plan is None:
-        return frozenset(), frozenset()
-    if previous is not None and previous.plan is plan:
-        return previous.map.overlays.excluded, previous.map.overlays.pinned
-    pins = set(plan.pinned_entry_ids)
-    ids = snap.context.message_entry_ids
-    excluded = frozenset(i for i, eid in enumerate(ids) if eid in excluded_ids)
-    pinned = frozenset(i for i, eid in enumerate(ids) if eid in pins) if pins else frozenset()
-    return excluded, pinned
-
-
-def overlays(excluded: frozenset[int], pinned: frozenset[int], cache: Any) -> Overlays:
-    """The map's marks: message indices `excluded` and `pinned` by the plan (`plan_indices`),
-    and the cached prefix of `cache` (a CacheView or None)."""
+def overlays(snap: Any, plan: Any, cache: Any, *, excluded_ids: frozenset[str] = frozenset()) -> Overlays:
+    """The map's marks for `snap` from `plan` (a PlanView or None; `excluded_ids` its
+    `excluded_entry_ids`, computed once by the caller) and `cache` (a CacheView or None)."""
+    excluded: frozenset[int] = frozenset()
+    pinned: frozenset[int] = frozenset()
+    if plan is not None:
+        pins = set(plan.pinned_entry_ids)
+        ids = snap.context.message_entry_ids
+        excluded = frozenset(i for i, eid in enumerate(ids) if eid in excluded_ids)
+        pinned = frozenset(i for i, eid in enumerate(ids) if eid in pins)
     cached_end = cache.cached_prefix_end if cache is not None else None
     cold = cache is not None and cache.state is not None and cache.state.status == "cold"
     return Overlays(excluded, pinned, cached_end, cold)
@@ -331,45 +312,38 @@ def _turn_row(turn: Any, cal: Calibration) -> TurnRow:
     )
 
 
+def _plan_state(turn: Any, excluded: frozenset[str], pins: frozenset[str]) -> tuple[PlanState, bool]:
+    ids = set(turn.entry_ids)
+    out = ids & excluded
+    pinned = not ids.isdisjoint(pins)
+    if out and out == ids:
+        return "excluded", pinned
+    return ("partial" if out else "kept"), pinned
+
+
 def turn_rows(
     snap: Any,
     cal: Calibration,
     plan: Any = None,
-    indices: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset()),
+    excluded_ids: frozenset[str] = frozenset(),
     previous: ViewModel | None = None,
 ) -> tuple[TurnRow, ...]:
-    """One `TurnRow` per turn of `snap`; with `plan`, each row's plan state: `excluded` (every
-    message of the turn excluded), `partial`, `kept`; `pinned` (a pinned message in it).
-    `indices` are the plan's excluded and pinned message indices (`plan_indices`). The row of
-    `previous` is reused when its turn is the same object (an append keeps every turn but the
-    last) and its plan state is unchanged: O(turns) identity checks plus O(excluded messages)."""
-    turns = snap.turns
-    excluded, pinned = indices
-    counts: dict[int, int] = {}
-    pinned_turns: set[int] = set()
-    if plan is not None and (excluded or pinned):
-        firsts = [t.first_message for t in turns]
-        for i in excluded:
-            k = bisect_right(firsts, i) - 1
-            counts[k] = counts.get(k, 0) + 1
-        pinned_turns = {bisect_right(firsts, i) - 1 for i in pinned}
-    reuse = previous is not None and previous.calibration.estimator == cal.estimator
+    """One `TurnRow` per turn of `snap`; with `plan`, each row's plan state (`kept`,
+    `partial`, `excluded`; `pinned`). Rows of `previous` whose turn object, calibration and plan
+    are unchanged are reused."""
+    pins = frozenset(plan.pinned_entry_ids) if plan is not None else frozenset()
+    reuse = previous is not None and previous.plan is plan and previous.calibration.estimator == cal.estimator
     old_turns = previous._turn_inputs if reuse and previous is not None else ()
-    old_rows = previous.turns if reuse and previous is not None else ()
     rows: list[TurnRow] = []
-    for k, turn in enumerate(turns):
-        if plan is None:
-            state: PlanState = ""
-        else:
-            out = counts.get(k, 0)
-            state = "kept" if not out else ("excluded" if out >= turn.last_message - turn.first_message + 1 else "partial")
-        pin = k in pinned_turns
-        if k < len(old_turns) and old_turns[k] is turn:
-            old = old_rows[k]
-            rows.append(old if old.plan == state and old.pinned == pin else old._replace(plan=state, pinned=pin))
+    for i, turn in enumerate(snap.turns):
+        if i < len(old_turns) and old_turns[i] is turn and previous is not None:
+            rows.append(previous.turns[i])
             continue
         row = _turn_row(turn, cal)
-        rows.append(row._replace(plan=state, pinned=pin) if state or pin else row)
+        if plan is not None:
+            state, pinned = _plan_state(turn, excluded_ids, pins)
+            row = replace(row, plan=state, pinned=pinned)
+        rows.append(row)
     return tuple(rows)
 
 
@@ -398,47 +372,37 @@ def manifest_rows(snap: Any, plan: Any, cal: Calibration) -> tuple[ManifestRow, 
 
 
 def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | None = None) -> ViewModel:
-    """The view model of `snap` and `derived` (the derived views of the latest snapshot that
-    has them: while a new snapshot's plan is computed, the previous plan's states and marks
-    stay on screen, as its `plan_version` says; the manifest rows are rebuilt only for a plan of
-    this very snapshot, else kept from `previous`).
+    """The view model of `snap` and `derived` (ignored unless its `version` is the snapshot's).
 
-    `previous`: the last view model built (rows whose inputs are unchanged are reused)."""
+    `previous`: the last view model built (rows whose inputs are unchanged are reused; the
+    manifest rows are reused when the plan and calibration are the same objects)."""
     if snap is None:
         return EMPTY
+    if derived is not None and derived.version != snap.version:
+        derived = None
     cal = calibration(snap)
     plan = derived.plan if derived is not None else None
     cache = derived.cache if derived is not None else None
-    same_plan = previous is not None and plan is not None and previous.plan is plan
-    if plan is None:
-        excluded_ids: frozenset[str] = frozenset()
-    elif same_plan and previous is not None:
+    excluded_ids = plan.excluded_entry_ids if plan is not None else frozenset()
+    if previous is not None and plan is not None and previous.plan is plan:
         excluded_ids = previous.excluded_entry_ids
-    else:
-        excluded_ids = plan.excluded_entry_ids
-    indices = plan_indices(snap, plan, excluded_ids, previous)
-    turns = turn_rows(snap, cal, plan, indices, previous)
+    turns = turn_rows(snap, cal, plan, excluded_ids, previous)
     if plan is None:
         manifest: tuple[ManifestRow, ...] = ()
-    elif previous is not None and same_plan and (previous.calibration == cal or derived.version != snap.version):
+    elif previous is not None and previous.plan is plan and previous.calibration == cal:
         manifest = previous.manifest
-    elif derived.version == snap.version or previous is None:
-        manifest = manifest_rows(snap, plan, cal)
     else:
-        manifest = previous.manifest
+        manifest = manifest_rows(snap, plan, cal)
     return ViewModel(
         version=snap.version,
         header=header(snap),
         legend=legend(snap, cal),
-        map=map_model(snap, overlays(*indices, cache), previous),
+        map=map_model(snap, overlays(snap, plan, cache, excluded_ids=excluded_ids)),
         turns=turns,
         manifest=manifest,
         plan=plan,
-        plan_version=derived.version if derived is not None else None,
         excluded_entry_ids=excluded_ids,
         pinned_entry_ids=frozenset(plan.pinned_entry_ids) if plan is not None else frozenset(),
         calibration=cal,
         _turn_inputs=snap.turns,
-        _map_source=_map_source(snap),
-        _map_segments_owner=snap.best.segments,
     )
