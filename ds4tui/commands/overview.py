@@ -92,7 +92,9 @@ def sessions(as_json: bool) -> None:
                         f"  ·  {s.entries} entries  ·  {fmt_bytes(s.size)}")
             console.print(line)
             console.print(Text("  " + literal(s.path, keep_newlines=False), style="dim"))
-    for problem in problems:
+    from ds4sessions.agents.pi.discovery import skipped_files
+
+    for problem in [*problems, *skipped_files()]:  # FIFOs and devices named, never opened
         typer.echo(f"ds4tui: {literal(problem, keep_newlines=False)}", err=True)
 
 
