@@ -1,17 +1,24 @@
 """The Textual app: a live dashboard of one Pi session's context window.
 
 Data flow (design.md): a `SessionWatcher` (watchdog on the file's directory, plus a slow poll)
-only wakes the app; a thread worker runs `LiveSession.refresh()` (tailer → reader → context →
-counts) and posts one immutable `Snapshot` in a `SessionUpdated` message (`can_replace`, so a
-burst of appends coalesces); the UI thread sets it and each widget redraws from it. The exact
-cl100k counts follow in a second message from the same worker.
+only wakes the app. Two exclusive thread workers, each a loop that coalesces requests (a burst of
+appends is one more pass, the last request is never lost, and no thread waits on another):
+
+- ingest: `SessionPipeline.snapshots()` (tailer → reader → context → chars-v1 counts, then the
+  exact cl100k counts) and hands the newest snapshot to the derive worker;
+- derive: `SessionPipeline.derive()` on the newest snapshot (plan, cache view, retrieval).
+
+After each stage the worker builds the view model (`ds4tui.viewmodel.build`, pure, off the UI
+thread) and posts it in one `ViewUpdated` message (`can_replace`: a newer one replaces an older
+one still queued). The UI thread only renders it: each widget touches what changed.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
@@ -26,16 +33,17 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane, Tabs
 
+from ds4tui import viewmodel
+
 from ds4core.models import ModelTable
 from ds4sessions.ingest.live import Snapshot
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
 from ds4sessions.ingest.watch import SessionWatcher
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
-from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, TurnList
-from ds4tui.render import calibrated_of
+from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, StatusLine, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
-from ds4tui.actions.steering import StatusLine, SteeringMixin
+from ds4tui.actions.steering import SteeringController
 from ds4tui.widgets.retrieval import RetrievalView
 
 MIN_MAP_HEIGHT = 20
@@ -45,24 +53,55 @@ NARROW_WIDTH = 100
 
 
 @dataclass
-class SessionUpdated(Message):
-    """A new snapshot of the session (posted from the ingest worker)."""
+class ViewUpdated(Message):
+    """A new state to show (posted from a worker): the snapshot, the derived views of the latest
+    snapshot that has them (possibly an older version), the view model of the two, and the
+    session `generation` (a switch to another file starts a new one; older ones are dropped)."""
 
     snapshot: Snapshot
+    derived: Derived | None
+    view: viewmodel.ViewModel
+    generation: int
 
     def can_replace(self, message: Message) -> bool:
-        """A newer snapshot replaces an older one still in the queue."""
-        return isinstance(message, SessionUpdated)
+        """A newer state replaces an older one still in the queue."""
+        return isinstance(message, ViewUpdated)
 
 
-@dataclass
-class DerivedUpdated(Message):
-    """New derived views (plan, cache, retrieval) for a snapshot version."""
+class _Requests:
+    """Coalesced requests for one worker loop: `request(value)` records the newest value and
+    says whether a worker must be started (none running); the loop calls `take()` until it says
+    there is nothing left (then the loop is marked stopped, atomically, so a request arriving at
+    that moment starts a new worker: none is ever lost) and `stopped()` when it ends early."""
 
-    derived: Derived
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = False
+        self._running = False
+        self._value: object = None
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, DerivedUpdated)
+    def request(self, value: object = None, merge: Callable[[object, object], object] | None = None) -> bool:
+        with self._lock:
+            self._value = merge(self._value, value) if (merge is not None and self._pending) else value
+            self._pending = True
+            if self._running:
+                return False
+            self._running = True
+            return True
+
+    def take(self) -> tuple[bool, object]:
+        with self._lock:
+            if not self._pending:
+                self._running = False
+                return False, None
+            self._pending = False
+            value, self._value = self._value, None
+            return True, value
+
+    def stopped(self) -> None:
+        with self._lock:
+            self._running = False
+            self._pending = False
 
 
 class FileChanged(Message):
@@ -72,7 +111,7 @@ class FileChanged(Message):
         return isinstance(message, FileChanged)
 
 
-class Ds4App(SteeringMixin, App[None]):
+class Ds4App(App[None]):
     """ds4tui's dashboard for one session file.
 
     `path` is the session file (it may not exist yet); `demo` shows a "demo" badge;
@@ -129,13 +168,27 @@ class Ds4App(SteeringMixin, App[None]):
         self._config_file = config_file
         self._with_retrieval = retrieval
         self._pipeline = self._new_pipeline()
-        self._lock = threading.Lock()
+        self._session: tuple[SessionPipeline, int] = (self._pipeline, 0)
+        """The pipeline the workers drive and its generation (swapped together)."""
+        self._ingest_lock = threading.Lock()  # one ingest pass at a time (held by the worker only)
+        self._derive_lock = threading.Lock()  # one derive pass at a time (held by the worker only)
+        self._publish_lock = threading.Lock()  # the workers' newest snapshot / derived / view model
+        self._ingest_requests = _Requests()
+        self._derive_requests = _Requests()
+        self._generation = 0
+        self._built: tuple[Snapshot | None, Derived | None, viewmodel.ViewModel | None] = (None, None, None)
         self._watcher: SessionWatcher | None = None
         self.snapshot: Snapshot | None = None
         self.derived: Derived | None = None
-        self._latest: Snapshot | None = None
+        self.view: viewmodel.ViewModel = viewmodel.EMPTY
+        """The view model on screen."""
+        self._latest: ViewUpdated | None = None
         self._selected: int | None = None
         self._view_chosen = False  # the user (or DS4 detection) chose the map's view
+        self._inspected: tuple = ()
+        self._highlighted: int | None = None
+        self.steering = SteeringController(self)
+        """The steering actions (pin, pins, collapse, compact); the app implements its host."""
 
     def _new_pipeline(self) -> SessionPipeline:
         return SessionPipeline(
@@ -228,97 +281,137 @@ class Ds4App(SteeringMixin, App[None]):
     def on_file_changed(self, _: FileChanged) -> None:
         self.refresh_session()
 
-    @work(thread=True, group="ingest", exit_on_error=False)
     def refresh_session(self, force: bool = False) -> None:
-        """Poll the file and post new snapshots (fast counts first, then exact cl100k)."""
-        with self._lock:
-            try:
-                for update in self._pipeline.updates(force=force, now=self._now()):
-                    if isinstance(update, Derived):
-                        self.post_message(DerivedUpdated(update))
-                    else:
-                        self.post_message(SessionUpdated(update))
-            except OSError as exc:
-                reason = exc.strerror or str(exc)
-                self.call_from_thread(self._status, f"cannot read {self.session_path}: {reason}", error=True)
+        """Read the file's new lines and show them (fast counts first, then exact cl100k, then
+        the derived views), in the ingest worker; a request while it runs is one more pass."""
+        merge = lambda old, new: bool(old) or bool(new)  # noqa: E731 - a forced pass stays forced
+        if self._ingest_requests.request(force, merge):
+            self._ingest_worker()
+
+    @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
+    def _ingest_worker(self) -> None:
+        try:
+            while True:
+                more, force = self._ingest_requests.take()
+                if not more:
+                    return
+                with self._ingest_lock:
+                    pipeline, generation = self._session
+                    try:
+                        snap = None
+                        for snap in pipeline.snapshots(force=bool(force)):
+                            self._publish(generation, snapshot=snap)
+                    except OSError as exc:
+                        reason = exc.strerror or str(exc)
+                        self.call_from_thread(self.status, f"cannot read {pipeline.path}: {reason}", error=True)
+                        continue
+                if snap is not None and self._derive_requests.request((pipeline, generation, snap)):
+                    self._derive_worker()
+        except BaseException:
+            self._ingest_requests.stopped()
+            raise
+
+    @work(thread=True, exclusive=True, group="derive", exit_on_error=False)
+    def _derive_worker(self) -> None:
+        try:
+            while True:
+                more, job = self._derive_requests.take()
+                if not more:
+                    return
+                pipeline, generation, snap = job  # type: ignore[misc]
+                with self._derive_lock:
+                    for derived in pipeline.derive(snap, now=self._now()):  # type: ignore[arg-type]
+                        self._publish(generation, derived=derived)
+        except BaseException:
+            self._derive_requests.stopped()
+            raise
+
+    def _publish(self, generation: int, *, snapshot: Snapshot | None = None, derived: Derived | None = None) -> None:
+        """Build the view model of the workers' newest snapshot and derived views (on the
+        calling worker's thread) and post it to the UI thread."""
+        if generation != self._generation:
+            return  # a session switched away from
+        with self._publish_lock:
+            snap, last_derived, previous = self._built
+            snap = snapshot or snap
+            last_derived = derived or last_derived
+            if snap is None:
+                return
+            view = viewmodel.build(snap, last_derived, previous=previous)
+            self._built = (snap, last_derived, view)
+        self.post_message(ViewUpdated(snap, last_derived, view, generation))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """One place where a failed worker becomes a visible error (never a silent stop)."""
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self._status(f"{event.worker.group or 'worker'} failed: {type(error).__name__}: {error}", error=True)
+            self.status(f"{event.worker.group or 'worker'} failed: {type(error).__name__}: {error}", error=True)
 
-    def on_session_updated(self, message: SessionUpdated) -> None:
-        self._latest = message.snapshot
+    def on_view_updated(self, message: ViewUpdated) -> None:
+        if message.generation != self._generation:
+            return
+        self._latest = message
         if self.following or self.snapshot is None:
-            self.show_snapshot(message.snapshot)
+            self._show(message)
 
-    def on_derived_updated(self, message: DerivedUpdated) -> None:
+    def _show(self, message: ViewUpdated) -> None:
+        """Render `message`'s view model: each widget touches only what changed."""
+        before, view = self.view, message.view
+        previous_derived = self.derived
+        self.snapshot, self.derived, self.view = message.snapshot, message.derived, view
+        snap = message.snapshot
+        if before.version != view.version or before.header != view.header:
+            self._poll_bridge()
+            self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
+        if view.legend is not before.legend:
+            self.query_one(CategoryList).show(view.legend)
+        pixel_map = self.query_one(PixelMap)
+        if view.map.segments != before.map.segments or view.map.window != before.map.window:
+            pixel_map.set_data(list(view.map.segments), view.map.window)
+        self.query_one(TurnList).show(view)
+        if before.version != view.version:
+            self.query_one(DiagnosticsView).show(snap)
         derived = message.derived
-        if self.snapshot is None or derived.version != self.snapshot.version:
-            return  # views of a snapshot not on screen (paused, or already superseded)
-        previous = self.derived
-        self.derived = derived
-        if not self._view_chosen:
+        if derived is not None and derived is not previous_derived and derived.version == snap.version:
+            self._show_derived(derived, previous_derived)
+        self._apply_overlays()  # after the cache panels: the boundary takes the countdown's status
+        if self._selected is None or self._selected >= len(snap.context.messages):
+            self._selected = len(snap.context.messages) - 1 if snap.context.messages else None
+        if self._selected is not None:
+            self._select_message(self._selected, sync_turns=True, refresh=False)
+        else:
+            self.query_one(EntryInspector).show(snap, None)
+
+    def _show_derived(self, derived: Derived, previous: Derived | None) -> None:
+        if not self._view_chosen and self.snapshot is not None:
             from ds4sessions.derive.ds4config import ds4_active
 
             self._view_chosen = True
             if ds4_active(derived.config, self.snapshot.reader.cwd):
                 self.query_one(PixelMap).set_view("ds4")
         errors = dict(derived.errors)
-        if derived.plan is not None:
-            same = previous is not None and previous.plan is derived.plan
-            if not same:
-                self.query_one(ManifestView).show(derived.plan)
-        self.query_one(CachePanel).show(derived.cache)
-        self.query_one(CacheCountdown).show(derived.cache)
-        if derived.retrieval is not None or "retrieval" in errors:
+        if derived.plan is not None and (previous is None or previous.plan is not derived.plan):
+            self.query_one(ManifestView).show(derived.plan, rows=self.view.manifest)
+        if previous is None or previous.cache is not derived.cache:
+            self.query_one(CachePanel).show(derived.cache)
+            self.query_one(CacheCountdown).show(derived.cache)
+        if (derived.retrieval is not None or "retrieval" in errors) and (previous is None or previous.retrieval is not derived.retrieval):
             self.query_one(RetrievalView).show(derived.retrieval)
         for stage, error in derived.errors:
             if previous is None or (stage, error) not in previous.errors:
                 self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
-        self._apply_overlays()
-        self.query_one(TurnList).show_plan(self.snapshot, derived.plan)
 
     def _apply_overlays(self) -> None:
-        """Mark on the map what the plan excludes or pins and where the cached prefix ends."""
-        snap, derived = self.snapshot, self.derived
-        if snap is None or derived is None:
-            return
-        ids = snap.context.message_entry_ids
-        excluded: set[int] = set()
-        pinned: set[int] = set()
-        if derived.plan is not None:
-            out = derived.plan.excluded_entry_ids
-            pins = set(derived.plan.pinned_entry_ids)
-            excluded = {i for i, eid in enumerate(ids) if eid in out}
-            pinned = {i for i, eid in enumerate(ids) if eid in pins}
-        cached_end = None
+        """Mark on the map what the plan excludes or pins and where the cached prefix ends; the
+        boundary takes the countdown's cache status (it ticks while the session is idle)."""
+        overlays = self.view.map.overlays
         status = None
-        if derived.cache is not None:
-            cached_end = derived.cache.cached_prefix_end
+        if self.derived is not None and self.derived.cache is not None:
             state = self.query_one(CacheCountdown).state
             status = state.status if state is not None else None
-        self.query_one(PixelMap).set_overlays(excluded=excluded, pinned=pinned, cached_end=cached_end, cache_status=status)
-
-    def show_snapshot(self, snap: Snapshot) -> None:
-        """Redraw every panel from `snap`."""
-        self.snapshot = snap
-        self._poll_bridge()
-        self.query_one(SessionHeader).show(snap, demo=self.demo, following=self.following)
-        cal = calibrated_of(snap)  # one number per category: header, legend and map agree
-        pixel_map = self.query_one(PixelMap)
-        pixel_map.set_data(cal.segments, snap.context_window or max(cal.used, 1))
-        self.query_one(CategoryList).show(snap)
-        self.query_one(TurnList).show(snap)
-        self.query_one(DiagnosticsView).show(snap)
-        self._apply_overlays()
-        if self._selected is None or self._selected >= len(snap.context.messages):
-            self._selected = len(snap.context.messages) - 1 if snap.context.messages else None
-        if self._selected is not None:
-            self._select_message(self._selected, sync_turns=True)
-        else:
-            self.query_one(EntryInspector).show(snap, None)
+        self.query_one(PixelMap).set_overlays(
+            excluded=set(overlays.excluded), pinned=set(overlays.pinned), cached_end=overlays.cached_end, cache_status=status
+        )
 
     # --- selection --------------------------------------------------------------------------
 
@@ -344,7 +437,8 @@ class Ds4App(SteeringMixin, App[None]):
         if snap is None or event.entry_id is None:
             return
         tab = "manifest" if isinstance(event, ManifestView.EntrySelected) else "retrieval"
-        if self.query_one(TabbedContent).active != tab:
+        tabs = self.query_one_optional(TabbedContent) if self.screen_stack else None
+        if tabs is None or tabs.active != tab:  # the app is closing, or
             return  # a table filling in a hidden tab is not the user's choice
         ids = snap.context.message_entry_ids
         if event.entry_id in ids:
@@ -353,23 +447,82 @@ class Ds4App(SteeringMixin, App[None]):
             self.query_one(PixelMap).highlight_message(None)
             self.query_one(EntryInspector).show_entry(snap, event.entry_id)
 
-    def _select_message(self, index: int, *, sync_turns: bool, sync_manifest: bool = True) -> None:
+    def _select_message(self, index: int, *, sync_turns: bool, sync_manifest: bool = True, refresh: bool = True) -> None:
+        """Select context message `index`: inspector, map highlight, manifest and turn cursors.
+        `refresh=False` (a new snapshot) redraws only what the new snapshot changed."""
         snap = self.snapshot
         if snap is None:
             return
+        changed = self._selected != index
         self._selected = index
-        self.query_one(EntryInspector).show(snap, index)
-        self.query_one(PixelMap).highlight_message(index)
+        messages = snap.context.messages
         entry_id = snap.context.message_entry_ids[index] if index < len(snap.context.message_entry_ids) else None
-        if sync_manifest and entry_id and self.derived is not None and self.derived.plan is not None:
+        # the inspector shows the message's counts calibrated as the map counts them: redraw when
+        # the estimator (chars-v1 → cl100k) or the calibration changes too
+        calibration = (snap.best.counter, self.view.calibration.factor)
+        shown = (id(messages[index]) if index < len(messages) else None, snap.context.labels.get(entry_id or ""), entry_id, calibration)
+        if refresh or changed or shown != self._inspected:
+            self._inspected = shown
+            self.query_one(EntryInspector).show(snap, index)
+        if refresh or changed or self._highlighted != index:
+            self._highlighted = index
+            self.query_one(PixelMap).highlight_message(index)
+        if sync_manifest and (refresh or changed) and entry_id and self.derived is not None and self.derived.plan is not None:
             self.query_one(ManifestView).select_entry(entry_id)
         if sync_turns:
+            turns = self.view.turns
+            if turns and turns[-1].first_message <= index:  # the usual case: the last turn
+                row = len(turns) - 1
+            else:
+                row = bisect_right([t.first_message for t in turns], index) - 1
             table = self.query_one(TurnList)
-            for row, turn in enumerate(snap.turns):
-                if turn.first_message <= index <= turn.last_message and table.cursor_row != row:
-                    with table.prevent(DataTable.RowHighlighted):
-                        table.move_cursor(row=row)
-                    break
+            if 0 <= row < table.row_count and table.cursor_row != row:
+                with table.prevent(DataTable.RowHighlighted):
+                    table.move_cursor(row=row)
+
+    # --- steering (the controller's host) ---------------------------------------------------
+
+    def status(self, text: str, *, error: bool = False) -> None:
+        """Report on the status line (the session's path shortened to its name, so the reason
+        fits) and in a notification (in full)."""
+        short = text.replace(str(self.session_path), self.session_path.name)
+        self.query_one(StatusLine).report(short, error=error)
+        self.notify(text, title="ds4tui", severity="error" if error else "information", timeout=6)
+
+    def selected_entry_id(self) -> str | None:
+        """The entry id of the selected context message (None: nothing selected)."""
+        snap = self.snapshot
+        if snap is None or self._selected is None or self._selected >= len(snap.context.message_entry_ids):
+            return None
+        return snap.context.message_entry_ids[self._selected]
+
+    def select_entry(self, entry_id: str | None) -> None:
+        """Select `entry_id`: its context message, or the entry from the file when it is not in
+        the context (None: nothing)."""
+        snap = self.snapshot
+        if entry_id is None or snap is None:
+            return
+        ids = snap.context.message_entry_ids
+        if entry_id in ids:
+            self._select_message(ids.index(entry_id), sync_turns=True)
+        else:
+            self.query_one(EntryInspector).show_entry(snap, entry_id)
+
+    def action_pin(self) -> None:
+        """Pin or unpin the selected entry (a `ds4:pin` label), after confirmation."""
+        self.steering.pin()
+
+    def action_pins(self) -> None:
+        """List the pinned entries; choosing one selects it."""
+        self.steering.pins()
+
+    def action_collapse(self) -> None:
+        """Collapse the last N finished turns into a branch summary, after a preview."""
+        self.steering.collapse()
+
+    def action_compact(self) -> None:
+        """Preview Pi's compaction and, on confirmation, request the summary and append it."""
+        self.steering.compact()
 
     # --- actions ----------------------------------------------------------------------------
 
@@ -377,9 +530,8 @@ class Ds4App(SteeringMixin, App[None]):
         """Pause or resume applying updates (reading continues in the background)."""
         self.following = not self.following
         if self.following and self._latest is not None:
-            self.show_snapshot(self._latest)
-        elif self.snapshot is not None:
-            self.query_one(SessionHeader).show(self.snapshot, demo=self.demo, following=self.following)
+            self._show(self._latest)
+        self.query_one(SessionHeader).show(self.view.header, demo=self.demo, following=self.following)
         self.notify("following the session" if self.following else "paused: updates are held")
 
     def action_refresh_session(self) -> None:
@@ -431,19 +583,65 @@ class Ds4App(SteeringMixin, App[None]):
         self.push_screen(HomeScreen(now=self._now), chosen)
 
     def switch_session(self, path: Path) -> None:
-        """Show another session file."""
+        """Show another session file. The UI forgets the old one at once; the new pipeline is
+        installed in a worker (it waits there, not on the UI thread, for a pass of the old
+        session's workers to end) and its first snapshot follows as usual."""
         if self._watcher is not None:
             self._watcher.stop()
-        with self._lock:
-            self.session_path = Path(path)
-            self.demo = False
-            self._pipeline = self._new_pipeline()
+            self._watcher = None
+        self._generation += 1
+        self.session_path = Path(path)
+        self.demo = False
         self.snapshot = None
         self.derived = None
+        self.view = viewmodel.EMPTY
+        self._latest = None
         self._selected = None
         self._view_chosen = False
         self.query_one(PixelMap).set_view("agent")
+        self._inspected = ()
+        self._highlighted = None
+        self.query_one(SessionHeader).show(self.view.header, demo=self.demo, following=self.following)
+        self._open_session(self.session_path, self._generation)
+
+    @work(thread=True, exclusive=True, group="switch", exit_on_error=False)
+    def _open_session(self, path: Path, generation: int) -> None:
+        pipeline = SessionPipeline(path, self._models, config_file=self._config_file, retrieval=self._with_retrieval)
+        with self._ingest_lock, self._derive_lock, self._publish_lock:
+            if generation != self._generation:
+                return  # switched again meanwhile
+            self._pipeline = pipeline
+            self._session = (pipeline, generation)
+            self._built = (None, None, None)
+        self.call_from_thread(self._start_watching, generation)
+
+    def _start_watching(self, generation: int) -> None:
+        if generation != self._generation:
+            return
         if self._watch:
             self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
             self._watcher.start()
         self.refresh_session()
+
+
+def home_app(path: Path, *, lead_s: float | None = None, notify_idle: bool = False, **options: object):  # type: ignore[no-untyped-def]
+    """The dashboard app for `path` that opens on the home screen (`ds4tui home`); `options` go
+    to `Ds4App`. Esc from the home screen shows the dashboard of `path`. `lead_s`: the expiry notice's lead
+    (seconds; default `ds4tui.screens.home.DEFAULT_LEAD_S`)."""
+    from ds4tui.screens.home import DEFAULT_LEAD_S, HomeScreen
+
+    lead_s = DEFAULT_LEAD_S if lead_s is None else lead_s
+
+    class HomeFirst(Ds4App):
+        CSS_PATH = str(Path(__file__).parent / str(Ds4App.CSS_PATH))  # relative to app.py
+
+        def on_ready(self) -> None:
+            def chosen(choice: Path | None) -> None:
+                if choice is not None:
+                    self.switch_session(choice)
+
+            screen = HomeScreen(now=self._now, lead_s=lead_s, notify_idle=notify_idle)
+            screen.notifier.enabled = lead_s > 0
+            self.push_screen(screen, chosen)
+
+    return HomeFirst(path, **options)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from ds4core.categories import Breakdown, Calibrated, CategoryRow, calibrated, map_cells, tokens_per_cell
-from ds4tui.mapjson import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
+from ds4tui.mapdata import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 from ds4tui.palette import COLOURS, FILLED, FREE
 from ds4tui.text import fmt_tokens, literal
 
@@ -90,6 +90,21 @@ def calibration_line(cal: Calibrated, counter: str) -> Text:
     if cal.capped:
         text.append(" · estimate above the window, capped", style="yellow")
     return text
+
+
+def legend_lines(rows: Any, width: int = 46, max_children: int = MAX_CHILDREN) -> list[Text]:
+    """`category_lines` for the view model's legend rows (`ds4tui.viewmodel.CategoryModel`:
+    each figure a `Tokens`, printed as `Tokens.shown`)."""
+    lines: list[Text] = []
+    for row in rows:
+        lines.append(_leader_line(row.label, fmt_tokens(row.tokens.shown), width, 0, COLOURS.get(row.id)))
+        for name, tokens in row.children[:max_children]:
+            lines.append(_leader_line(name, fmt_tokens(tokens.shown), width, 2, None))
+        rest = row.children[max_children:]
+        if rest:
+            more = sum(t.shown for _, t in rest)
+            lines.append(Text(f"    +{len(rest)} more ({fmt_tokens(more)})", style="dim"))
+    return lines
 
 
 def summary_line(estimate: int, provider: Any, counter: str) -> Text:

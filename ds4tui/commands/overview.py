@@ -92,11 +92,9 @@ def sessions(as_json: bool) -> None:
                         f"  ·  {s.entries} entries  ·  {fmt_bytes(s.size)}")
             console.print(line)
             console.print(Text("  " + literal(s.path, keep_newlines=False), style="dim"))
-    from ds4sessions.agents.pi.discovery import unreadable_sessions
+    from ds4sessions.agents.pi.discovery import skipped_files
 
-    for path, reason in unreadable_sessions():  # FIFOs, devices, unreadable files: named, never read
-        typer.echo(f"ds4tui: skipped {literal(str(path), keep_newlines=False)}: {reason}", err=True)
-    for problem in problems:
+    for problem in [*problems, *skipped_files()]:  # FIFOs and devices named, never opened
         typer.echo(f"ds4tui: {literal(problem, keep_newlines=False)}", err=True)
 
 
@@ -115,12 +113,12 @@ def register(app: typer.Typer) -> set[str]:
         """Start on the home screen: every session of every agent, live, with cache countdowns
         and cost today (Enter opens one in the dashboard, Esc comes back)."""
         from ds4sessions.agents.pi.discovery import load_model_table, newest_session
-        from ds4tui.screens.home import home_app
+        from ds4tui.app import home_app
 
         path = newest_session()
         demo = path is None
         if path is None:
-            from ds4tui.cli import demo_session_path
+            from ds4tui.demo import demo_session_path
 
             path = demo_session_path()
         home_app(path, demo=demo, models=load_model_table(), lead_s=lead, notify_idle=idle).run()

@@ -506,24 +506,3 @@ def visible_paths(screen: HomeScreen) -> list[str]:
 def summaries_of(paths: Iterable[str], screen: HomeScreen) -> list[SessionSummary]:
     """The summaries of `paths` as the screen holds them."""
     return [screen.summaries[p] for p in paths if p in screen.summaries]
-
-
-def home_app(path: Path, *, lead_s: float = DEFAULT_LEAD_S, notify_idle: bool = False, **options: object):  # type: ignore[no-untyped-def]
-    """The dashboard app for `path` that opens on the home screen (`ds4tui home`); `options` go
-    to `Ds4App`. Esc from the home screen shows the dashboard of `path`."""
-    import ds4tui.app
-    from ds4tui.app import Ds4App
-
-    class HomeFirst(Ds4App):
-        CSS_PATH = str(Path(ds4tui.app.__file__).parent / str(Ds4App.CSS_PATH))  # relative to app.py
-
-        def on_ready(self) -> None:
-            def chosen(choice: Path | None) -> None:
-                if choice is not None:
-                    self.switch_session(choice)
-
-            screen = HomeScreen(now=self._now, lead_s=lead_s, notify_idle=notify_idle)
-            screen.notifier.enabled = lead_s > 0
-            self.push_screen(screen, chosen)
-
-    return HomeFirst(path, **options)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Input, Static
 
 from ds4sessions.derive.planning import ManifestItem, PlanView, explain_lines, tokens_lines
 from ds4tui.text import fmt_tokens, literal_text
+from ds4tui.viewmodel import ManifestRow, Tokens
 
 #: (column key, header label); the order of the table's columns.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -62,15 +63,21 @@ def _group_start(group_id: str | None) -> int:
     return int(head) if head.isdigit() else -1
 
 
-_SORT_KEYS: dict[str, Callable[[ManifestItem], Any]] = {
-    "state": lambda i: (not i.included, i.kind == "pi-excluded"),
-    "kind": lambda i: i.kind,
-    "entry": lambda i: i.entry_id or i.key,
-    "group": lambda i: _group_start(i.group_id),
-    "tokens": lambda i: i.tokens,
-    "score": lambda i: -1.0 if i.score is None else i.score,
-    "reason": lambda i: i.reason,
+_SORT_KEYS: dict[str, Callable[[ManifestRow], Any]] = {
+    "state": lambda r: (not r.item.included, r.item.kind == "pi-excluded"),
+    "kind": lambda r: r.item.kind,
+    "entry": lambda r: r.item.entry_id or r.item.key,
+    "group": lambda r: _group_start(r.item.group_id),
+    "tokens": lambda r: r.tokens.shown,
+    "score": lambda r: -1.0 if r.item.score is None else r.item.score,
+    "reason": lambda r: r.item.reason,
 }
+
+
+def planner_rows(view: PlanView) -> tuple[ManifestRow, ...]:
+    """Manifest rows of `view` with the planner's chars-v1 count as their figure (when no view
+    model gives the snapshot's figures, e.g. a plan shown on its own)."""
+    return tuple(ManifestRow(item, Tokens(item.tokens, "chars-v1"), item.tokens) for item in view.items)
 
 
 def _matches(item: ManifestItem, needle: str) -> bool:
@@ -119,8 +126,10 @@ class ManifestView(Widget):
         self._sort: str | None = None
         self._reverse = False
         self._filter = ""
-        self._rows: list[ManifestItem] = []
+        self._all: tuple[ManifestRow, ...] = ()
+        self._rows: list[ManifestRow] = []
         self._quiet = False
+        self._stale = False  # a plan arrived while the view was hidden: fill when shown
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -147,28 +156,51 @@ class ManifestView(Widget):
     @property
     def rows(self) -> tuple[ManifestItem, ...]:
         """The items in table order (after filter and sort)."""
-        return tuple(self._rows)
+        return tuple(r.item for r in self._rows)
 
-    def show(self, view: PlanView, previous: PlanView | None = None) -> None:
+    def show(self, view: PlanView, previous: PlanView | None = None, rows: tuple[ManifestRow, ...] | None = None) -> None:
         """Show `view`; the diff compares it with `previous`, or with the latest plan shown
         before that was not pending retrieval (so the final plan of a snapshot is compared with
-        the previous final plan, not with its own first paint)."""
+        the previous final plan, not with its own first paint). `rows`: the view model's rows of
+        `view` (`ds4tui.viewmodel.manifest_rows`: each item's figure as shown everywhere else;
+        default: the planner's chars-v1 counts). While the view is hidden (another tab) the
+        table is filled when it is shown."""
         self._previous = previous if previous is not None else self._settled
         self._view = view
+        self._all = rows if rows is not None else planner_rows(view)
         if not view.retrieval_pending:
             self._settled = view
+        if self.is_mounted and not self._visible():
+            self._stale = True
+            return
         self._render_side()
         self._fill_table()
+
+    def _visible(self) -> bool:
+        node: Any = self
+        while node is not None and node is not self.screen:
+            if not node.display:
+                return False
+            node = node.parent
+        return True
+
+    def on_show(self) -> None:
+        """Fill the table and the side panels with a plan that arrived while hidden."""
+        if self._stale:
+            self._stale = False
+            self._render_side()
+            self._fill_table()
 
     def select_entry(self, entry_id: str) -> bool:
         """Move the cursor to the first row of `entry_id` without posting `EntrySelected`.
         Returns False when no visible row belongs to that entry."""
-        for index, item in enumerate(self._rows):
+        for index, row in enumerate(self._rows):
+            item = row.item
             if item.entry_id == entry_id:
                 self._quiet = True
                 self.query_one(DataTable).move_cursor(row=index)
                 self._quiet = False
-                self._render_detail(item)
+                self._render_detail(row)
                 return True
         return False
 
@@ -221,42 +253,55 @@ class ManifestView(Widget):
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
         row = event.cursor_row
-        item = self._rows[row] if 0 <= row < len(self._rows) else None
-        self._render_detail(item)
+        shown = self._rows[row] if 0 <= row < len(self._rows) else None
+        item = shown.item if shown is not None else None
+        self._render_detail(shown)
         if not self._quiet and item is not None:
             self.post_message(self.EntrySelected(item.entry_id, item))
 
     # -- rendering ---------------------------------------------------------------------------
 
     def _fill_table(self) -> None:
+        """Fill the table: only changed cells when the rows' order is unchanged, else anew."""
         if self._view is None:
             return
         table = self.query_one(DataTable)
         current = self._rows[table.cursor_row].key if self._rows and 0 <= table.cursor_row < len(self._rows) else None
-        items = [i for i in self._view.items if not self._filter or _matches(i, self._filter)]
+        rows = [r for r in self._all if not self._filter or _matches(r.item, self._filter)]
         if self._sort is not None:
-            items.sort(key=_SORT_KEYS[self._sort], reverse=self._reverse)
+            rows.sort(key=_SORT_KEYS[self._sort], reverse=self._reverse)
         elif self._reverse:
-            items.reverse()
-        self._rows = items
+            rows.reverse()
+        previous = self._rows
+        self._rows = rows
         self._quiet = True
-        table.clear()
-        for item in items:
-            table.add_row(*self._cells(item), key=item.key)
+        if len(previous) == len(rows) and table.row_count == len(rows) and all(
+            a.key == b.key for a, b in zip(previous, rows)
+        ):
+            for before, row in zip(previous, rows):
+                if before != row:
+                    for (key, _), cell, prior in zip(COLUMNS, self._cells(row), self._cells(before)):
+                        if cell != prior:
+                            table.update_cell(row.key, key, cell)
+        else:
+            table.clear()
+            for row in rows:
+                table.add_row(*self._cells(row), key=row.key)
         for key, label in COLUMNS:
             arrow = ("▼" if self._reverse else "▲") if key == self._sort else " "
             table.columns[key].label = Text(label + arrow)  # type: ignore[index]
-        if current is not None:
-            for index, item in enumerate(items):
-                if item.key == current:
+        if current is not None and (table.cursor_row >= len(rows) or rows[table.cursor_row].key != current):
+            for index, row in enumerate(rows):
+                if row.key == current:
                     table.move_cursor(row=index)
                     break
         self._quiet = False
         table.refresh()
-        self._render_detail(items[table.cursor_row] if items and 0 <= table.cursor_row < len(items) else None)
+        self._render_detail(rows[table.cursor_row] if rows and 0 <= table.cursor_row < len(rows) else None)
 
     @staticmethod
-    def _cells(item: ManifestItem) -> tuple[Text, ...]:
+    def _cells(row: ManifestRow) -> tuple[Text, ...]:
+        item = row.item
         dim = "" if item.included else "dim"
         if item.included:
             state = Text("●", style="green")
@@ -270,16 +315,17 @@ class ManifestView(Widget):
             Text(item.kind, style=f"{KIND_STYLES.get(item.kind, '')} {dim}".strip()),
             literal_text(item.entry_id or item.key, dim, keep_newlines=False),
             Text(item.group_id or "", style=dim),
-            Text(f"{item.tokens:,}", style=dim, justify="right"),
+            Text(f"{row.tokens.shown:,}", style=dim, justify="right"),
             Text("" if item.score is None else f"{item.score:.3f}", style=dim, justify="right"),
             literal_text(reason, dim, keep_newlines=False),
         )
 
-    def _render_detail(self, item: ManifestItem | None) -> None:
+    def _render_detail(self, row: ManifestRow | None) -> None:
         detail = self.query_one("#manifest-detail", Static)
-        if item is None:
+        if row is None:
             detail.update("")
             return
+        item = row.item
         text = Text()
         text.append("included" if item.included else "excluded", style="bold green" if item.included else "bold red")
         text.append(f" · {item.kind} · ")
@@ -289,7 +335,10 @@ class ManifestView(Widget):
         text.append_text(literal_text(item.entry_id or item.key, keep_newlines=False))
         if item.role:
             text.append(f" ({item.role})")
-        text.append(f" · {fmt_tokens(item.tokens)} tok\n")
+        text.append(f" · {fmt_tokens(row.tokens.shown)} tok ({row.tokens.estimator})")
+        if row.tokens.estimator != "chars-v1" or row.tokens.raw != row.planner_tokens:
+            text.append(f" · planner {fmt_tokens(row.planner_tokens)} chars-v1", style="dim")
+        text.append("\n")
         text.append_text(literal_text(item.reason, keep_newlines=False))
         detail.update(text)
 

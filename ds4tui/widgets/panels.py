@@ -15,6 +15,7 @@ from ds4sessions.ingest.live import Snapshot
 from ds4tui.header import HeaderFacts, compose_header, first_prompt_of, session_display_name
 from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
+from ds4tui.viewmodel import HeaderModel, LegendModel, TurnRow, ViewModel, turn_times  # noqa: F401  (turn_times: kept importable here)
 
 PREVIEW_CHARS = 2000
 """Characters of an entry's content shown in the inspector."""
@@ -47,9 +48,35 @@ def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: 
     )
 
 
+def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = "") -> HeaderFacts:
+    """The header's facts for the view model's `header` (the same as `header_facts` of its
+    snapshot: `used` is the calibrated total, the legend's)."""
+    if header.state == "loading":
+        return HeaderFacts(status="loading", demo=demo, paused=not following)
+    if header.state == "empty":
+        note = f"empty session ({fmt_bytes(header.file_size)}): waiting for Pi to write"
+        return HeaderFacts(status="empty", empty_note=note, demo=demo, paused=not following)
+    return HeaderFacts(
+        used=header.used,
+        window=header.window,
+        measured=header.measured,
+        model=header.model_key,
+        known_model=header.model_known,
+        name=header.name,
+        cwd=header.cwd_name,
+        demo=demo,
+        paused=not following,
+        deleted=header.deleted,
+        invalid_header=header.not_a_session,
+        problems=header.problems,
+        bridge=bridge,
+    )
+
+
 class SessionHeader(Static):
     """One line (never wrapped): fill (tokens / window) · model · session name (cwd) · badges ·
-    the bridge state; items drop by priority when the line is narrow (`ds4tui.header`)."""
+    the bridge state; items drop by priority when the line is narrow (`ds4tui.header`). Renders
+    a `ds4tui.viewmodel.HeaderModel`."""
 
     _bridge: str = ""
     _last: tuple = ()
@@ -66,124 +93,131 @@ class SessionHeader(Static):
         if self._last:
             self.show(*self._last[:1], **self._last[1])
 
-    def show(self, snap: Snapshot | None, *, demo: bool, following: bool) -> None:
-        """Redraw for `snap` (None: nothing loaded yet)."""
-        self._last = (snap, {"demo": demo, "following": following})
-        facts = header_facts(snap, demo=demo, following=following, bridge=self._bridge)
+    def show(self, header: HeaderModel | None, *, demo: bool, following: bool) -> None:
+        """Redraw for `header` (None: nothing loaded yet)."""
+        header = header or HeaderModel("loading")
+        self._last = (header, {"demo": demo, "following": following})
+        facts = facts_of(header, demo=demo, following=following, bridge=self._bridge)
         self.update(compose_header(facts, self.size.width or 80))
 
 
 class CategoryList(Static):
     """Categories with dotted leaders, tokens and share of the window (calibrated to the
-    provider's count), then how the numbers were made (provider, estimate, ratio)."""
+    provider's count), then how the numbers were made (provider, estimate, ratio). Renders a
+    `ds4tui.viewmodel.LegendModel`."""
 
-    _snap: Snapshot | None = None
+    _legend: LegendModel | None = None
 
     def on_resize(self) -> None:
         """Re-fit the dotted leaders to the new width."""
-        if self._snap is not None:
-            self.show(self._snap)
+        if self._legend is not None:
+            self.show(self._legend)
 
-    def show(self, snap: Snapshot) -> None:
-        """Redraw for `snap` using its best breakdown, calibrated."""
-        self._snap = snap
-        bd = snap.best
-        cal = calibrated_of(snap)
+    def show(self, legend: LegendModel | None) -> None:
+        """Redraw for `legend` (None: nothing yet), its calibrated rows."""
+        self._legend = legend
+        if legend is None or legend.calibrated is None:
+            self.update("")
+            return
+        cal = legend.calibrated
         width = max((self.size.width or 46) - 2, 24)  # room for a vertical scroll bar
         lines = category_lines(cal, width=width, max_children=3)
-        if snap.model is None:
-            lines.append(Text(f"window unknown for {snap.model_key or 'this session'}", style="yellow"))
-        lines.append(calibration_line(cal, bd.counter))
-        if snap.provider and snap.provider.later_messages:
-            lines.append(Text(f"+{snap.provider.later_messages} messages since the last reply are estimated", style="dim"))
+        if legend.unknown_window:
+            lines.append(Text(legend.unknown_window, style="yellow"))
+        lines.append(calibration_line(cal, legend.estimate.estimator))
+        if legend.provider and legend.provider.later_messages:
+            lines.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
         self.update(Group(*lines))
 
 
+def _plan_cell(row: TurnRow) -> Text:
+    if not row.plan:
+        return Text("")
+    text = Text(row.plan, style={"excluded": "dim", "partial": "yellow", "kept": "green"}[row.plan])
+    if row.pinned:
+        text.append(" ◆", style="magenta")
+    return text
+
+
+_TURN_COLUMNS = ("index", "time", "prompt", "tools", "tokens", "plan")
+
+
 class TurnList(DataTable):
-    """One row per turn: index, time, first words of the prompt, tool calls, tokens."""
+    """One row per turn: index, time, first words of the prompt, tool calls, tokens, plan state.
+    Renders the `TurnRow`s of a `ds4tui.viewmodel.ViewModel`, touching only new, changed or
+    gone rows (an append usually changes the last row and may add one)."""
 
-    def show(self, snap: Snapshot) -> None:
-        """Replace the rows (keeps the cursor row when it still exists)."""
-        self._snap = snap
+    _rows: tuple[TurnRow, ...] = ()
+    _width: int = -1
+    _time_width: int = -1
+
+    def show(self, view: ViewModel) -> None:
+        """Show `view.turns` (keeps the cursor row when it still exists)."""
+        self._view = view
         with self.prevent(self.RowHighlighted):
-            self._fill(snap)
-
-    _plan: Any = None
-
-    def show_plan(self, snap: Snapshot, plan: Any) -> None:
-        """Fill the plan column from a DS4 `PlanView` (None: unknown)."""
-        self._plan = plan
-        if plan is None or not self.row_count or "plan" not in self.columns:
-            return
-        for turn in snap.turns:
-            key = str(turn.first_message)
-            if key in self.rows:
-                self.update_cell(key, "plan", self._plan_cell(turn))
-
-    def _plan_cell(self, turn: Any) -> Text:
-        plan = self._plan
-        if plan is None:
-            return Text("")
-        ids = set(turn.entry_ids)
-        pinned = bool(ids & set(plan.pinned_entry_ids))
-        out = ids & plan.excluded_entry_ids
-        if out and out == ids:
-            text = Text("excluded", style="dim")
-        elif out:
-            text = Text("partial", style="yellow")
-        else:
-            text = Text("kept", style="green")
-        if pinned:
-            text.append(" ◆", style="magenta")
-        return text
+            width = self.size.width or 80
+            time_width = max((len(r.time) for r in view.turns), default=5) or 5
+            if width != self._width or time_width != self._time_width or not self.columns:
+                self._fill(view.turns, width)
+            else:
+                self._update(view.turns)
 
     def on_resize(self) -> None:
         """Fit the prompt column to the new width."""
-        snap = getattr(self, "_snap", None)
-        if snap is not None:
-            self.show(snap)
+        view = getattr(self, "_view", None)
+        if view is not None:
+            self.show(view)
 
-    def _fill(self, snap: Snapshot) -> None:
+    @staticmethod
+    def _cells(row: TurnRow) -> tuple:
+        return (
+            Text(str(row.index) if row.index else "·", justify="right"),
+            row.time,
+            literal_text(row.prompt, keep_newlines=False),
+            Text(str(row.tool_calls), justify="right"),
+            Text(fmt_tokens(row.tokens.shown), justify="right"),
+            _plan_cell(row),
+        )
+
+    def _update(self, rows: tuple[TurnRow, ...]) -> None:
+        old = self._rows
+        for i, row in enumerate(rows):
+            if i < len(old):
+                before = old[i]
+                if before is row:
+                    continue
+                if before.key != row.key:  # a compaction or a branch switch: new turns
+                    self._fill(rows, self._width)
+                    return
+                new, was = self._cells(row), self._cells(before)
+                for column, cell, prior in zip(_TURN_COLUMNS, new, was):
+                    if cell != prior:
+                        self.update_cell(row.key, column, cell)
+            else:
+                self.add_row(*self._cells(row), key=row.key)
+        for gone in old[len(rows):]:
+            self.remove_row(gone.key)
+        self._rows = rows
+
+    def _fill(self, rows: tuple[TurnRow, ...], width: int) -> None:
         cursor = self.cursor_row
         self.clear(columns=True)
-        times = turn_times(snap.turns)
-        time_width = max((len(t) for t in times), default=5) or 5
+        self._width = width
+        time_width = max((len(r.time) for r in rows), default=5) or 5
+        self._time_width = time_width
         # index 4, time 5 (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side.
-        prompt_width = max((self.size.width or 80) - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
+        prompt_width = max(width - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
         self.add_column("#", key="index", width=4)
         self.add_column("time", key="time", width=time_width)
         self.add_column("prompt", key="prompt", width=prompt_width)
         self.add_column("tools", key="tools", width=5)
         self.add_column("tokens", key="tokens", width=7)
         self.add_column("plan", key="plan", width=8)
-        for turn, when in zip(snap.turns, times):
-            self.add_row(
-                Text(str(turn.index) if turn.index else "·", justify="right"),
-                when,
-                literal_text(turn.prompt, keep_newlines=False),
-                Text(str(turn.tool_calls), justify="right"),
-                Text(fmt_tokens(turn.tokens), justify="right"),
-                self._plan_cell(turn),
-                key=str(turn.first_message),
-            )
+        for row in rows:
+            self.add_row(*self._cells(row), key=row.key)
+        self._rows = rows
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
-
-
-def turn_times(turns: Any, today: Any = None) -> list[str]:
-    """The time column of the turn list: "HH:MM" when every turn is from today (local time),
-    else "MM-DD HH:MM" for all, so times never seem to run backwards across days. The row before
-    the first prompt (a compaction summary written after the turns it keeps) shows no time when
-    it is later than the next turn. `today` is a `datetime.date` (default: today)."""
-    import datetime as _dt
-
-    local = [t.time.astimezone() if t.time is not None else None for t in turns]
-    today = today or _dt.date.today()
-    dated = any(when is not None and when.date() != today for when in local)
-    out = [when.strftime("%m-%d %H:%M" if dated else "%H:%M") if when is not None else "" for when in local]
-    if len(turns) > 1 and not turns[0].index and local[0] is not None and local[1] is not None and local[0] > local[1]:
-        out[0] = ""
-    return out
 
 
 def _content_preview(message: Mapping[str, Any]) -> str:
@@ -346,3 +380,12 @@ class DiagnosticsView(Static):
         if len(diag.items) > 500:
             lines.append(Text(f"… {len(diag.items) - 500} more", style="dim"))
         self.update(Group(*lines))
+
+
+class StatusLine(Static):
+    """One line above the footer: the outcome of the last steering action."""
+
+    def report(self, text: str, *, error: bool = False) -> None:
+        """Show `text` (an error in the error colour)."""
+        self.set_class(error, "-error")
+        self.update(literal(text, keep_newlines=False))

@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ds4tui.cli import app
-from ds4tui.screens.home import HomeScreen, home_app
+from ds4tui.app import home_app
+from ds4tui.screens.home import HomeScreen
 from tests.overview_home import env_for, place_claude, place_codex, place_pi
 
 runner = CliRunner()

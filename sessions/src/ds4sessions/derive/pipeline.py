@@ -122,7 +122,8 @@ class SessionPipeline:
     def updates(self, force: bool = False, now: float | None = None) -> Iterator[Snapshot | Derived]:
         """One step: poll the file and yield the new snapshot and its derived views, in order
         (nothing when the file did not change and `force` is False). `now` is the clock for the
-        cache state (epoch seconds; default: the current time).
+        cache state (epoch seconds; default: the current time). Equals `snapshots(force)`
+        followed by `derive(<the last snapshot>, now)`.
 
         While another step runs (another worker), yields nothing and has that step poll again."""
         if not self._step_lock.acquire(blocking=False):
@@ -139,12 +140,29 @@ class SessionPipeline:
             self._step_lock.release()
 
     def _step(self, force: bool, now: float | None) -> Iterator[Snapshot | Derived]:
+        snap = None
+        for snap in self.snapshots(force=force):
+            yield snap
+        if snap is not None:
+            yield from self.derive(snap, now=now)
+
+    def snapshots(self, force: bool = False) -> Iterator[Snapshot]:
+        """The ingest half of `updates`: poll the file and yield the new snapshot (chars-v1
+        counts), then the same with exact cl100k counts; nothing when the file did not change.
+        Drive it from one thread at a time (the app's ingest worker); `updates` is the
+        coalescing form for callers that run whole steps from several workers."""
         snap = self.live.refresh(force=force)
         if snap is None:
             return
         yield snap
-        snap = self.live.refine(snap)
-        yield snap
+        yield self.live.refine(snap)
+
+    def derive(self, snap: Snapshot, now: float | None = None) -> Iterator[Derived]:
+        """The derive half of `updates` for snapshot `snap` (an exact one from `snapshots`): a
+        `Derived` with the nominal plan and the cache view, then (with retrieval) the same with
+        retrieval and the final plan. Drive it from one thread at a time; it may run on another
+        thread than `snapshots` (a snapshot is a value; this touches only the derived stages'
+        own state)."""
         self._setup(snap)
         planner, monitor = self._planner, self._cache
         assert planner is not None and monitor is not None

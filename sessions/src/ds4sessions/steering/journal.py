@@ -18,17 +18,26 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_state_dir
 
+from ds4core.jsjson import stringify
 from ds4sessions.safety import private_dir, private_file
 
 SCHEMA_VERSION = 2
 """1: the first journal (no status); 2: write-ahead (`status`, `sha256`, `dev`, `ino`)."""
+
+
+def serialize_entry(entry: Mapping[str, Any]) -> bytes:
+    """One JSONL line (UTF-8, `\\n`-terminated) as Pi's `JSON.stringify(entry) + "\\n"`."""
+    text = stringify(dict(entry))
+    if text is None:
+        raise TypeError("entry is not JSON-shaped")
+    return (text + "\n").encode("utf-8")
 
 
 class JournalError(Exception):
@@ -166,7 +175,6 @@ class Journal:
         entries: Sequence[dict[str, Any]], undo: dict[str, Any] | None, time_iso: str, undoes: int | None = None,
     ) -> int:
         """Add a finished write in one step (older callers); returns its id."""
-        from ds4sessions.steering.writer import serialize_entry
 
         data = b"".join(serialize_entry(e) for e in entries)
         record_id = self.begin(path=path, action=action, offset=offset, data=data, leaf_before=leaf_before,

@@ -51,7 +51,7 @@ from ds4sessions.agents.pi.entries import (
 )
 from ds4sessions.agents.pi.reader import PiSession, PiSessionReader
 from ds4sessions.safety import NotRegularFile, open_regular
-from ds4sessions.steering.journal import Journal, JournalError, JournalRecord, state_dir  # noqa: F401 (re-exported)
+from ds4sessions.steering.journal import Journal, JournalError, JournalRecord, serialize_entry, state_dir  # noqa: F401 (re-exported)
 
 QUIET_SECONDS = 3.0
 """A file modified less than this many seconds ago is taken as being written by a running agent."""
@@ -143,14 +143,6 @@ def new_entry_id(taken: set[str] | Mapping[str, Any]) -> str:
         if candidate not in taken:
             return candidate
     return str(uuid.uuid4())
-
-
-def serialize_entry(entry: Mapping[str, Any]) -> bytes:
-    """One JSONL line (UTF-8, `\\n`-terminated) as Pi's `JSON.stringify(entry) + "\\n"`."""
-    text = stringify(dict(entry))
-    if text is None:
-        raise TypeError("entry is not JSON-shaped")
-    return (text + "\n").encode("utf-8")
 
 
 def read_state(path: str | Path) -> FileState:

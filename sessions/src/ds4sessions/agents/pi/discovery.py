@@ -22,7 +22,7 @@ from typing import Iterator
 from ds4core.models import ModelTable
 
 from ds4sessions.ingest.limits import MAX_DEPTH, OversizedLine, iter_lines, json_depth
-from ds4sessions.safety import open_regular
+from ds4sessions.safety import file_kind, open_regular
 
 HEADER_SCAN_BYTES = 1 << 20
 """Bytes scanned for the header line, as Pi does during discovery (1 MiB)."""
@@ -152,6 +152,21 @@ def list_sessions() -> list[SessionInfo]:
     """Every session under the session roots, newest (by mtime) first."""
     infos = [info for p in _iter_files() if (info := describe(p)) is not None]
     return sorted(infos, key=lambda i: i.modified, reverse=True)
+
+
+def skipped_files() -> list[str]:
+    """One line per `*.jsonl` under the session roots that is not a regular file (a FIFO, a
+    device, a socket, a directory): "`path`: skipped, a FIFO (named pipe)". Such files are never
+    opened (`read_header` refuses them); this names them so the skip is visible. Only `stat`s."""
+    out = []
+    for p in _iter_files():
+        try:
+            kind = file_kind(os.stat(p).st_mode)
+        except OSError:
+            continue
+        if kind is not None:
+            out.append(f"{p}: skipped, {kind}")
+    return out
 
 
 def newest_session() -> Path | None:
