@@ -578,9 +578,24 @@ class Ds4App(App[None]):
 
         def chosen(path: Path | None) -> None:
             if path is not None:
-                self.switch_session(path)
+                self.open_choice(path)
 
         self.push_screen(HomeScreen(now=self._now), chosen)
+
+    def open_choice(self, path: Path) -> None:
+        """Open a session chosen on the home screen: a Pi session in this dashboard; another
+        agent's (Claude Code, Codex) ends this app with the path as its result, and the CLI opens
+        that agent's read-only view (`ds4tui.cli.open_any`)."""
+        from ds4sessions.agents.registry import agent_for_path
+
+        try:
+            agent = agent_for_path(Path(path))
+        except OSError:
+            agent = None
+        if agent is not None and agent.name != "pi":
+            self.exit(result=Path(path))
+            return
+        self.switch_session(Path(path))
 
     def switch_session(self, path: Path) -> None:
         """Show another session file. The UI forgets the old one at once; the new pipeline is
@@ -638,7 +653,7 @@ def home_app(path: Path, *, lead_s: float | None = None, notify_idle: bool = Fal
         def on_ready(self) -> None:
             def chosen(choice: Path | None) -> None:
                 if choice is not None:
-                    self.switch_session(choice)
+                    self.open_choice(choice)
 
             screen = HomeScreen(now=self._now, lead_s=lead_s, notify_idle=notify_idle)
             screen.notifier.enabled = lead_s > 0

@@ -23,6 +23,7 @@ import typer
 
 from ds4tui.commands import session_file
 from ds4tui.commands.agents import agent_name, claude_context, claude_map
+from ds4tui.launch import codex_open, open_any, run_tui
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
 app = typer.Typer(
@@ -75,31 +76,9 @@ def _codex(path: Path, command: str, **options: bool) -> bool:
     return codex_dispatch(command, path, **options)
 
 
-def _codex_open(path: Path) -> bool:
-    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
-    from ds4tui.commands.codex import codex_agent_for
-
-    if codex_agent_for(path) is None:
-        return False
-    from ds4tui.codex_app import CodexApp
-
-    CodexApp(path).run()
-    return True
-
-
 ConfigOption = Annotated[
     Optional[Path], typer.Option("--config", help="A DS4 configuration file used instead of the user's and project's")
 ]
-
-
-def _run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
-    from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4tui.app import Ds4App
-
-    models = load_model_table()
-    Ds4App(path, demo=demo, models=models, config_file=config).run()
-    for warning in models.warnings:
-        typer.echo(f"ds4tui: {warning}", err=True)
 
 
 @app.command("open")
@@ -113,16 +92,7 @@ def open_cmd(
         if path is None:
             _run_demo_copy(config)
             return
-    path = session_file(path)
-    if _codex_open(path):
-        return
-    if agent_name(path) == "claude-code":
-        # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
-        from ds4tui.claude_view import ClaudeApp
-
-        ClaudeApp(path).run()
-        return
-    _run_tui(path, False, config)
+    open_any(path, config)
 
 
 def newest_any_agent() -> Path | None:
@@ -158,7 +128,7 @@ def _run_demo_copy(config: Path | None = None) -> None:
     from ds4tui.demo import demo_copy
 
     with tempfile.TemporaryDirectory(prefix="ds4tui-demo-") as tmp:
-        _run_tui(demo_copy(demo_session_path(), Path(tmp) / "demo-session.jsonl"), True, config)
+        run_tui(demo_copy(demo_session_path(), Path(tmp) / "demo-session.jsonl"), True, config)
 
 
 @app.command("sessions")

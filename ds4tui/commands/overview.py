@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -112,16 +113,22 @@ def register(app: typer.Typer) -> set[str]:
     ) -> None:
         """Start on the home screen: every session of every agent, live, with cache countdowns
         and cost today (Enter opens one in the dashboard, Esc comes back)."""
+        import tempfile
+
         from ds4sessions.agents.pi.discovery import load_model_table, newest_session
         from ds4tui.app import home_app
+        from ds4tui.launch import open_any
 
         path = newest_session()
-        demo = path is None
-        if path is None:
-            from ds4tui.demo import demo_session_path
+        with tempfile.TemporaryDirectory(prefix="ds4tui-demo-") as tmp:
+            demo = path is None
+            if path is None:  # a temporary copy of the demo, dated now: the packaged file is never written
+                from ds4tui.demo import demo_copy, demo_session_path
 
-            path = demo_session_path()
-        home_app(path, demo=demo, models=load_model_table(), lead_s=lead, notify_idle=idle).run()
+                path = demo_copy(demo_session_path(), Path(tmp) / "demo-session.jsonl")
+            chosen = home_app(path, demo=demo, models=load_model_table(), lead_s=lead, notify_idle=idle).run()
+        if isinstance(chosen, Path):  # another agent's session picked on the home screen
+            open_any(chosen)
 
     @app.command("usage")
     def usage_cmd(

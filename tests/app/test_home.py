@@ -211,3 +211,21 @@ def test_home_snapshot_filtered_narrow(snap_compare, home: dict[str, Path]) -> N
         await pilot.pause()
 
     assert snap_compare(HomeApp(Clock(NOW - 60)), terminal_size=(96, 16), run_before=filtered)
+
+
+async def test_a_claude_code_row_ends_the_dashboard_with_its_path(sample01: Path) -> None:
+    """Choosing another agent's session on the home screen never shows it in the Pi dashboard:
+    the app ends with the path, and the CLI opens that agent's read-only view (`launch.open_any`)."""
+    from ds4tui.app import Ds4App
+    from tests.conftest import FIXTURES
+
+    claude = FIXTURES / "claude" / "manual-compact-diagnostics.jsonl"
+    app = Ds4App(sample01, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        app.open_choice(sample01)  # a Pi session stays in the dashboard
+        await pilot.pause()
+        assert app.is_running
+        app.open_choice(claude)
+        await pilot.pause()
+    assert app.return_value == claude

@@ -1,0 +1,58 @@
+"""Opening a session in the view of the agent that wrote it (used by the CLI and the home screen).
+
+A Pi session opens in the dashboard (`ds4tui.app.Ds4App`); a Claude Code transcript or a Codex
+rollout in its read-only live view. When the user picks another agent's session on the home
+screen, the dashboard ends with that path as its result and `run_tui` opens it here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ds4tui.commands import session_file
+from ds4tui.commands.agents import agent_name
+
+
+def codex_open(path: Path) -> bool:
+    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
+    from ds4tui.commands.codex import codex_agent_for
+
+    if codex_agent_for(path) is None:
+        return False
+    from ds4tui.codex_app import CodexApp
+
+    CodexApp(path).run()
+    return True
+
+
+def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
+    """Run the dashboard on the Pi session `path` (`demo` marks the bundled demo; `config` replaces
+    the user's DS4 configuration); afterwards open the other agent's session picked on its home
+    screen, if any."""
+    from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4tui.app import Ds4App
+
+    models = load_model_table()
+    chosen = Ds4App(path, demo=demo, models=models, config_file=config).run()
+    for warning in models.warnings:
+        typer.echo(f"ds4tui: {warning}", err=True)
+    if isinstance(chosen, Path):  # another agent's session picked on the home screen
+        open_any(chosen, config)
+
+
+def open_any(path: Path, config: Path | None = None) -> None:
+    """Open `path` in the view of the agent that wrote it: a Codex rollout or a Claude Code
+    transcript in its read-only live view, a Pi session in the dashboard. Exits 2 with one line
+    for a file no agent recognizes."""
+    path = session_file(path)
+    if codex_open(path):
+        return
+    if agent_name(path) == "claude-code":
+        # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
+        from ds4tui.claude_view import ClaudeApp
+
+        ClaudeApp(path).run()
+        return
+    run_tui(path, False, config)
