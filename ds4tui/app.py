@@ -366,8 +366,8 @@ class Ds4App(App[None]):
         if view.legend is not before.legend:
             self.query_one(CategoryList).show(view.legend)
         pixel_map = self.query_one(PixelMap)
-        if view.map.segments != before.map.segments or view.map.window != before.map.window:
-            pixel_map.set_data(list(view.map.segments), view.map.window)
+        if not view.map.same_data(before.map):
+            pixel_map.set_data(view.map)
         self.query_one(TurnList).show(view)
         if before.version != view.version:
             self.query_one(DiagnosticsView).show(snap)
@@ -391,7 +391,7 @@ class Ds4App(App[None]):
                 self.query_one(PixelMap).set_view("ds4")
         errors = dict(derived.errors)
         if derived.plan is not None and (previous is None or previous.plan is not derived.plan):
-            self.query_one(ManifestView).show(derived.plan, rows=self.view.manifest)
+            self.query_one(ManifestView).show(derived.plan, rows=self.view.manifest_rows or ())
         if previous is None or previous.cache is not derived.cache:
             self.query_one(CachePanel).show(derived.cache)
             self.query_one(CacheCountdown).show(derived.cache)
@@ -410,7 +410,7 @@ class Ds4App(App[None]):
             state = self.query_one(CacheCountdown).state
             status = state.status if state is not None else None
         self.query_one(PixelMap).set_overlays(
-            excluded=set(overlays.excluded), pinned=set(overlays.pinned), cached_end=overlays.cached_end, cache_status=status
+            excluded=overlays.excluded, pinned=overlays.pinned, cached_end=overlays.cached_end, cache_status=status
         )
 
     # --- selection --------------------------------------------------------------------------

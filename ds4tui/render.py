@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ds4core.categories import Breakdown, Calibrated, CategoryRow, calibrated, map_cells, tokens_per_cell
+from ds4core.categories import Breakdown, Calibrated, CategoryRow, MapIndex, calibrated, tokens_per_cell
 from ds4tui.mapdata import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 from ds4tui.palette import COLOURS, FILLED, FREE
 from ds4tui.text import fmt_tokens, literal
@@ -140,7 +140,8 @@ def grid_lines(cal: Calibrated, width: int = 50, rows: int = 20) -> tuple[list[T
     tokens (1-2-5 series). Needs a window (`cal.window`, else `cal.used`)."""
     window = cal.window or max(cal.used, 1)
     per_cell = tokens_per_cell(window, width * rows)
-    cells = map_cells(cal.segments, -(-window // per_cell), per_cell)
+    index = MapIndex.of(cal.breakdown.segments) if cal.breakdown is not None else MapIndex()
+    cells = index.layout(cal.totals, -(-window // per_cell), per_cell)
     lines: list[Text] = []
     for start in range(0, len(cells), width):
         line = Text()

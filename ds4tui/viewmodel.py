@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence
 
-from ds4core.categories import Calibrated, Segment, calibrated
+from ds4core.categories import Calibrated, Cell, MapIndex, Segment, calibrated
 from ds4tui.header import first_prompt_of, session_display_name
 
 Estimator = Literal["chars-v1", "cl100k"]
@@ -38,11 +38,11 @@ the calibrated figure, as the header, legend and map do; the raw estimate stays 
 for the inspector). One switch for every widget."""
 
 
-@dataclass(frozen=True)
-class Tokens:
+class Tokens(NamedTuple):
     """One item's token figure: `raw` tokens by `estimator`; `factor` the calibration to the
     provider's count (None: not calibrated: no provider count, an item the calibration does not
-    cover, or a turn row, whose calibration is the view model's: `ViewModel.calibrated`)."""
+    cover, or a turn row, whose calibration is the view model's: `ViewModel.calibrated`).
+    A named tuple: one is built per manifest row, so it must be cheap."""
 
     raw: int
     estimator: str
@@ -154,13 +154,31 @@ class Overlays:
 
 @dataclass(frozen=True)
 class MapModel:
-    """The map's data: `segments` in context order, calibrated to the provider's count
-    (`Calibrated.segments`: the provider's count is the truth, never above the window), the
-    `window` in tokens, and the overlays."""
+    """The map's data: `index` (`ds4core.categories.MapIndex`: the best breakdown's segments in
+    context order, extended per append), `totals` (category → calibrated tokens, the legend's
+    rows: the provider's count is the truth, never above the window), the `window` in tokens,
+    and the overlays. `cells(n, per_cell)` lays out `n` cells in O(n log segments); the cells
+    of two layouts of the same index are the same objects (the widget repaints changed rows
+    only). `segments`: the calibrated segments (`Calibrated.segments`, computed on first use)."""
 
-    segments: tuple[Segment, ...]
+    index: MapIndex
+    totals: tuple[tuple[str, int], ...]
     window: int
     overlays: Overlays = Overlays()
+    calibrated: Calibrated | None = field(default=None, compare=False, repr=False)
+
+    def cells(self, total_cells: int, tokens_per_cell: int) -> list[Cell]:
+        """`total_cells` cells of `tokens_per_cell` tokens (`MapIndex.layout`)."""
+        return self.index.layout(dict(self.totals), total_cells, tokens_per_cell)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The calibrated segments (each category's share of its row, by largest remainder)."""
+        return tuple(self.calibrated.segments) if self.calibrated is not None else ()
+
+    def same_data(self, other: "MapModel") -> bool:
+        """True when `other` lays out the same cells (same index object, totals and window)."""
+        return self.index is other.index and self.totals == other.totals and self.window == other.window
 
 
 PlanState = Literal["", "kept", "partial", "excluded"]
@@ -200,6 +218,25 @@ class ManifestRow:
         return self.item.key
 
 
+class LazyRows:
+    """Rows computed on the first call and kept (thread-safe enough: two racing first calls
+    compute equal rows). `build` hands the same object on while its inputs are unchanged."""
+
+    __slots__ = ("_make", "_rows")
+
+    def __init__(self, make: Callable[[], tuple[Any, ...]]) -> None:
+        self._make: Callable[[], tuple[Any, ...]] | None = make
+        self._rows: tuple[Any, ...] | None = None
+
+    def __call__(self) -> tuple[Any, ...]:
+        if self._rows is None:
+            make = self._make
+            assert make is not None
+            self._rows = make()
+            self._make = None  # drop the snapshot it held
+        return self._rows
+
+
 @dataclass(frozen=True)
 class ViewModel:
     """Everything the dashboard shows for one snapshot `version` (and the plan of the same
@@ -210,13 +247,24 @@ class ViewModel:
     legend: LegendModel | None
     map: MapModel
     turns: tuple[TurnRow, ...]
-    manifest: tuple[ManifestRow, ...] = ()
+    manifest_rows: "LazyRows | None" = None
+    """The manifest rows, built on first use (`manifest`): only the manifest tab reads them."""
     plan: Any = None  # PlanView | None
     excluded_entry_ids: frozenset[str] = frozenset()
     pinned_entry_ids: frozenset[str] = frozenset()
     calibration: Calibration = Calibration("chars-v1", None)
+    plan_version: int | None = None
+    """The snapshot version `plan` was made for: below `version` while the plan of this
+    snapshot is being computed (the previous plan is shown; rows of new turns say nothing)."""
     _turn_inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    _message_ids: Any = field(default=(), repr=False, compare=False)
+    _times: tuple[tuple[str, ...], bool, Any] = field(default=((), False, None), repr=False, compare=False)
 
+
+    @property
+    def manifest(self) -> tuple[ManifestRow, ...]:
+        """The manifest rows of `plan` (`manifest_rows`; () without a plan)."""
+        return self.manifest_rows() if self.manifest_rows is not None else ()
 
     def calibrated(self, tokens: Tokens) -> Tokens:
         """`tokens` (a turn row's raw figure) with this view model's calibration."""
@@ -225,7 +273,7 @@ class ViewModel:
         return Tokens(tokens.raw, tokens.estimator, self.calibration.factor)
 
 
-EMPTY = ViewModel(0, HeaderModel("loading"), None, MapModel((), 1), ())
+EMPTY = ViewModel(0, HeaderModel("loading"), None, MapModel(MapIndex(), (), 1), ())
 
 
 # --- builders -------------------------------------------------------------------------------
@@ -281,19 +329,24 @@ def legend(snap: Any, cal: Calibration | None = None) -> LegendModel:
     return LegendModel(rows, cal.tokens(best.estimate), snap.provider, unknown, cal.calibrated)
 
 
-def map_model(snap: Any, overlays: Overlays = Overlays(), cal: Calibration | None = None) -> MapModel:
-    """The map of `snap` (see `MapModel`): the calibrated segments (issue 17), whose sum is the
-    header's and legend's total."""
+def map_model(
+    snap: Any, overlays: Overlays = Overlays(), cal: Calibration | None = None, previous: MapModel | None = None
+) -> MapModel:
+    """The map of `snap` (see `MapModel`): the best breakdown's segments indexed (extending
+    `previous`'s index after an append) and drawn at the calibrated totals (issue 17), whose sum
+    is the header's and legend's total."""
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
-    segments: Sequence[Segment] = cal.calibrated.segments
+    index = MapIndex.of(snap.best.segments, previous.index if previous is not None else None)
+    totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free")
     window = snap.context_window or max(cal.calibrated.used, 1)
-    return MapModel(tuple(segments), window, overlays)
+    return MapModel(index, totals, window, overlays, cal.calibrated)
 
 
 def overlays(snap: Any, plan: Any, cache: Any, *, excluded_ids: frozenset[str] = frozenset()) -> Overlays:
     """The map's marks for `snap` from `plan` (a PlanView or None; `excluded_ids` its
-    `excluded_entry_ids`, computed once by the caller) and `cache` (a CacheView or None)."""
+    `excluded_entry_ids`, computed once by the caller) and `cache` (a CacheView or None).
+    O(messages); `build` updates the previous marks instead when it can."""
     excluded: frozenset[int] = frozenset()
     pinned: frozenset[int] = frozenset()
     if plan is not None:
@@ -301,9 +354,31 @@ def overlays(snap: Any, plan: Any, cache: Any, *, excluded_ids: frozenset[str] =
         ids = snap.context.message_entry_ids
         excluded = frozenset(i for i, eid in enumerate(ids) if eid in excluded_ids)
         pinned = frozenset(i for i, eid in enumerate(ids) if eid in pins)
+    cached_end, cold = _cache_marks(cache)
+    return Overlays(excluded, pinned, cached_end, cold)
+
+
+def _cache_marks(cache: Any) -> tuple[int | None, bool]:
     cached_end = cache.cached_prefix_end if cache is not None else None
     cold = cache is not None and cache.state is not None and cache.state.status == "cold"
-    return Overlays(excluded, pinned, cached_end, cold)
+    return cached_end, cold
+
+
+def _moved_marks(
+    before: frozenset[int], changed: set[str], now: frozenset[str], positions: dict[str, int]
+) -> frozenset[int]:
+    """`before` (message indices marked) with the marks of the `changed` entry ids set as in
+    `now` (the new marked ids); `positions`: entry id → message index. O(changed)."""
+    out = set(before)
+    for eid in changed:
+        index = positions.get(eid)
+        if index is None:
+            continue
+        if eid in now:
+            out.add(index)
+        else:
+            out.discard(index)
+    return frozenset(out)
 
 
 def turn_times(turns: Any, today: Any = None) -> list[str]:
@@ -320,16 +395,33 @@ def turn_times(turns: Any, today: Any = None) -> list[str]:
     return out
 
 
-def _turn_row(turn: Any, cal: Calibration, time: str) -> TurnRow:
+def _turn_times(turns: Sequence[Any], previous: "ViewModel | None") -> tuple[tuple[str, ...], bool, Any]:
+    """`turn_times(turns)` as `(times, dated, today)`, reusing `previous`'s times for the leading
+    turns that are the same objects (an append changes the last turn and may add one): O(new
+    turns) unless the date format flips (a turn not from today, or midnight passed)."""
+    today = dt.date.today()
+    if previous is not None:
+        old_times, old_dated, old_today = previous._times
+        old_turns = previous._turn_inputs
+        if old_today == today and len(old_times) == len(old_turns):
+            k, n = 0, min(len(old_turns), len(turns))
+            while k < n and old_turns[k] is turns[k]:
+                k += 1
+            if k >= 2:
+                fresh = [t.time.astimezone() if isinstance(t.time, dt.datetime) else None for t in turns[k:]]
+                if old_dated or not any(when is not None and when.date() != today for when in fresh):
+                    form = "%m-%d %H:%M" if old_dated else "%H:%M"
+                    tail = tuple(when.strftime(form) if when is not None else "" for when in fresh)
+                    return tuple(old_times[:k]) + tail, old_dated, today
+    times = tuple(turn_times(turns, today))
+    local_dates = [t.time.astimezone().date() for t in turns if isinstance(t.time, dt.datetime)]
+    return times, any(d != today for d in local_dates), today
+
+
+def _turn_row(turn: Any, cal: Calibration, time: str, plan: PlanState = "", pinned: bool = False) -> TurnRow:
     return TurnRow(
-        key=str(turn.first_message),
-        index=turn.index,
-        time=time,
-        prompt=turn.prompt,
-        tool_calls=turn.tool_calls,
-        tokens=Tokens(turn.tokens, cal.estimator),
-        first_message=turn.first_message,
-        last_message=turn.last_message,
+        str(turn.first_message), turn.index, time, turn.prompt, turn.tool_calls,
+        Tokens(turn.tokens, cal.estimator), turn.first_message, turn.last_message, plan, pinned,
     )
 
 
@@ -348,24 +440,34 @@ def turn_rows(
     plan: Any = None,
     excluded_ids: frozenset[str] = frozenset(),
     previous: ViewModel | None = None,
+    *,
+    times: Sequence[str] | None = None,
+    changed: set[str] | None = None,
 ) -> tuple[TurnRow, ...]:
     """One `TurnRow` per turn of `snap`; with `plan`, each row's plan state (`kept`,
-    `partial`, `excluded`; `pinned`). Rows of `previous` whose turn object, calibration and plan
-    are unchanged are reused."""
+    `partial`, `excluded`; `pinned`). `times`: the time column (default `turn_times`).
+
+    Rows of `previous` are reused when their turn is the same object with the same estimator
+    and time, and either the plan is the same object or (`changed`: the entry ids whose
+    exclusion or pin differs between the two plans) none of the turn's entries changed and the
+    row was planned before. A new plan that moves a few entries touches only their rows."""
     pins = frozenset(plan.pinned_entry_ids) if plan is not None else frozenset()
-    reuse = previous is not None and previous.plan is plan and previous.calibration.estimator == cal.estimator
-    old_turns = previous._turn_inputs if reuse and previous is not None else ()
+    same_estimator = previous is not None and previous.calibration.estimator == cal.estimator
+    old_turns = previous._turn_inputs if same_estimator and previous is not None else ()
+    old_rows = previous.turns if previous is not None else ()
+    same_plan = previous is not None and previous.plan is plan
     rows: list[TurnRow] = []
-    times = turn_times(snap.turns)
+    times = turn_times(snap.turns) if times is None else times
     for i, turn in enumerate(snap.turns):
-        if i < len(old_turns) and old_turns[i] is turn and previous is not None and previous.turns[i].time == times[i]:
-            rows.append(previous.turns[i])
-            continue
-        row = _turn_row(turn, cal, times[i])
+        if i < len(old_turns) and old_turns[i] is turn and old_rows[i].time == times[i]:
+            old = old_rows[i]
+            if same_plan or (plan is not None and changed is not None and old.plan and changed.isdisjoint(turn.entry_ids)):
+                rows.append(old)
+                continue
         if plan is not None:
-            state, pinned = _plan_state(turn, excluded_ids, pins)
-            row = replace(row, plan=state, pinned=pinned)
-        rows.append(row)
+            rows.append(_turn_row(turn, cal, times[i], *_plan_state(turn, excluded_ids, pins)))
+        else:
+            rows.append(_turn_row(turn, cal, times[i]))
     return tuple(rows)
 
 
@@ -393,38 +495,106 @@ def manifest_rows(snap: Any, plan: Any, cal: Calibration) -> tuple[ManifestRow, 
     return tuple(rows)
 
 
+def _extends(old: Sequence[Any], new: Sequence[Any]) -> bool:
+    """True when `new` starts with `old` (C-level comparison: identical items compare at once)."""
+    n = len(old)
+    if len(new) < n:
+        return False
+    return n == 0 or (new[n - 1] == old[-1] and list(new[:n]) == list(old))
+
+
 def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | None = None) -> ViewModel:
     """The view model of `snap` and `derived` (ignored unless its `version` is the snapshot's).
 
-    `previous`: the last view model built (rows whose inputs are unchanged are reused; the
-    manifest rows are reused when the plan and calibration are the same objects)."""
+    `previous`: the last view model built. When `snap`'s context messages extend those of
+    `previous` (an append), its rows, map index and marks are reused or updated for what
+    changed, and without a `derived` of this version the previous plan and cache marks stay
+    on screen (`plan_version` says which snapshot they belong to; new turns show no plan state)
+    until the new plan arrives. Otherwise everything is built afresh."""
     if snap is None:
         return EMPTY
     if derived is not None and derived.version != snap.version:
         derived = None
     cal = calibration(snap)
-    plan = derived.plan if derived is not None else None
-    cache = derived.cache if derived is not None else None
-    excluded_ids = plan.excluded_entry_ids if plan is not None else frozenset()
-    if previous is not None and plan is not None and previous.plan is plan:
-        excluded_ids = previous.excluded_entry_ids
-    turns = turn_rows(snap, cal, plan, excluded_ids, previous)
-    if plan is None:
-        manifest: tuple[ManifestRow, ...] = ()
-    elif previous is not None and previous.plan is plan and previous.calibration == cal:
-        manifest = previous.manifest
+    ids = snap.context.message_entry_ids
+    old_ids, positions = previous._message_ids if previous is not None and previous._message_ids else ((), None)
+    extends = previous is not None and previous.version > 0 and bool(old_ids) and _extends(old_ids, ids)
+    base = previous if extends else None
+    if derived is not None:
+        plan, cache, plan_version = derived.plan, derived.cache, snap.version
+    elif base is not None:
+        plan, cache, plan_version = base.plan, None, base.plan_version
     else:
-        manifest = manifest_rows(snap, plan, cal)
+        plan, cache, plan_version = None, None, None
+    pins = frozenset(plan.pinned_entry_ids) if plan is not None else frozenset()
+    if plan is None:
+        excluded_ids: frozenset[str] = frozenset()
+    elif base is not None and base.plan is plan:
+        excluded_ids = base.excluded_entry_ids
+    else:
+        excluded_ids = frozenset(plan.excluded_entry_ids)
+    changed: set[str] | None = None
+    if base is not None and base.plan is not None and plan is not None and base.plan is not plan:
+        changed = set(excluded_ids.symmetric_difference(base.excluded_entry_ids))
+        changed |= pins.symmetric_difference(base.pinned_entry_ids)
+    # entry id → message index, kept up to date while the messages extend (O(new ids) per append)
+    positions = _positions(ids, old_ids, positions) if base is not None and positions is not None else None
+    # the map's marks
+    if base is not None and base.plan is plan:
+        marks = base.map.overlays
+        if derived is not None:
+            cached_end, cold = _cache_marks(cache)
+            marks = Overlays(marks.excluded, marks.pinned, cached_end, cold)
+    elif changed is not None and base is not None and len(changed) <= max(64, len(ids) // 16) \
+            and (positions is not None or (positions := _positions(ids, (), None)) is not None):
+        cached_end, cold = _cache_marks(cache)
+        marks = Overlays(
+            _moved_marks(base.map.overlays.excluded, changed, excluded_ids, positions),
+            _moved_marks(base.map.overlays.pinned, changed, pins, positions),
+            cached_end, cold,
+        )
+    else:
+        marks = overlays(snap, plan, cache, excluded_ids=excluded_ids)
+    times = _turn_times(snap.turns, base)
+    turns = turn_rows(snap, cal, plan, excluded_ids, base, times=times[0], changed=changed)
+    if plan is None:
+        manifest: LazyRows | None = None
+    elif base is not None and base.plan is plan and (derived is None or base.calibration == cal):
+        manifest = base.manifest_rows
+    else:
+        manifest = LazyRows(lambda: manifest_rows(snap, plan, cal))
     return ViewModel(
         version=snap.version,
         header=header(snap, cal),
         legend=legend(snap, cal),
-        map=map_model(snap, overlays(snap, plan, cache, excluded_ids=excluded_ids), cal),
+        map=map_model(snap, marks, cal, previous.map if previous is not None else None),
         turns=turns,
-        manifest=manifest,
+        manifest_rows=manifest,
         plan=plan,
         excluded_entry_ids=excluded_ids,
-        pinned_entry_ids=frozenset(plan.pinned_entry_ids) if plan is not None else frozenset(),
+        pinned_entry_ids=pins,
         calibration=cal,
+        plan_version=plan_version,
         _turn_inputs=snap.turns,
+        _message_ids=(ids, positions),
+        _times=times,
     )
+
+
+def _positions(
+    ids: Sequence[str | None], old_ids: Sequence[str | None], old: dict[str, int] | None
+) -> dict[str, int] | None:
+    """Entry id → context message index for `ids`, extending `old` (the positions of `old_ids`,
+    a prefix of `ids`; None: build from scratch): O(new ids) plus a C-level dict copy. None when
+    an entry id occurs twice (then the marks are computed in full)."""
+    if old is not None and len(old_ids) == len(ids):
+        return old
+    out: dict[str, int] = {} if old is None else dict(old)
+    start = 0 if old is None else len(old_ids)
+    for i in range(start, len(ids)):
+        eid = ids[i]
+        if eid is not None:
+            if eid in out:
+                return None
+            out[eid] = i
+    return out

@@ -126,7 +126,8 @@ class ManifestView(Widget):
         self._sort: str | None = None
         self._reverse = False
         self._filter = ""
-        self._all: tuple[ManifestRow, ...] = ()
+        self._rows_of: Any = ()
+        self._all_rows: tuple[ManifestRow, ...] | None = ()
         self._rows: list[ManifestRow] = []
         self._quiet = False
         self._stale = False  # a plan arrived while the view was hidden: fill when shown
@@ -158,16 +159,20 @@ class ManifestView(Widget):
         """The items in table order (after filter and sort)."""
         return tuple(r.item for r in self._rows)
 
-    def show(self, view: PlanView, previous: PlanView | None = None, rows: tuple[ManifestRow, ...] | None = None) -> None:
+    def show(
+        self, view: PlanView, previous: PlanView | None = None,
+        rows: tuple[ManifestRow, ...] | Callable[[], tuple[ManifestRow, ...]] | None = None,
+    ) -> None:
         """Show `view`; the diff compares it with `previous`, or with the latest plan shown
         before that was not pending retrieval (so the final plan of a snapshot is compared with
         the previous final plan, not with its own first paint). `rows`: the view model's rows of
         `view` (`ds4tui.viewmodel.manifest_rows`: each item's figure as shown everywhere else;
-        default: the planner's chars-v1 counts). While the view is hidden (another tab) the
-        table is filled when it is shown."""
+        default: the planner's chars-v1 counts; a callable is called when the rows are first
+        needed). While the view is hidden (another tab) the table is filled when it is shown."""
         self._previous = previous if previous is not None else self._settled
         self._view = view
-        self._all = rows if rows is not None else planner_rows(view)
+        self._rows_of = rows if rows is not None else (lambda: planner_rows(view))
+        self._all_rows: tuple[ManifestRow, ...] | None = None
         if not view.retrieval_pending:
             self._settled = view
         if self.is_mounted and not self._visible():
@@ -175,6 +180,13 @@ class ManifestView(Widget):
             return
         self._render_side()
         self._fill_table()
+
+    @property
+    def _all(self) -> tuple[ManifestRow, ...]:
+        """Every row of the plan shown (built on first use: a hidden tab builds none)."""
+        if self._all_rows is None:
+            self._all_rows = tuple(self._rows_of() if callable(self._rows_of) else self._rows_of)
+        return self._all_rows
 
     def _visible(self) -> bool:
         node: Any = self

@@ -17,6 +17,7 @@ belongs to a real entry: moving the cursor onto a cell selects that entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
@@ -27,12 +28,16 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ds4core.categories import Cell, Segment as MapSegment, map_cells, tokens_per_cell
+from textual.geometry import Region
+
+from ds4core.categories import Cell, tokens_per_cell
 from ds4tui.palette import BOUNDARY, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
 
 
 class PixelMap(Widget, can_focus=True):
-    """A grid of cells for a list of map segments and a context window (tokens)."""
+    """A grid of cells for a map model (`ds4tui.viewmodel.MapModel`: indexed segments, calibrated
+    totals, a context window in tokens). A new model lays its cells out in O(cells log segments)
+    and repaints only the rows whose cells changed; styles are cached per look."""
 
     BINDINGS = [
         Binding("left,h", "move(-1, 0)", "Left", show=False),
@@ -56,8 +61,9 @@ class PixelMap(Widget, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._segments: list[MapSegment] = []
+        self._model: Any = None  # MapModel | None
         self._window = 1
+        self._styles: dict[tuple, Style] = {}
         self._cells: list[Cell] = []
         self._per_cell = 1
         self._highlight: int | None = None
@@ -94,12 +100,12 @@ class PixelMap(Widget, can_focus=True):
         self._set_title()
         self.refresh()
 
-    def set_data(self, segments: list[MapSegment], window: int) -> None:
-        """Show `segments` (calibrated: they add up to the tokens in context) in a window of
-        `window` tokens."""
-        self._segments = list(segments)
-        self._window = max(window, 1)
-        self._layout()
+    def set_data(self, model: Any) -> None:
+        """Show `model` (a `ds4tui.viewmodel.MapModel`: its cells at the calibrated totals, in a
+        window of `model.window` tokens); only rows whose cells changed are repainted."""
+        self._model = model
+        self._window = max(model.window, 1)
+        self._layout(partial=True)
 
     def reset_scale(self) -> None:
         """Choose the scale afresh at the next layout (the terminal was resized): the widget
@@ -110,14 +116,20 @@ class PixelMap(Widget, can_focus=True):
         self.call_after_refresh(self._layout)  # again once the new screen size is laid out
 
     def set_overlays(
-        self, *, excluded: set[int], pinned: set[int], cached_end: int | None, cache_status: str | None
+        self, *, excluded: frozenset[int] | set[int], pinned: frozenset[int] | set[int], cached_end: int | None,
+        cache_status: str | None,
     ) -> None:
         """Marks on top of the categories, by context message index: `excluded` by the DS4 plan
         (▒ in the "ds4" view), `pinned` (◆ in the "ds4" view), and the cached prefix of the last
         request (messages before `cached_end`; later messages drawn □), whose last cell is the
         boundary styled by `cache_status` ("warm", "expiring", "cold", "unknown" or None)."""
-        self._excluded = frozenset(excluded)
-        self._pinned = frozenset(pinned)
+        excluded = excluded if isinstance(excluded, frozenset) else frozenset(excluded)
+        pinned = pinned if isinstance(pinned, frozenset) else frozenset(pinned)
+        if (excluded == self._excluded and pinned == self._pinned and cached_end == self._cached_end
+                and cache_status == self._cache_status):
+            return  # nothing changed: no repaint
+        self._excluded = excluded
+        self._pinned = pinned
         self._cached_end = cached_end
         self._cache_status = cache_status
         self._find_boundary()
@@ -184,7 +196,9 @@ class PixelMap(Widget, can_focus=True):
         self._highlight = message_index
         self.refresh()
 
-    def _layout(self) -> None:
+    def _layout(self, partial: bool = False) -> None:
+        """Lay the cells out for the current size. `partial`: repaint only the rows whose cells
+        changed when the geometry (width, scale, cell count) is the same as before."""
         width, height = self.size.width, self.size.height
         border = self.outer_size.height - height
         if self.fit_height and self.parent is not None and self.parent.size.height:
@@ -193,22 +207,35 @@ class PixelMap(Widget, can_focus=True):
             # depends on the window and the terminal size only, never on the session's growth.
             outer = self.parent.size.height - self.parent.size.height // 2
             height = max(outer - border, 1)
-        if width <= 0 or height <= 0:
+        if width <= 0 or height <= 0 or self._model is None:
             self._cells = []
+            self.refresh()
             return
         total = width * height
-        self._per_cell = tokens_per_cell(self._window, total)
-        needed = -(-self._window // self._per_cell)
-        self._cells = map_cells(self._segments, min(total, needed), self._per_cell)
+        per_cell = tokens_per_cell(self._window, total)
+        needed = -(-self._window // per_cell)
+        old, old_geometry = self._cells, (getattr(self, "_geometry", None))
+        self._per_cell = per_cell
+        cells = self._model.cells(min(total, needed), per_cell)
+        self._cells = cells
+        self._geometry = (width, per_cell, len(cells))
+        boundary = self._boundary
         self._find_boundary()
         self._set_title()
-        if self.fit_height and self._cells:
-            rows = -(-len(self._cells) // width)
+        if self.fit_height and cells:
+            rows = -(-len(cells) // width)
             if self.styles.height is None or self.styles.height.value != rows + border:
                 self.styles.height = rows + border
-        if self.cursor >= len(self._cells):
-            self.cursor = len(self._cells) - 1
-        self.refresh()
+        if self.cursor >= len(cells):
+            self.cursor = len(cells) - 1
+        if not (partial and old_geometry == self._geometry):
+            self.refresh()
+            return
+        marked = {boundary, self._boundary} - {None}
+        for start in range(0, len(cells), width):
+            end = start + width
+            if old[start:end] != cells[start:end] or any(start <= m < end for m in marked if boundary != self._boundary):
+                self.refresh(Region(0, start // width, width, 1))
 
     def on_resize(self) -> None:
         self._layout()
@@ -223,9 +250,10 @@ class PixelMap(Widget, can_focus=True):
         segments: list[Segment] = []
         run_style: Style | None = None
         run_text = ""
+        base = self.rich_style
         for offset, cell in enumerate(row):
             index = start + offset
-            style = self._style(cell, index)
+            style = self._style(cell, index, base.bgcolor)
             glyph = self._glyph(cell, index)
             if style == run_style:
                 run_text += glyph
@@ -235,7 +263,7 @@ class PixelMap(Widget, can_focus=True):
                 run_style, run_text = style, glyph
         if run_text:
             segments.append(Segment(run_text, run_style))
-        return Strip(segments).extend_cell_length(width, self.rich_style)
+        return Strip(segments).extend_cell_length(width, base)
 
     def _glyph(self, cell: Cell, index: int) -> str:
         if cell.category == "free":
@@ -251,17 +279,28 @@ class PixelMap(Widget, can_focus=True):
                 return UNCACHED
         return FILLED
 
-    def _style(self, cell: Cell, index: int) -> Style:
+    def _style(self, cell: Cell, index: int, base_bgcolor: Any = False) -> Style:
         colour = COLOURS.get(cell.category, "#808080")
-        base = self.rich_style
-        bgcolor = base.bgcolor
+        bgcolor = self.rich_style.bgcolor if base_bgcolor is False else base_bgcolor
         if index == self._boundary and self._cache_status is not None:
             bgcolor = BOUNDARY.get(self._cache_status, BOUNDARY["unknown"])
-        style = Style(color=colour, bgcolor=bgcolor)
+        look = 0
         if index == self.cursor and self.has_focus:
-            style = Style(color=colour, bgcolor=bgcolor, reverse=True)
+            look = 1
         elif self._highlight is not None and cell.message_index == self._highlight:
-            style = Style(color=colour, bgcolor=bgcolor, bold=True, underline=True)
+            look = 2
+        key = (colour, bgcolor, look)
+        style = self._styles.get(key)
+        if style is None:
+            if look == 1:
+                style = Style(color=colour, bgcolor=bgcolor, reverse=True)
+            elif look == 2:
+                style = Style(color=colour, bgcolor=bgcolor, bold=True, underline=True)
+            else:
+                style = Style(color=colour, bgcolor=bgcolor)
+            if len(self._styles) > 512:
+                self._styles.clear()
+            self._styles[key] = style
         return style
 
     def watch_cursor(self, old: int, new: int) -> None:

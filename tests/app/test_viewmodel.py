@@ -112,9 +112,15 @@ def test_rows_are_reused_after_an_append(sample01: Path, tmp_path: Path) -> None
     before = vm.build(snap, derived)
     with path.open("ab") as f:
         f.write(b"".join(lines[-2:]))
-    snap2 = next(iter(pipeline.updates(now=0)))  # the chars-v1 snapshot: the plan is the older one
+    snap2 = next(iter(pipeline.updates(now=0)))  # the new snapshot, before its plan
+    assert snap2.exact is not None  # a small append: only the exact snapshot (one estimator on screen)
     after = vm.build(snap2, derived, previous=before)
-    assert after.plan is None and after.manifest == ()  # a plan of another version is not used
+    # the plan of the previous snapshot stays on screen until this one's arrives, and says so
+    assert after.plan is before.plan and after.plan_version == before.version < after.version
+    assert after.manifest is before.manifest and after.map.overlays is before.map.overlays
+    kept = [a for a, b in zip(after.turns, before.turns) if a.key == b.key and a is b]
+    assert len(kept) >= len(before.turns) - 1  # only the last turn can change
+    assert all(row.plan == "" for row in after.turns[len(kept):] if row.key not in {b.key for b in before.turns})
     exact = [u for u in pipeline.updates(force=True, now=0)]
     snap3 = [u for u in exact if not isinstance(u, Derived)][-1]
     d3 = [u for u in exact if isinstance(u, Derived)][-1]

@@ -187,3 +187,89 @@ def test_images_are_their_own_category() -> None:
     ledger = TokenLedger(CharsV1Counter(), message_parts)
     bd = breakdown([msg], ["e1"], ledger, context_window=200_000)
     assert {r.id: r.tokens for r in bd.rows}["images"] == 1024  # DS4's flat rule (chars-v1)
+
+
+def _map_cells_reference(segments: list[Segment], total_cells: int, tokens_per_cell: int) -> list[tuple]:
+    """The O(segments) layout `map_cells` had before `MapIndex` (commit 1963b22), kept as the
+    reference the index-based layout must equal."""
+    from ds4core.categories import _largest_remainder
+
+    if total_cells <= 0 or tokens_per_cell <= 0:
+        return []
+    used = sum(max(s.tokens, 0) for s in segments)
+    if used <= 0:
+        return [("free", None, None)] * total_cells
+    filled = min(total_cells, max(1, (2 * used + tokens_per_cell) // (2 * tokens_per_cell)))
+    order: list[str] = []
+    totals: dict[str, int] = {}
+    for seg in segments:
+        if seg.tokens > 0:
+            if seg.category not in totals:
+                order.append(seg.category)
+            totals[seg.category] = totals.get(seg.category, 0) + seg.tokens
+    quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
+    if filled >= len(order):
+        for cat in order:
+            while quotas[cat] == 0:
+                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
+                if quotas[donor] <= 1:
+                    break
+                quotas[donor] -= 1
+                quotas[cat] += 1
+    seen: dict[str, int] = {}
+    cells: list[tuple] = []
+    for seg in segments:
+        if seg.tokens <= 0:
+            continue
+        cat, total, quota = seg.category, totals[seg.category], quotas[seg.category]
+        before = seen.get(cat, 0)
+        after = before + seg.tokens
+        seen[cat] = after
+        want = (2 * after * quota + total) // (2 * total) - (2 * before * quota + total) // (2 * total)
+        cells.extend([(cat, seg.entry_id, seg.message_index)] * want)
+    cells.extend([("free", None, None)] * (total_cells - len(cells)))
+    return cells[:total_cells]
+
+
+def test_map_cells_through_the_index_equal_the_reference_layout() -> None:
+    """`map_cells` (now `MapIndex.layout`, O(cells log segments)) lays out exactly what the
+    O(segments) walk did, on 3,000 random segment lists, scales and sizes."""
+    import random
+
+    rng = random.Random(1)
+    cats = ["user", "assistant", "tools", "tool_results", "system_prompt", "thinking", "images", "unattributed"]
+    for _ in range(3000):
+        segments = [
+            Segment(rng.choice(cats), rng.choice([0, 1, 3, 50, 400, 2000, rng.randint(0, 90_000)]), i, f"e{i}")
+            for i in range(rng.randint(0, 60))
+        ]
+        total, per = rng.randint(0, 300), rng.choice([1, 10, 100, 1000, 5000])
+        got = [(c.category, c.entry_id, c.message_index) for c in map_cells(segments, total, per)]
+        assert got == _map_cells_reference(segments, total, per)
+
+
+def test_map_index_extended_by_appends_lays_out_what_a_fresh_index_does() -> None:
+    """An index extended segment batch by segment batch (the append path) equals one built at
+    once, shares its prefix objects, and a changed prefix (a compaction) starts afresh."""
+    import random
+
+    from ds4core.categories import MapIndex
+
+    rng = random.Random(7)
+    cats = ["user", "assistant", "tool_results", "thinking"]
+    segments = [Segment(rng.choice(cats), rng.randint(1, 5000), i, f"e{i}") for i in range(400)]
+    index = None
+    for end in range(0, 401, 37):
+        grown = MapIndex.of(segments[:end] + [Segment("unattributed", 99, None, None)], index)
+        fresh = MapIndex.of(segments[:end])
+        totals = {c: t * 2 for c, t in fresh.totals().items()}  # calibrated totals: any shares
+        for cells, per in ((200, 1000), (1000, 200)):
+            assert [(c.category, c.entry_id) for c in grown.layout(totals, cells, per)] == \
+                [(c.category, c.entry_id) for c in fresh.layout(totals, cells, per)]
+        if index is not None and index.cells:
+            assert grown.cells[: len(index.cells)] == index.cells and grown.cells[0] is index.cells[0]
+        index = grown
+    index = MapIndex.of(segments, index)
+    assert MapIndex.of(segments + [Segment("unattributed", 5, None, None)], index) is index  # nothing new
+    changed = [Segment("user", 7, 0, "other")] + segments[1:]
+    assert MapIndex.of(changed, index).cells[0].entry_id == "other"

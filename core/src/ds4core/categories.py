@@ -13,6 +13,7 @@ becomes "Ran `cmd`" plus its fenced output, summaries get their fixed preambles;
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any, Iterable, Sequence
@@ -353,6 +354,10 @@ class Cell:
     message_index: int | None
 
 
+FREE_CELL = Cell("free", None, None)
+"""The free-space cell (one object, shared by every layout)."""
+
+
 def _largest_remainder(weights: Sequence[int], total: int) -> list[int]:
     """Integers proportional to `weights` that sum to exactly `total` (Hamilton's method:
     floors, then one more to the largest remainders; ties go to the earlier weight).
@@ -390,7 +395,9 @@ class Calibrated:
 
     - `rows`: categories in `CATEGORIES` order (children scaled too), free space last; their
       tokens add up to `window` (or to `used` without a window); no `unattributed` row;
-    - `segments`: the map's segments, scaled the same way (sum = `used`);
+    - `segments`: the map's segments, scaled the same way (each category's segments share its
+      row's tokens by largest remainder, so they sum to `used`); computed on first use
+      (O(segments log segments)); the map itself lays out from `MapIndex` and the rows;
     - `used`: tokens in context: the provider's count when known, else the estimate, capped at
       the window; `free`: `window - used` (None without a window);
     - `estimate`: the raw estimate (`Breakdown.estimate`), `factor`: `used / estimate`
@@ -399,7 +406,6 @@ class Calibrated:
     """
 
     rows: list[CategoryRow]
-    segments: list[Segment]
     used: int
     free: int | None
     window: int | None
@@ -407,35 +413,59 @@ class Calibrated:
     factor: float
     source: str
     capped: bool = False
+    breakdown: Breakdown | None = field(default=None, compare=False, repr=False)
+    """The raw breakdown these numbers scale (its segments give `segments`)."""
 
     def percent(self, tokens: int) -> float:
         """`tokens` as a percentage of the window (of `used` without a window)."""
         base = self.window or self.used
         return 100.0 * tokens / base if base else 0.0
 
+    @property
+    def totals(self) -> dict[str, int]:
+        """Category id → calibrated tokens (the rows without free space)."""
+        return {r.id: r.tokens for r in self.rows if r.id != "free"}
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The breakdown's segments calibrated: within each category, its segments share the
+        category's calibrated tokens by largest remainder (segments of 0 tokens dropped)."""
+        cached = self.__dict__.get("_segments")
+        if cached is not None:
+            return cached
+        out: list[Segment] = []
+        if self.breakdown is not None:
+            parts = [s for s in self.breakdown.segments if s.category not in ("unattributed", "free") and s.tokens > 0]
+            totals = self.totals
+            by_cat: dict[str, list[int]] = {}
+            for i, s in enumerate(parts):
+                by_cat.setdefault(s.category, []).append(i)
+            scaled = [0] * len(parts)
+            for cat, idx in by_cat.items():
+                for i, t in zip(idx, _largest_remainder([parts[i].tokens for i in idx], totals.get(cat, 0))):
+                    scaled[i] = t
+            out = [Segment(s.category, t, s.message_index, s.entry_id) for s, t in zip(parts, scaled) if t > 0]
+        object.__setattr__(self, "_segments", out)
+        return out
+
 
 def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Calibrated:
     """The breakdown scaled to the provider's count (`provider_tokens`, tokens; None: keep the
     estimate), never above the context window. The provider's count replaces the estimate as the
-    total; the categories keep the estimate's proportions (`calibrate`); `unattributed` (the gap
-    the estimate missed) is spread over the categories with the rest. Pure; O(segments)."""
+    total; each category gets its proportional share, rounded by largest remainder over the
+    categories (`calibrate`: they add up to the total exactly); `unattributed` (the gap the
+    estimate missed) is spread over the categories with the rest. Pure; O(categories +
+    children): the per-segment figures (`Calibrated.segments`) are computed only when asked."""
     window = breakdown.context_window
-    parts = [s for s in breakdown.segments if s.category not in ("unattributed", "free")]
-    estimate = sum(s.tokens for s in parts)
+    raw = [r for r in breakdown.rows if r.id not in ("unattributed", "free") and r.tokens > 0]
+    estimate = sum(r.tokens for r in raw)
     used = provider_tokens if provider_tokens is not None and estimate > 0 else estimate
     capped = bool(window) and used > window  # type: ignore[operator]
     if capped:
         used = window  # type: ignore[assignment]
-    scaled = _largest_remainder([s.tokens for s in parts], used) if estimate else []
-    segments = [Segment(s.category, t, s.message_index, s.entry_id) for s, t in zip(parts, scaled) if t > 0]
-    by_cat: dict[str, int] = {}
-    for seg in segments:
-        by_cat[seg.category] = by_cat.get(seg.category, 0) + seg.tokens
+    scaled = _largest_remainder([r.tokens for r in raw], used) if estimate else []
     rows: list[CategoryRow] = []
-    for row in breakdown.rows:
-        if row.id in ("unattributed", "free"):
-            continue
-        tokens = by_cat.get(row.id, 0)
+    for row, tokens in zip(raw, scaled):
         if tokens <= 0:
             continue
         kids = list(zip([n for n, _ in row.children], _largest_remainder([t for _, t in row.children], tokens))) if row.children and sum(t for _, t in row.children) else []
@@ -445,10 +475,125 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
     if free is not None:
         rows.append(CategoryRow("free", CATEGORIES["free"], free))
     return Calibrated(
-        rows=rows, segments=segments, used=used, free=free, window=window, estimate=estimate,
+        rows=rows, used=used, free=free, window=window, estimate=estimate,
         factor=(used / estimate) if estimate else 1.0,
         source="provider" if provider_tokens is not None and estimate > 0 else "estimate", capped=capped,
+        breakdown=breakdown,
     )
+
+
+_SKIP = ("unattributed", "free")
+
+
+class MapIndex:
+    """Running token totals of a breakdown's segments per category, in context order: what the
+    pixel map needs to lay out `n` cells in O(n log segments) instead of O(segments).
+
+    Built with `MapIndex.of(segments, previous)`: when `segments` extends the segments `previous`
+    indexed (the usual append: the same objects, compared in C), only the new segments are
+    indexed (O(new segments) plus a C-level prefix comparison); otherwise from scratch.
+    Segments of 0 tokens, `unattributed` and `free` are skipped. Immutable once built (an
+    extension copies the per-category lists it grows)."""
+
+    __slots__ = ("source", "order", "cum", "pos", "cells")
+
+    def __init__(self) -> None:
+        self.source: list[Segment] = []  # the indexed segments list (without a trailing unattributed/free)
+        self.order: list[str] = []  # categories by first appearance
+        self.cum: dict[str, list[int]] = {}  # category → running tokens after each of its segments
+        self.pos: dict[str, list[int]] = {}  # category → index into `cells` of each of its segments
+        self.cells: list[Cell] = []  # one cell per indexed segment (shared by every layout)
+
+    @classmethod
+    def of(
+        cls, segments: Sequence[Segment], previous: "MapIndex | None" = None, skip: tuple[str, ...] = _SKIP
+    ) -> "MapIndex":
+        """The index of `segments` (see the class), extending `previous` when it can (built with
+        the same `skip`: categories left out, by default `unattributed` and `free`)."""
+        end = len(segments)
+        while end and segments[end - 1].category in skip:
+            end -= 1
+        index = cls()
+        start = 0
+        if previous is not None:
+            k = len(previous.source)
+            if k <= end and (k == 0 or segments[k - 1] is previous.source[-1] or segments[k - 1] == previous.source[-1]) \
+                    and list(segments[:k]) == previous.source:
+                start = k
+                if k == end:
+                    return previous  # nothing new to index
+                index.order = list(previous.order)
+                index.cum = dict(previous.cum)
+                index.pos = dict(previous.pos)
+                index.cells = list(previous.cells)
+        index.source = list(segments[:end])
+        grown: set[str] = set()
+        for seg in segments[start:end]:
+            if seg.tokens <= 0 or seg.category in skip:
+                continue
+            cat = seg.category
+            if cat not in grown:
+                grown.add(cat)
+                if cat in index.cum:
+                    index.cum[cat] = list(index.cum[cat])
+                    index.pos[cat] = list(index.pos[cat])
+                else:
+                    index.order.append(cat)
+                    index.cum[cat] = []
+                    index.pos[cat] = []
+            cum = index.cum[cat]
+            cum.append((cum[-1] if cum else 0) + seg.tokens)
+            index.pos[cat].append(len(index.cells))
+            index.cells.append(Cell(cat, seg.entry_id, seg.message_index))
+        return index
+
+    def totals(self) -> dict[str, int]:
+        """Category → raw tokens of its indexed segments."""
+        return {cat: self.cum[cat][-1] for cat in self.order}
+
+    def layout(self, totals: Mapping[str, int], total_cells: int, tokens_per_cell: int) -> list[Cell]:
+        """`total_cells` cells of `tokens_per_cell` tokens in context order (the rules of
+        `map_cells`), each category drawn at its share of `totals` (category → tokens, e.g. the
+        calibrated rows; `self.totals()` gives exactly `map_cells` of the segments). Within a
+        category its cells go to its segments by running raw tokens. Cells are the index's own
+        objects, so two layouts of the same index compare by identity."""
+        if total_cells <= 0 or tokens_per_cell <= 0:
+            return []
+        order = [c for c in self.order if totals.get(c, 0) > 0]
+        used = sum(totals[c] for c in order)
+        if used <= 0:
+            return [FREE_CELL] * total_cells
+        filled = min(total_cells, max(1, (2 * used + tokens_per_cell) // (2 * tokens_per_cell)))
+        quotas = _quotas(order, totals, filled, used)
+        picks: list[int] = []
+        for cat in order:
+            q = quotas[cat]
+            if q <= 0:
+                continue
+            cum, pos = self.cum[cat], self.pos[cat]
+            whole = cum[-1]
+            two_q = 2 * q
+            picks.extend(pos[bisect_left(cum, -(-(whole * (2 * j + 1)) // two_q))] for j in range(q))
+        picks.sort()
+        cells = self.cells
+        out = [cells[g] for g in picks]
+        out.extend([FREE_CELL] * (total_cells - len(out)))
+        return out[:total_cells]
+
+
+def _quotas(order: list[str], totals: Mapping[str, int], filled: int, used: int) -> dict[str, int]:
+    """Cells per category (`map_cells`' rule): largest remainder of `filled` over the category
+    totals, then at least one cell for each category with tokens while there are enough cells."""
+    quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
+    if filled >= len(order):  # every category with tokens shows at least one cell
+        for cat in order:
+            while quotas[cat] == 0:
+                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
+                if quotas[donor] <= 1:
+                    break
+                quotas[donor] -= 1
+                quotas[cat] += 1
+    return quotas
 
 
 def map_cells(segments: Sequence[Segment], total_cells: int, tokens_per_cell: int) -> list[Cell]:
@@ -465,40 +610,8 @@ def map_cells(segments: Sequence[Segment], total_cells: int, tokens_per_cell: in
     """
     if total_cells <= 0 or tokens_per_cell <= 0:
         return []
-    used = sum(max(s.tokens, 0) for s in segments)
-    if used <= 0:
-        return [Cell("free", None, None)] * total_cells
-    filled = min(total_cells, max(1, (2 * used + tokens_per_cell) // (2 * tokens_per_cell)))
-    order: list[str] = []
-    totals: dict[str, int] = {}
-    for seg in segments:
-        if seg.tokens > 0:
-            if seg.category not in totals:
-                order.append(seg.category)
-            totals[seg.category] = totals.get(seg.category, 0) + seg.tokens
-    quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
-    if filled >= len(order):  # every category with tokens shows at least one cell
-        for cat in order:
-            while quotas[cat] == 0:
-                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
-                if quotas[donor] <= 1:
-                    break
-                quotas[donor] -= 1
-                quotas[cat] += 1
-    seen: dict[str, int] = {}
-    cells: list[Cell] = []
-    for seg in segments:
-        if seg.tokens <= 0:
-            continue
-        cat, total, quota = seg.category, totals[seg.category], quotas[seg.category]
-        before = seen.get(cat, 0)
-        after = before + seg.tokens
-        seen[cat] = after
-        want = (2 * after * quota + total) // (2 * total) - (2 * before * quota + total) // (2 * total)
-        cells.extend([Cell(cat, seg.entry_id, seg.message_index)] * want)
-    free = Cell("free", None, None)
-    cells.extend([free] * (total_cells - len(cells)))
-    return cells[:total_cells]
+    index = MapIndex.of(segments, skip=())
+    return index.layout(index.totals(), total_cells, tokens_per_cell)
 
 
 SCALE_STEPS = (1, 2, 5)

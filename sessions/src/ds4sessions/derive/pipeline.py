@@ -149,12 +149,15 @@ class SessionPipeline:
     def snapshots(self, force: bool = False) -> Iterator[Snapshot]:
         """The ingest half of `updates`: poll the file and yield the new snapshot (chars-v1
         counts), then the same with exact cl100k counts; nothing when the file did not change.
+        A small append to a session whose exact counts are in yields only the exact snapshot
+        (`LiveSession.refines_quickly`: a few milliseconds), so one estimator stays on screen.
         Drive it from one thread at a time (the app's ingest worker); `updates` is the
         coalescing form for callers that run whole steps from several workers."""
         snap = self.live.refresh(force=force)
         if snap is None:
             return
-        yield snap
+        if not self.live.refines_quickly(snap):
+            yield snap  # the fast counts first: the exact ones take a while
         yield self.live.refine(snap)
 
     def derive(self, snap: Snapshot, now: float | None = None) -> Iterator[Derived]:

@@ -598,6 +598,25 @@ class LiveSession:
         self.last = self._build(0, self.last.file_size if self.last else 0, [entry] if entry is not None else [])
         return self.last
 
+    QUICK_REFINE_TOKENS = 20_000
+    """The most chars-v1 tokens of new messages `refines_quickly` accepts (cl100k counts of about
+    80 kB of text: a few milliseconds)."""
+
+    def refines_quickly(self, snapshot: Snapshot) -> bool:
+        """True when `refine(snapshot)` only extends the last refined cl100k share by a few new
+        messages (at most `QUICK_REFINE_TOKENS` chars-v1 tokens): an append while the exact
+        counts are in. Then the app shows only the refined snapshot, so the screen's estimator
+        never flips back to chars-v1 for one append (issue 10)."""
+        lineage = snapshot._lineage
+        cached = self._exact_share
+        if lineage is None or lineage.context is not snapshot.context or cached is None or cached[0] != lineage.epoch:
+            return False
+        done = len(cached[1].attribution.message_tokens)
+        if done > len(snapshot.context.messages):
+            return False
+        fresh = snapshot.breakdown.message_tokens[done:]
+        return sum(fresh) <= self.QUICK_REFINE_TOKENS
+
     def refine(self, snapshot: Snapshot) -> Snapshot:
         """Return `snapshot` with the exact cl100k breakdown added (turn tokens stay chars-v1's
         until then; afterwards they use cl100k).
