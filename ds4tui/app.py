@@ -216,7 +216,7 @@ class Ds4App(App[None]):
             with Vertical(id="right"):
                 with TabbedContent(id="tabs"):
                     with TabPane("Turns", id="turns"):
-                        yield TurnList(id="turn-list", cursor_type="row", zebra_stripes=True)
+                        yield TurnList(id="turn-list")
                     with TabPane("Manifest", id="manifest"):
                         yield ManifestView(id="manifest-view")
                     with TabPane("Cache", id="cache"):
@@ -424,11 +424,11 @@ class Ds4App(App[None]):
             return
         self._select_message(event.message_index, sync_turns=True)
 
-    @on(DataTable.RowHighlighted, "#turn-list")
-    def _turn_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if self.snapshot is None or event.row_key.value is None:
+    @on(TurnList.TurnHighlighted)
+    def _turn_highlighted(self, event: TurnList.TurnHighlighted) -> None:
+        if self.snapshot is None or not event.key:
             return
-        self._select_message(int(event.row_key.value), sync_turns=False)
+        self._select_message(int(event.key), sync_turns=False)
 
     @on(ManifestView.EntrySelected)
     @on(RetrievalView.EntrySelected)
@@ -477,7 +477,7 @@ class Ds4App(App[None]):
                 row = bisect_right([t.first_message for t in turns], index) - 1
             table = self.query_one(TurnList)
             if 0 <= row < table.row_count and table.cursor_row != row:
-                with table.prevent(DataTable.RowHighlighted):
+                with table.prevent(TurnList.TurnHighlighted):
                     table.move_cursor(row=row)
 
     # --- steering (the controller's host) ---------------------------------------------------
@@ -556,8 +556,8 @@ class Ds4App(App[None]):
         """Switch the right-hand tabs and move the focus into the tab (its table, when any)."""
         self.query_one(TabbedContent).active = tab
         pane = self.query_one(f"#{tab}", TabPane)
-        focusable = [w for w in pane.query("DataTable, Input") if w.focusable]
-        tables = [w for w in focusable if isinstance(w, DataTable)]
+        focusable = [w for w in pane.query("DataTable, TurnList, Input") if w.focusable]
+        tables = [w for w in focusable if isinstance(w, (DataTable, TurnList))]
         target = (tables or focusable or [None])[0]
         if target is None:
             # A tab with nothing to focus (cache, diagnostics): focus the tab bar, so the focus

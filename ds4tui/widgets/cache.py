@@ -14,7 +14,9 @@ from collections.abc import Callable
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
+from textual.widgets import Static  # noqa: F401
+
+from ds4tui.widgets.steady import SteadyStatic
 
 from ds4core.cache_policy import CandidateEpoch, GateCheck
 from ds4core.cache_state import CacheState, RequestRecord
@@ -42,7 +44,7 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
 
 
-class CacheCountdown(Static):
+class CacheCountdown(SteadyStatic):
     """The cache state of the current model, ticking every second even when the session is idle.
 
     Line 1: glyph, status in words and the countdown (`● warm · 4:12 left`), coloured by status;
@@ -223,7 +225,7 @@ def _bridge_line(view: CacheView) -> Text:
     return line
 
 
-class CachePanel(Static):
+class CachePanel(SteadyStatic):
     """The cache tab: history chart (sparkline and bar rows of the cache-read share per request),
     miss explanations, cost cross-check, the bridge's request metadata (exact fixed tokens; only
     when the session has some) and DS4's decision (configured mode and the `auto` what-if).

@@ -7,7 +7,9 @@ from typing import Any, Mapping
 
 from rich.console import Group
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import Static  # noqa: F401
+
+from ds4tui.widgets.steady import SteadyStatic
 
 from ds4core.categories import message_parts
 from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
@@ -15,6 +17,7 @@ from ds4sessions.ingest.live import Snapshot
 from ds4tui.header import HeaderFacts, compose_header, first_prompt_of, session_display_name
 from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
+from ds4tui.widgets.turns import TurnList, plan_cell as _plan_cell  # noqa: F401  (the turn list lives in widgets.turns)
 from ds4tui.viewmodel import HeaderModel, LegendModel, TurnRow, ViewModel, turn_times  # noqa: F401  (turn_times: kept importable here)
 
 PREVIEW_CHARS = 2000
@@ -73,7 +76,7 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
     )
 
 
-class SessionHeader(Static):
+class SessionHeader(SteadyStatic):
     """One line (never wrapped): fill (tokens / window) · model · session name (cwd) · badges ·
     the bridge state; items drop by priority when the line is narrow (`ds4tui.header`). Renders
     a `ds4tui.viewmodel.HeaderModel`."""
@@ -101,7 +104,7 @@ class SessionHeader(Static):
         self.update(compose_header(facts, self.size.width or 80))
 
 
-class CategoryList(Static):
+class CategoryList(SteadyStatic):
     """Categories with dotted leaders, tokens and share of the window (calibrated to the
     provider's count), then how the numbers were made (provider, estimate, ratio). Renders a
     `ds4tui.viewmodel.LegendModel`."""
@@ -127,97 +130,11 @@ class CategoryList(Static):
         lines.append(calibration_line(cal, legend.estimate.estimator))
         if legend.provider and legend.provider.later_messages:
             lines.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
+        elif legend.provider:
+            # the same height either way: a legend that grows and shrinks by a line with every
+            # reply would lay the whole screen out again each time
+            lines.append(Text("every message is counted in the last reply's usage", style="dim"))
         self.update(Group(*lines))
-
-
-def _plan_cell(row: TurnRow) -> Text:
-    if not row.plan:
-        return Text("")
-    text = Text(row.plan, style={"excluded": "dim", "partial": "yellow", "kept": "green"}[row.plan])
-    if row.pinned:
-        text.append(" ◆", style="magenta")
-    return text
-
-
-_TURN_COLUMNS = ("index", "time", "prompt", "tools", "tokens", "plan")
-
-
-class TurnList(DataTable):
-    """One row per turn: index, time, first words of the prompt, tool calls, tokens, plan state.
-    Renders the `TurnRow`s of a `ds4tui.viewmodel.ViewModel`, touching only new, changed or
-    gone rows (an append usually changes the last row and may add one)."""
-
-    _rows: tuple[TurnRow, ...] = ()
-    _width: int = -1
-    _time_width: int = -1
-
-    def show(self, view: ViewModel) -> None:
-        """Show `view.turns` (keeps the cursor row when it still exists)."""
-        self._view = view
-        with self.prevent(self.RowHighlighted):
-            width = self.size.width or 80
-            time_width = max((len(r.time) for r in view.turns), default=5) or 5
-            if width != self._width or time_width != self._time_width or not self.columns:
-                self._fill(view.turns, width)
-            else:
-                self._update(view.turns)
-
-    def on_resize(self) -> None:
-        """Fit the prompt column to the new width."""
-        view = getattr(self, "_view", None)
-        if view is not None:
-            self.show(view)
-
-    @staticmethod
-    def _cells(row: TurnRow) -> tuple:
-        return (
-            Text(str(row.index) if row.index else "·", justify="right"),
-            row.time,
-            literal_text(row.prompt, keep_newlines=False),
-            Text(str(row.tool_calls), justify="right"),
-            Text(fmt_tokens(row.tokens.shown), justify="right"),
-            _plan_cell(row),
-        )
-
-    def _update(self, rows: tuple[TurnRow, ...]) -> None:
-        old = self._rows
-        for i, row in enumerate(rows):
-            if i < len(old):
-                before = old[i]
-                if before is row:
-                    continue
-                if before.key != row.key:  # a compaction or a branch switch: new turns
-                    self._fill(rows, self._width)
-                    return
-                new, was = self._cells(row), self._cells(before)
-                for column, cell, prior in zip(_TURN_COLUMNS, new, was):
-                    if cell != prior:
-                        self.update_cell(row.key, column, cell)
-            else:
-                self.add_row(*self._cells(row), key=row.key)
-        for gone in old[len(rows):]:
-            self.remove_row(gone.key)
-        self._rows = rows
-
-    def _fill(self, rows: tuple[TurnRow, ...], width: int) -> None:
-        cursor = self.cursor_row
-        self.clear(columns=True)
-        self._width = width
-        time_width = max((len(r.time) for r in rows), default=5) or 5
-        self._time_width = time_width
-        # index 4, time 5 (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side.
-        prompt_width = max(width - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
-        self.add_column("#", key="index", width=4)
-        self.add_column("time", key="time", width=time_width)
-        self.add_column("prompt", key="prompt", width=prompt_width)
-        self.add_column("tools", key="tools", width=5)
-        self.add_column("tokens", key="tokens", width=7)
-        self.add_column("plan", key="plan", width=8)
-        for row in rows:
-            self.add_row(*self._cells(row), key=row.key)
-        self._rows = rows
-        if self.row_count:
-            self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
 
 def _content_preview(message: Mapping[str, Any]) -> str:
@@ -265,7 +182,7 @@ def _usage_flag(message: Mapping[str, Any]) -> str:
     return ""
 
 
-class EntryInspector(Static):
+class EntryInspector(SteadyStatic):
     """The selected entry: id, type/role, tool, tokens by estimator, content preview."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -362,7 +279,7 @@ def _entry_inspector_text(snap: Snapshot, entry_id: str) -> list[Text]:
     return lines
 
 
-class DiagnosticsView(Static):
+class DiagnosticsView(SteadyStatic):
     """Counted problems found while reading the file, with line numbers."""
 
     def show(self, snap: Snapshot) -> None:
@@ -382,7 +299,7 @@ class DiagnosticsView(Static):
         self.update(Group(*lines))
 
 
-class StatusLine(Static):
+class StatusLine(SteadyStatic):
     """One line above the footer: the outcome of the last steering action."""
 
     def report(self, text: str, *, error: bool = False) -> None:
