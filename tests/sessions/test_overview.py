@@ -272,3 +272,34 @@ def test_the_expiry_notice_fires_once_per_expiry_for_live_sessions(home: Home) -
     idle = moved.with_live(False)
     assert ExpiryNotifier(lead_s=60).due([idle], expires + 250) == []
     assert len(ExpiryNotifier(lead_s=60, idle=True).due([idle], expires + 250)) == 1
+
+
+@NEEDS_CODEX
+def test_codex_costs_come_from_the_openai_price_table(home: Home, shared_dir: Path) -> None:
+    """A Codex rollout of a model in `openai-prices.json` is priced from that table (the one the
+    Codex view uses, with its source and date); one of a model it lacks says "no price"."""
+    from ds4sessions.agents.codex import read_rollout
+    from ds4sessions.agents.codex.view import price_for, request_cost
+    from ds4tui.screens.home import cost_cell
+    from tests.overview_home import shifted_copy
+
+    plain = home.placed["codex"]
+    priced = plain.with_name(plain.name.replace(plain.stem[-36:], "0" * 8 + plain.stem[-28:]))
+    shifted_copy(plain, priced, latest_at=home.now - 40, ids={"gpt-5-codex": "gpt-6.2-sol", plain.stem[-36:]: priced.stem[-36:]})
+    os.utime(priced, (home.now - 40, home.now - 40))
+    summaries = {s.path: s for s in home.overview().load_all()}
+    conversation = read_rollout(priced).conversation()
+    expected = [request_cost(r, price_for("gpt-6.2-sol")) for r in conversation.requests]
+    assert expected and None not in expected
+    summary = summaries[str(priced)]
+    by_agent = {r.key: r for r in rollup(list(summaries.values()), by="agent").rows}
+    by_model = {r.key: r for r in rollup(list(summaries.values()), by="model").rows}
+    assert by_model["gpt-6.2-sol"].cost_usd == pytest.approx(sum(expected), abs=1e-12) and sum(expected) > 0
+    assert by_model["gpt-6.2-sol"].unpriced == 0
+    (source,) = by_model["gpt-6.2-sol"].price_sources
+    assert source.startswith("openai-prices.json, OpenAI list prices 2026-11-29")
+    assert by_model["gpt-5-codex"].to_json()["costUSD"] is None and by_model["gpt-5-codex"].unpriced_models == {"gpt-5-codex"}
+    assert by_agent["codex"].unpriced_models == {"gpt-5-codex"} and by_agent["codex"].cost_usd == pytest.approx(sum(expected))
+    today = time.strftime("%Y-%m-%d", time.localtime(home.now))
+    assert cost_cell(summary, today).plain == f"${sum(expected):.4f}"
+    assert cost_cell(summaries[str(plain)], today).plain == "no price"
