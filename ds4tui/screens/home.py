@@ -43,6 +43,9 @@ from ds4tui.text import fmt_tokens, literal
 
 RESCAN_S = 15.0
 """Seconds between re-discoveries of session files (new sessions appear within this time)."""
+NEW_FILE_RESCAN_S = 1.0
+"""A watcher event for a file the overview does not know re-scans at once, unless the last scan
+was less than this many seconds ago (then the next pass does)."""
 READ_BATCH = 25
 """Pending files read per message while the list fills in."""
 BAR_CELLS = 8
@@ -291,19 +294,20 @@ class HomeScreen(Screen[Path | None]):
         waiting = tuple(placeholder(i) for i in result.pending)
         self.post_message(SummariesArrived(result.summaries + waiting, len(result.pending), not result.pending,
                                            result.problems, listed))
-        self._watch_folders()
+        self._watch_folders(listed)  # the files still to read too: their folders are watched at once
         pending = list(result.pending)
         while pending:
             batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
             read = overview.read_many(batch)
             self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
 
-    def _watch_folders(self) -> None:
+    def _watch_folders(self, paths: Iterable[str]) -> None:
+        """Watch the folders holding `paths` (every listed file, read or not)."""
         if not self._use_watcher:
             return
         if self._watcher is None:
             self._watcher = FolderWatcher(self._file_event)
-        self._watcher.watch({str(Path(p).parent) for p in self.overview.paths()})
+        self._watcher.watch({str(Path(p).parent) for p in paths})
 
     def _file_event(self, path: str) -> None:
         """watchdog thread: remember the file and wake the poll worker (coalesced)."""
@@ -345,7 +349,10 @@ class HomeScreen(Screen[Path | None]):
             if changed:
                 self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
             if any(not overview.knows(p) for p in dirty):
-                self._last_scan = 0.0  # a new file: the next pass re-scans
+                if self._now() - self._last_scan >= NEW_FILE_RESCAN_S:
+                    self._scan_locked()  # a new file: list it now (the agents' discovery)
+                    return
+                self._last_scan = 0.0  # scanned a moment ago: the next pass re-scans
             with self._dirty_lock:
                 if not self._dirty:
                     return
