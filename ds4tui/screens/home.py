@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -61,6 +61,14 @@ COLUMNS = ("agent", "state", "cache", "context", "today", "session")
 project folder and the session's name."""
 WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today": 9, "session": 64}
 """Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
+COMPACT_BELOW = 110
+"""Screens narrower than this (cells) use the compact columns, so the session's name still shows
+at 80 columns: short agent names, the countdown without "left", a 4-cell bar, "~" for a
+typical (configured, not recorded) lifetime."""
+COMPACT_BAR = 4
+COMPACT_WIDTHS = {"agent": 6, "state": 5, "cache": 16, "context": COMPACT_BAR + 5, "today": 8}
+SHORT_AGENT = {"claude-code": "claude"}
+"""Agent names in compact mode (others are short already)."""
 
 
 # --- the pure part: rows from summaries --------------------------------------------------------
@@ -76,28 +84,36 @@ def sort_key(summary: SessionSummary, now: float) -> tuple:
     return (not summary.live, not running, expires if running else 0.0, -summary.modified)
 
 
-def context_cell(summary: SessionSummary) -> Text:
-    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`."""
+def context_cell(summary: SessionSummary, compact: bool = False) -> Text:
+    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`
+    (`compact`: a 4-cell bar)."""
     pct = summary.context_percent
     if pct is None:
         return Text(fmt_tokens(summary.context_tokens), style="dim")
-    filled = min(BAR_CELLS, round(pct / 100 * BAR_CELLS))
+    cells = COMPACT_BAR if compact else BAR_CELLS
+    filled = min(cells, round(pct / 100 * cells))
     style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
     text = Text("━" * filled, style=style)
-    text.append("─" * (BAR_CELLS - filled), style="dim")
+    text.append("─" * (cells - filled), style="dim")
     text.append(f" {pct:3.0f}%")
     return text
 
 
-def cache_cell(summary: SessionSummary, now: float, expiring_s: float) -> Text:
+def cache_cell(summary: SessionSummary, now: float, expiring_s: float, compact: bool = False) -> Text:
     """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
-    status; "(typical)" when the lifetime is configured, not recorded."""
+    status; "(typical)" when the lifetime is configured, not recorded. `compact`: `● warm 4:12`,
+    `◐ expiring 0:42`, `○ cold`, `· none`, and "~" for typical."""
     if summary.cache.rule == "pending":
         return Text("… reading", style="dim")
     cache = summary.cache_at(now, expiring_s)
-    text = Text(f"{STATUS_GLYPH[cache.status]} {cache.words}", style=STATUS_STYLE[cache.status])
+    if compact:
+        words = (f"{cache.status} {cache.countdown}" if cache.countdown is not None
+                 else "none" if cache.status == "unknown" else cache.status)
+    else:
+        words = cache.words
+    text = Text(f"{STATUS_GLYPH[cache.status]} {words}", style=STATUS_STYLE[cache.status])
     if summary.cache.rule == "configured" and cache.status != "unknown":
-        text.append(" (typical)", style="dim")
+        text.append(" ~" if compact else " (typical)", style="dim")
     return text
 
 
@@ -123,7 +139,7 @@ class KeyedText(Text):
     path: str = ""
 
 
-def session_cell(summary: SessionSummary) -> KeyedText:
+def session_cell(summary: SessionSummary, width: int = WIDTHS["session"]) -> KeyedText:
     """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
     session's name (or its file name)."""
     project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
@@ -133,20 +149,22 @@ def session_cell(summary: SessionSummary) -> KeyedText:
     if project:
         text.append(literal(project, keep_newlines=False), style="bold")
         text.append(" · ", style="dim")
-    text.append(literal(name, keep_newlines=False)[: max(8, 62 - len(text))])
+    text.append(literal(name, keep_newlines=False)[: max(8, width - 2 - len(text))])
     return text
 
 
-def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float) -> tuple[Text, ...]:
-    """The cells of one row, in `COLUMNS` order."""
+def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float,
+              compact: bool = False, session_width: int = WIDTHS["session"]) -> tuple[Text, ...]:
+    """The cells of one row, in `COLUMNS` order (`compact`: the narrow-screen forms;
+    `session_width`: the session column's width in cells)."""
     state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
     return (
-        Text(summary.agent),
+        Text(SHORT_AGENT.get(summary.agent, summary.agent) if compact else summary.agent),
         state,
-        cache_cell(summary, now, expiring_s),
-        context_cell(summary),
+        cache_cell(summary, now, expiring_s, compact),
+        context_cell(summary, compact),
         cost_cell(summary, today),
-        session_cell(summary),
+        session_cell(summary, session_width),
     )
 
 
@@ -241,6 +259,8 @@ class HomeScreen(Screen[Path | None]):
         self._painted = threading.Event()
         self._cache_text: dict[str, str] = {}
         self._use_watcher = watch
+        self._compact = False
+        self._session_width = WIDTHS["session"]
         self._watcher: FolderWatcher | None = None
 
     @property
@@ -261,14 +281,43 @@ class HomeScreen(Screen[Path | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in COLUMNS:
-            table.add_column(column, key=column, width=WIDTHS[column])
+        self._compact, self._session_width = self.layout_for(self.app.size.width)
+        self._add_columns(table)
         table.focus()
         self.set_interval(1.0, self.tick)
         if self._auto_scan:
             self.scan_now()
         if self._poll_s:
             self.set_interval(self._poll_s, self.poll_now)
+
+    def _add_columns(self, table: DataTable) -> None:
+        widths = COMPACT_WIDTHS if self._compact else WIDTHS
+        for column in COLUMNS:
+            table.add_column(column, key=column, width=self._session_width if column == "session" else widths[column])
+
+    @staticmethod
+    def layout_for(width: int) -> tuple[bool, int]:
+        """(compact, session column width) for a screen `width` cells wide: the session column
+        takes what the others leave (2 cells of margin, 2 of scrollbar, 2 of padding per column),
+        at least 16 and at most `WIDTHS["session"]`, so no horizontal scrollbar appears."""
+        compact = width < COMPACT_BELOW
+        fixed = sum((COMPACT_WIDTHS if compact else WIDTHS)[c] for c in COLUMNS[:-1]) + 2 * len(COLUMNS) + 4
+        return compact, max(16, min(WIDTHS["session"], width - fixed))
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Switch between the full and the compact columns when the width crosses
+        `COMPACT_BELOW`, and fit the session column (the rows are re-added, a chunk per
+        refresh)."""
+        compact, session = self.layout_for(event.size.width)
+        if (compact, session) == (self._compact, self._session_width):
+            return
+        self._compact, self._session_width = compact, session
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        self._add_columns(table)
+        self._order = []
+        self._cache_text.clear()
+        self.rebuild()
 
     # --- worker ---------------------------------------------------------------------------
 
@@ -409,16 +458,16 @@ class HomeScreen(Screen[Path | None]):
                 if budget == 0:
                     continue
                 budget -= 1
-                cells = row_cells(summary, now, today, expiring)
+                cells = row_cells(summary, now, today, expiring, self._compact, self._session_width)
                 table.add_row(*cells, key=path)
                 shown.add(path)
                 self._cache_text[path] = cells[2].plain
             elif path in changed_set:
-                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
+                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring, self._compact, self._session_width)):
                     table.update_cell(path, column, cell)
                 self._cache_text[path] = table.get_cell(path, "cache").plain
             elif tick:
-                cell = cache_cell(summary, now, expiring)
+                cell = cache_cell(summary, now, expiring, self._compact)
                 if cell.plain != self._cache_text.get(path):
                     table.update_cell(path, "cache", cell)
                     self._cache_text[path] = cell.plain
@@ -448,6 +497,9 @@ class HomeScreen(Screen[Path | None]):
         parts = [f"{shown} of {total} sessions" if self._filter else f"{total} sessions", f"{live} live"]
         if self._pending:
             parts.append(f"reading {self._pending} more…")
+        if self._compact and any(s.cache.rule == "configured" and s.cache.lifetime_s for s in self.summaries.values()
+                                 if not self._filter or matches(s, self._filter)):
+            parts.append("~ typical lifetime, not recorded")
         if self._problems:
             parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
         parts.append("Enter opens · Esc back · / filter")
