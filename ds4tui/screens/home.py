@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from rich.text import Text
 from textual import events, on, work
@@ -36,10 +36,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
 from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
-from ds4sessions.overview.scanner import Overview
+from ds4sessions.overview.scanner import Overview  # light: its heavy parts load on first use
 from ds4sessions.overview.summary import SessionSummary, placeholder
-from ds4sessions.overview.watch import FolderWatcher
 from ds4tui.text import fmt_tokens, literal
+
+if TYPE_CHECKING:
+    from ds4sessions.overview.watch import FolderWatcher
 
 RESCAN_S = 15.0
 """Seconds between re-discoveries of session files (new sessions appear within this time)."""
@@ -355,6 +357,8 @@ class HomeScreen(Screen[Path | None]):
         if not self._use_watcher:
             return
         if self._watcher is None:
+            from ds4sessions.overview.watch import FolderWatcher  # watchdog: after the first paint
+
             self._watcher = FolderWatcher(self._file_event)
         self._watcher.watch({str(Path(p).parent) for p in paths})
 
