@@ -6,10 +6,12 @@
   `sessions/` copy wins (ccusage `adapter/codex/README.md`).
 - Thread names: `session_index.jsonl` lines `{id, thread_name}` when present.
 - Liveness: a rollout is live while a Codex process holds its thread's writer lock: Codex
-  0.171's app server keeps `thread-writer-locks/<thread id>.lock` under the home flock()ed
-  (exclusive) for as long as the thread is open in a TUI, and removes the file when it closes
-  (seen with the real CLI, `tests/agent-oracle/run_live_two.sh`; `codex exec` holds it only while
-  it runs). Linux: the lock is looked up in `/proc/locks` (read-only, never taken); elsewhere the
+  0.171's app server (a managed daemon the TUI starts) keeps `thread-writer-locks/<thread
+  id>.lock` under the home flock()ed (exclusive) while the thread is loaded, i.e. while it is open
+  in a TUI and for a while after the TUI quits (it unloads the thread later:
+  `thread_unload_delay_secs`; still held 1 min after quitting, released and the file removed
+  within 12 min in our run); `codex exec` holds it only while it runs (seen with the real CLI,
+  `tests/agent-oracle/run_live_two.sh`). Linux: the lock is looked up in `/proc/locks` (read-only, never taken); elsewhere the
   lock file's presence counts. Failing that, a rollout is live when it was modified within
   `LIVE_SECONDS` and its last `task_started` has no later `task_complete`/`turn_aborted`
   (read from the file's tail).
