@@ -255,6 +255,8 @@ class HomeScreen(Screen[Path | None]):
         self._last_scan = 0.0
         self._lock = threading.Lock()  # one Overview, driven by one thread at a time
         self._dirty: set[str] = set()
+        self._new_folders: set[str] = set()
+        self._file_folders: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._retry = False
         self._cached_shown = False
@@ -346,6 +348,7 @@ class HomeScreen(Screen[Path | None]):
         self.post_message(SummariesArrived(result.summaries + waiting, len(result.pending), not result.pending,
                                            result.problems, listed))
         self._watch_folders(listed)  # the files still to read too: their folders are watched at once
+        self._catch_up_new_folders(set(listed))
         pending = list(result.pending)
         while pending:
             batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
@@ -353,19 +356,55 @@ class HomeScreen(Screen[Path | None]):
             self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
 
     def _watch_folders(self, paths: Iterable[str]) -> None:
-        """Watch the folders holding `paths` (every listed file, read or not)."""
+        """Watch the folders holding `paths` (every listed file, read or not) for session files,
+        plus the folders created since (a new project's, a new day's), and the parents of all
+        of them for new folders only (Claude Code's `projects/`, Codex's `sessions/YYYY/MM/`,
+        Pi's `sessions/`), so a session in a brand-new folder appears at once, not at the next
+        re-scan."""
         if not self._use_watcher:
             return
         if self._watcher is None:
             from ds4sessions.overview.watch import FolderWatcher  # watchdog: after the first paint
 
-            self._watcher = FolderWatcher(self._file_event)
-        self._watcher.watch({str(Path(p).parent) for p in paths})
+            self._watcher = FolderWatcher(self._file_event, self._folder_event)
+        with self._dirty_lock:
+            self._new_folders = {f for f in self._new_folders if Path(f).is_dir()}
+            files = {str(Path(p).parent) for p in paths} | self._new_folders
+            self._file_folders = files
+        self._watcher.watch(files | {str(Path(f).parent) for f in files})
+
+    def _catch_up_new_folders(self, listed: set[str]) -> None:
+        """A file written in a new folder after the discovery but before the folder was watched
+        sends no event: name such files now (the next pass lists them)."""
+        with self._dirty_lock:
+            folders = list(self._new_folders)
+        missed = []
+        for folder in folders:
+            try:
+                missed += [str(p) for p in Path(folder).glob("*.jsonl") if str(p) not in listed]
+            except OSError:
+                continue
+        if missed:
+            with self._dirty_lock:
+                self._dirty.update(missed)
+            self.post_message(FilesChanged())
 
     def _file_event(self, path: str) -> None:
-        """watchdog thread: remember the file and wake the poll worker (coalesced)."""
+        """watchdog thread: remember the file and wake the poll worker (coalesced). Files in a
+        folder watched only for new folders (e.g. Codex's `history.jsonl` beside
+        `archived_sessions/`) are ignored."""
         with self._dirty_lock:
+            if str(Path(path).parent) not in self._file_folders:
+                return
             self._dirty.add(path)
+        self.post_message(FilesChanged())
+
+    def _folder_event(self, path: str) -> None:
+        """watchdog thread: a new folder next to session folders: watch it and re-scan soon."""
+        with self._dirty_lock:
+            self._new_folders.add(path)
+            self._file_folders = self._file_folders | {path}
+            self._dirty.add(path)  # unknown to the overview: the poll re-scans
         self.post_message(FilesChanged())
 
     def on_files_changed(self, _: FilesChanged) -> None:

@@ -192,3 +192,29 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
             assert app.bells == 2  # once per expiry
     finally:
         lock.close()
+
+
+async def test_a_session_in_a_brand_new_project_folder_appears_without_waiting_for_the_rescan(
+        tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code makes `projects/<new project>/` for a project it has not seen: the home screen
+    watches the folders' parents for new folders, so the new session is listed at once (the
+    clock stays well inside the 15 s re-scan period)."""
+    for key, value in env_for(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    t0 = time.time()
+    place_claude(shared_dir, tmp_path, latest_at=t0 - 3600, mtime=t0 - 3600, subagents=False)
+    clock = Clock(t0)
+    app = HomeApp(clock, lead_s=60)
+    async with app.run_test(size=(160, 30)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, HomeScreen)
+        await _until(pilot, lambda: screen._complete and len(screen._order) == 1 and screen._watcher is not None)
+        clock.t += 2  # > NEW_FILE_RESCAN_S, < RESCAN_S
+        source = next((shared_dir / "sessions-claude" / "projects").glob("*/*.jsonl"))
+        new_id = str(uuid.uuid4())
+        target = tmp_path / "claude" / "projects" / "-home-dev-proj-elsewhere" / f"{new_id}.jsonl"
+        shifted_copy(source, target, latest_at=clock.t - 1, ids={source.stem: new_id})  # makes the folder
+        await _until(pilot, lambda: str(target) in screen._order and screen.summaries[str(target)].offset > 0,
+                     why=lambda: (screen._order, screen._new_folders, screen._dirty))
+        assert screen.summaries[str(target)].live and screen.summaries[str(target)].requests > 0
+        assert clock.t - t0 < 15
