@@ -13,7 +13,10 @@ minute). Prints medians:
   read yet show "reading"), and until every file is read and summarised (index written);
 - **cold start** (fresh process, index present): the same three instants; the first screen and
   the full list come from the index (one `os.stat` per file, no file read), then the agents'
-  discovery runs in the background ("scan done");
+  discovery runs in the background ("scan done"). The first paint is timed at the first frame
+  Textual composes for the driver (`App._display`) that holds the first screen of rows; the
+  instant the test pilot sees it after `pilot.pause()` is printed too, but that call also waits
+  (up to 1 s) for the process's CPU to go idle, which it does not while discovery runs;
 - **update**: in the running app with every row listed, one line is appended to a live Pi file;
   timed from the write until the row's cells hold the new numbers (`Overview.poll()`: one stat per
   file and only the appended bytes read, then the screen's row update), `--appends` times.
@@ -78,6 +81,17 @@ def start_child(root: str) -> None:
     from ds4tui.screens.home import HomeScreen
 
     total = sum(1 for _ in Path(root).rglob("*.jsonl"))
+    frame: list[float] = []
+    display = App._display
+
+    def timed_display(self, screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        # Textual hands each composed frame to the driver here: the first one that holds the
+        # first screen of rows is the first paint (headless: the same call, nothing written).
+        display(self, screen, renderable)
+        if not frame and renderable is not None and len(getattr(screen, "_order", ())) >= min(total, 40):
+            frame.append(time.perf_counter() - t0)
+
+    App._display = timed_display  # type: ignore[method-assign]
 
     class Bench(App[None]):
         def on_mount(self) -> None:
@@ -101,7 +115,8 @@ def start_child(root: str) -> None:
                 await asyncio.sleep(0.002)
             done = time.perf_counter() - t0
             await pilot.pause()
-            return {"first_s": first, "listed_s": listed, "complete_s": done, "rows": len(screen._order), "total": total}
+            return {"frame_s": frame[0] if frame else None, "first_s": first, "listed_s": listed, "complete_s": done,
+                    "rows": len(screen._order), "total": total}
 
     print(json.dumps(asyncio.run(run())))
 
@@ -211,10 +226,12 @@ def main() -> None:
             values = [r[key] for r in results]
             return f"median {statistics.median(values):.3f} s (runs: {', '.join(f'{x:.2f}' for x in values)})"
 
-        print(f"first run (no index): first screen {line(first, 'first_s')}; all {len(files)} rows listed "
+        print(f"first run (no index): first frame with rows {line(first, 'frame_s')}; all {len(files)} rows listed "
               f"{line(first, 'listed_s')}; every file read and summarised {line(first, 'complete_s')}")
-        print(f"cold start (index present): first screen {line(cold, 'first_s')}; all {len(files)} rows "
-              f"{line(cold, 'listed_s')}; scan done {line(cold, 'complete_s')}; target ≤ 2 s")
+        print(f"cold start (index present): first frame with rows {line(cold, 'frame_s')}; target ≤ 2 s")
+        print(f"  same, seen by the test pilot after pilot.pause() (which also waits up to 1 s for the CPU to idle "
+              f"while discovery runs) {line(cold, 'first_s')}; all {len(files)} rows {line(cold, 'listed_s')}; "
+              f"scan done {line(cold, 'complete_s')}")
         whole, polls, rows, e2e, cpu = asyncio.run(updates(live, args.appends))
         print(f"update, append → row updated: median {statistics.median(whole) * 1000:.1f} ms "
               f"(poll {statistics.median(polls) * 1000:.1f} ms + row {statistics.median(rows) * 1000:.1f} ms; "

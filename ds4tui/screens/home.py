@@ -24,10 +24,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -36,13 +36,18 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
 from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
-from ds4sessions.overview.scanner import Overview
+from ds4sessions.overview.scanner import Overview  # light: its heavy parts load on first use
 from ds4sessions.overview.summary import SessionSummary, placeholder
-from ds4sessions.overview.watch import FolderWatcher
 from ds4tui.text import fmt_tokens, literal
+
+if TYPE_CHECKING:
+    from ds4sessions.overview.watch import FolderWatcher
 
 RESCAN_S = 15.0
 """Seconds between re-discoveries of session files (new sessions appear within this time)."""
+NEW_FILE_RESCAN_S = 1.0
+"""A watcher event for a file the overview does not know re-scans at once, unless the last scan
+was less than this many seconds ago (then the next pass does)."""
 READ_BATCH = 25
 """Pending files read per message while the list fills in."""
 BAR_CELLS = 8
@@ -58,6 +63,14 @@ COLUMNS = ("agent", "state", "cache", "context", "today", "session")
 project folder and the session's name."""
 WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today": 9, "session": 64}
 """Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
+COMPACT_BELOW = 110
+"""Screens narrower than this (cells) use the compact columns, so the session's name still shows
+at 80 columns: short agent names, the countdown without "left", a 4-cell bar, "~" for a
+typical (configured, not recorded) lifetime."""
+COMPACT_BAR = 4
+COMPACT_WIDTHS = {"agent": 6, "state": 5, "cache": 16, "context": COMPACT_BAR + 5, "today": 8}
+SHORT_AGENT = {"claude-code": "claude"}
+"""Agent names in compact mode (others are short already)."""
 
 
 # --- the pure part: rows from summaries --------------------------------------------------------
@@ -73,28 +86,36 @@ def sort_key(summary: SessionSummary, now: float) -> tuple:
     return (not summary.live, not running, expires if running else 0.0, -summary.modified)
 
 
-def context_cell(summary: SessionSummary) -> Text:
-    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`."""
+def context_cell(summary: SessionSummary, compact: bool = False) -> Text:
+    """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`
+    (`compact`: a 4-cell bar)."""
     pct = summary.context_percent
     if pct is None:
         return Text(fmt_tokens(summary.context_tokens), style="dim")
-    filled = min(BAR_CELLS, round(pct / 100 * BAR_CELLS))
+    cells = COMPACT_BAR if compact else BAR_CELLS
+    filled = min(cells, round(pct / 100 * cells))
     style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
     text = Text("━" * filled, style=style)
-    text.append("─" * (BAR_CELLS - filled), style="dim")
+    text.append("─" * (cells - filled), style="dim")
     text.append(f" {pct:3.0f}%")
     return text
 
 
-def cache_cell(summary: SessionSummary, now: float, expiring_s: float) -> Text:
+def cache_cell(summary: SessionSummary, now: float, expiring_s: float, compact: bool = False) -> Text:
     """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
-    status; "(typical)" when the lifetime is configured, not recorded."""
+    status; "(typical)" when the lifetime is configured, not recorded. `compact`: `● warm 4:12`,
+    `◐ expiring 0:42`, `○ cold`, `· none`, and "~" for typical."""
     if summary.cache.rule == "pending":
         return Text("… reading", style="dim")
     cache = summary.cache_at(now, expiring_s)
-    text = Text(f"{STATUS_GLYPH[cache.status]} {cache.words}", style=STATUS_STYLE[cache.status])
+    if compact:
+        words = (f"{cache.status} {cache.countdown}" if cache.countdown is not None
+                 else "none" if cache.status == "unknown" else cache.status)
+    else:
+        words = cache.words
+    text = Text(f"{STATUS_GLYPH[cache.status]} {words}", style=STATUS_STYLE[cache.status])
     if summary.cache.rule == "configured" and cache.status != "unknown":
-        text.append(" (typical)", style="dim")
+        text.append(" ~" if compact else " (typical)", style="dim")
     return text
 
 
@@ -120,7 +141,7 @@ class KeyedText(Text):
     path: str = ""
 
 
-def session_cell(summary: SessionSummary) -> KeyedText:
+def session_cell(summary: SessionSummary, width: int = WIDTHS["session"]) -> KeyedText:
     """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
     session's name (or its file name)."""
     project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
@@ -130,20 +151,22 @@ def session_cell(summary: SessionSummary) -> KeyedText:
     if project:
         text.append(literal(project, keep_newlines=False), style="bold")
         text.append(" · ", style="dim")
-    text.append(literal(name, keep_newlines=False)[: max(8, 62 - len(text))])
+    text.append(literal(name, keep_newlines=False)[: max(8, width - 2 - len(text))])
     return text
 
 
-def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float) -> tuple[Text, ...]:
-    """The cells of one row, in `COLUMNS` order."""
+def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float,
+              compact: bool = False, session_width: int = WIDTHS["session"]) -> tuple[Text, ...]:
+    """The cells of one row, in `COLUMNS` order (`compact`: the narrow-screen forms;
+    `session_width`: the session column's width in cells)."""
     state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
     return (
-        Text(summary.agent),
+        Text(SHORT_AGENT.get(summary.agent, summary.agent) if compact else summary.agent),
         state,
-        cache_cell(summary, now, expiring_s),
-        context_cell(summary),
+        cache_cell(summary, now, expiring_s, compact),
+        context_cell(summary, compact),
         cost_cell(summary, today),
-        session_cell(summary),
+        session_cell(summary, session_width),
     )
 
 
@@ -232,12 +255,16 @@ class HomeScreen(Screen[Path | None]):
         self._last_scan = 0.0
         self._lock = threading.Lock()  # one Overview, driven by one thread at a time
         self._dirty: set[str] = set()
+        self._new_folders: set[str] = set()
+        self._file_folders: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._retry = False
         self._cached_shown = False
         self._painted = threading.Event()
         self._cache_text: dict[str, str] = {}
         self._use_watcher = watch
+        self._compact = False
+        self._session_width = WIDTHS["session"]
         self._watcher: FolderWatcher | None = None
 
     @property
@@ -258,14 +285,43 @@ class HomeScreen(Screen[Path | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in COLUMNS:
-            table.add_column(column, key=column, width=WIDTHS[column])
+        self._compact, self._session_width = self.layout_for(self.app.size.width)
+        self._add_columns(table)
         table.focus()
         self.set_interval(1.0, self.tick)
         if self._auto_scan:
             self.scan_now()
         if self._poll_s:
             self.set_interval(self._poll_s, self.poll_now)
+
+    def _add_columns(self, table: DataTable) -> None:
+        widths = COMPACT_WIDTHS if self._compact else WIDTHS
+        for column in COLUMNS:
+            table.add_column(column, key=column, width=self._session_width if column == "session" else widths[column])
+
+    @staticmethod
+    def layout_for(width: int) -> tuple[bool, int]:
+        """(compact, session column width) for a screen `width` cells wide: the session column
+        takes what the others leave (2 cells of margin, 2 of scrollbar, 2 of padding per column),
+        at least 16 and at most `WIDTHS["session"]`, so no horizontal scrollbar appears."""
+        compact = width < COMPACT_BELOW
+        fixed = sum((COMPACT_WIDTHS if compact else WIDTHS)[c] for c in COLUMNS[:-1]) + 2 * len(COLUMNS) + 4
+        return compact, max(16, min(WIDTHS["session"], width - fixed))
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Switch between the full and the compact columns when the width crosses
+        `COMPACT_BELOW`, and fit the session column (the rows are re-added, a chunk per
+        refresh)."""
+        compact, session = self.layout_for(event.size.width)
+        if (compact, session) == (self._compact, self._session_width):
+            return
+        self._compact, self._session_width = compact, session
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        self._add_columns(table)
+        self._order = []
+        self._cache_text.clear()
+        self.rebuild()
 
     # --- worker ---------------------------------------------------------------------------
 
@@ -291,24 +347,64 @@ class HomeScreen(Screen[Path | None]):
         waiting = tuple(placeholder(i) for i in result.pending)
         self.post_message(SummariesArrived(result.summaries + waiting, len(result.pending), not result.pending,
                                            result.problems, listed))
-        self._watch_folders()
+        self._watch_folders(listed)  # the files still to read too: their folders are watched at once
+        self._catch_up_new_folders(set(listed))
         pending = list(result.pending)
         while pending:
             batch, pending = pending[:READ_BATCH], pending[READ_BATCH:]
             read = overview.read_many(batch)
             self.post_message(SummariesArrived(tuple(read), len(pending), not pending, tuple(overview.problems)))
 
-    def _watch_folders(self) -> None:
+    def _watch_folders(self, paths: Iterable[str]) -> None:
+        """Watch the folders holding `paths` (every listed file, read or not) for session files,
+        plus the folders created since (a new project's, a new day's), and the parents of all
+        of them for new folders only (Claude Code's `projects/`, Codex's `sessions/YYYY/MM/`,
+        Pi's `sessions/`), so a session in a brand-new folder appears at once, not at the next
+        re-scan."""
         if not self._use_watcher:
             return
         if self._watcher is None:
-            self._watcher = FolderWatcher(self._file_event)
-        self._watcher.watch({str(Path(p).parent) for p in self.overview.paths()})
+            from ds4sessions.overview.watch import FolderWatcher  # watchdog: after the first paint
+
+            self._watcher = FolderWatcher(self._file_event, self._folder_event)
+        with self._dirty_lock:
+            self._new_folders = {f for f in self._new_folders if Path(f).is_dir()}
+            files = {str(Path(p).parent) for p in paths} | self._new_folders
+            self._file_folders = files
+        self._watcher.watch(files | {str(Path(f).parent) for f in files})
+
+    def _catch_up_new_folders(self, listed: set[str]) -> None:
+        """A file written in a new folder after the discovery but before the folder was watched
+        sends no event: name such files now (the next pass lists them)."""
+        with self._dirty_lock:
+            folders = list(self._new_folders)
+        missed = []
+        for folder in folders:
+            try:
+                missed += [str(p) for p in Path(folder).glob("*.jsonl") if str(p) not in listed]
+            except OSError:
+                continue
+        if missed:
+            with self._dirty_lock:
+                self._dirty.update(missed)
+            self.post_message(FilesChanged())
 
     def _file_event(self, path: str) -> None:
-        """watchdog thread: remember the file and wake the poll worker (coalesced)."""
+        """watchdog thread: remember the file and wake the poll worker (coalesced). Files in a
+        folder watched only for new folders (e.g. Codex's `history.jsonl` beside
+        `archived_sessions/`) are ignored."""
         with self._dirty_lock:
+            if str(Path(path).parent) not in self._file_folders:
+                return
             self._dirty.add(path)
+        self.post_message(FilesChanged())
+
+    def _folder_event(self, path: str) -> None:
+        """watchdog thread: a new folder next to session folders: watch it and re-scan soon."""
+        with self._dirty_lock:
+            self._new_folders.add(path)
+            self._file_folders = self._file_folders | {path}
+            self._dirty.add(path)  # unknown to the overview: the poll re-scans
         self.post_message(FilesChanged())
 
     def on_files_changed(self, _: FilesChanged) -> None:
@@ -345,7 +441,10 @@ class HomeScreen(Screen[Path | None]):
             if changed:
                 self.post_message(SummariesArrived(tuple(changed), 0, True, tuple(overview.problems)))
             if any(not overview.knows(p) for p in dirty):
-                self._last_scan = 0.0  # a new file: the next pass re-scans
+                if self._now() - self._last_scan >= NEW_FILE_RESCAN_S:
+                    self._scan_locked()  # a new file: list it now (the agents' discovery)
+                    return
+                self._last_scan = 0.0  # scanned a moment ago: the next pass re-scans
             with self._dirty_lock:
                 if not self._dirty:
                     return
@@ -402,16 +501,16 @@ class HomeScreen(Screen[Path | None]):
                 if budget == 0:
                     continue
                 budget -= 1
-                cells = row_cells(summary, now, today, expiring)
+                cells = row_cells(summary, now, today, expiring, self._compact, self._session_width)
                 table.add_row(*cells, key=path)
                 shown.add(path)
                 self._cache_text[path] = cells[2].plain
             elif path in changed_set:
-                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring)):
+                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring, self._compact, self._session_width)):
                     table.update_cell(path, column, cell)
                 self._cache_text[path] = table.get_cell(path, "cache").plain
             elif tick:
-                cell = cache_cell(summary, now, expiring)
+                cell = cache_cell(summary, now, expiring, self._compact)
                 if cell.plain != self._cache_text.get(path):
                     table.update_cell(path, "cache", cell)
                     self._cache_text[path] = cell.plain
@@ -441,6 +540,9 @@ class HomeScreen(Screen[Path | None]):
         parts = [f"{shown} of {total} sessions" if self._filter else f"{total} sessions", f"{live} live"]
         if self._pending:
             parts.append(f"reading {self._pending} more…")
+        if self._compact and any(s.cache.rule == "configured" and s.cache.lifetime_s for s in self.summaries.values()
+                                 if not self._filter or matches(s, self._filter)):
+            parts.append("~ typical lifetime, not recorded")
         if self._problems:
             parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
         parts.append("Enter opens · Esc back · / filter")

@@ -229,3 +229,36 @@ async def test_a_claude_code_row_ends_the_dashboard_with_its_path(sample01: Path
         app.open_choice(claude)
         await pilot.pause()
     assert app.return_value == claude
+
+
+async def test_at_80_columns_every_row_still_names_its_session(home: dict[str, Path]) -> None:
+    """80×24: compact columns (short agent names, "warm 4:12", a 4-cell bar, "~" for typical)
+    so the session column is on screen without a horizontal scrollbar; widening the terminal
+    brings the full columns back (and narrowing it again the compact ones)."""
+    clock = Clock(NOW)
+    app = HomeApp(clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _filled(pilot)
+        table = screen.query_one(DataTable)
+        assert table.virtual_size.width <= table.size.width  # nothing to scroll sideways
+        for path in visible_paths(screen):
+            row = [str(c) for c in table.get_row(path)]
+            summary = screen.summaries[path]
+            assert row[0] in ("pi", "claude", "codex") and "left" not in row[2]
+            assert row[5].startswith((summary.project or "").rstrip("/").rsplit("/", 1)[-1])
+        codex = [p for p in visible_paths(screen) if screen.summaries[p].agent == "codex"]
+        if codex:
+            assert str(table.get_row(codex[0])[2]).endswith(" ~")
+        assert str(table.get_row(str(home["pi-warm"]))[2]).startswith("● warm ")
+        session_x = sum(c.get_render_width(table) for c in list(table.columns.values())[:-1])
+        assert session_x + 16 <= table.size.width  # at least 16 cells of the session's name show
+        await pilot.resize_terminal(150, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert str(table.get_row(str(home["pi-warm"]))[2]).endswith(" left")
+        assert str(table.get_row(str(home["pi-warm"]))[0]) == "pi"
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        assert "left" not in str(table.get_row(str(home["pi-warm"]))[2])
+        assert len(visible_paths(screen)) == len(home)

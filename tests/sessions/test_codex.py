@@ -434,6 +434,42 @@ def test_live_when_recent_and_a_turn_is_open(tmp_path: Path) -> None:
     assert not discover(home)[0].live
 
 
+def test_live_while_a_codex_process_holds_the_thread_writer_lock(tmp_path: Path) -> None:
+    """Codex 0.171's TUI keeps `thread-writer-locks/<thread id>.lock` flock()ed while the thread
+    is open (seen with the real CLI in tests/agent-oracle/run_live_two.sh): an old rollout whose
+    turn is complete is live while the lock is held, idle once it is released or gone."""
+    import fcntl
+
+    from ds4sessions.agents.codex.discovery import locked_threads
+
+    home = tmp_path / "codex"
+    day = home / "sessions" / "2026" / "12" / "02"
+    day.mkdir(parents=True)
+    path = day / MAIN.name
+    path.write_bytes(b"".join(lines_of(MAIN)[:38]))  # task_complete at MAIN:38: no open turn
+    os.utime(path, (time.time() - 3600, time.time() - 3600))
+    thread = discover(home)[0].session_id
+    assert thread and not discover(home)[0].live
+    locks = home / "thread-writer-locks"
+    locks.mkdir()
+    (locks / ".coordination.lock").write_bytes(b"")
+    lock = locks / f"{thread}.lock"
+    lock.write_bytes(b"")
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what Codex's app server does
+        assert locked_threads(home) == {thread}
+        assert discover(home)[0].live
+        fcntl.flock(held, fcntl.LOCK_UN)
+        if Path("/proc/locks").exists():  # Linux: a lock file nobody holds (a crash) is not live
+            assert locked_threads(home) == set()
+            assert not discover(home)[0].live
+    lock.unlink()  # Codex removes it when the thread closes
+    assert locked_threads(home) == set() and not discover(home)[0].live
+    # no /proc/locks (not Linux): the file's presence counts
+    lock.write_bytes(b"")
+    assert locked_threads(home, proc_locks=tmp_path / "no-such-file") == {thread}
+
+
 def test_shared_rollouts_match_the_fixture_copies(shared_dir: Path) -> None:
     root = shared_dir / "sessions-codex" / "sessions" / "2026" / "12" / "02"
     for path in (MAIN, SUB):

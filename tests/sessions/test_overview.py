@@ -272,3 +272,75 @@ def test_the_expiry_notice_fires_once_per_expiry_for_live_sessions(home: Home) -
     idle = moved.with_live(False)
     assert ExpiryNotifier(lead_s=60).due([idle], expires + 250) == []
     assert len(ExpiryNotifier(lead_s=60, idle=True).due([idle], expires + 250)) == 1
+
+
+@NEEDS_CODEX
+def test_codex_costs_come_from_the_openai_price_table(home: Home, shared_dir: Path) -> None:
+    """A Codex rollout of a model in `openai-prices.json` is priced from that table (the one the
+    Codex view uses, with its source and date); one of a model it lacks says "no price"."""
+    from ds4sessions.agents.codex import read_rollout
+    from ds4sessions.agents.codex.view import price_for, request_cost
+    from ds4tui.screens.home import cost_cell
+    from tests.overview_home import shifted_copy
+
+    plain = home.placed["codex"]
+    priced = plain.with_name(plain.name.replace(plain.stem[-36:], "0" * 8 + plain.stem[-28:]))
+    shifted_copy(plain, priced, latest_at=home.now - 40, ids={"gpt-5-codex": "gpt-6.2-sol", plain.stem[-36:]: priced.stem[-36:]})
+    os.utime(priced, (home.now - 40, home.now - 40))
+    summaries = {s.path: s for s in home.overview().load_all()}
+    conversation = read_rollout(priced).conversation()
+    expected = [request_cost(r, price_for("gpt-6.2-sol")) for r in conversation.requests]
+    assert expected and None not in expected
+    summary = summaries[str(priced)]
+    by_agent = {r.key: r for r in rollup(list(summaries.values()), by="agent").rows}
+    by_model = {r.key: r for r in rollup(list(summaries.values()), by="model").rows}
+    assert by_model["gpt-6.2-sol"].cost_usd == pytest.approx(sum(expected), abs=1e-12) and sum(expected) > 0
+    assert by_model["gpt-6.2-sol"].unpriced == 0
+    (source,) = by_model["gpt-6.2-sol"].price_sources
+    assert source.startswith("openai-prices.json, OpenAI list prices 2026-11-29")
+    assert by_model["gpt-5-codex"].to_json()["costUSD"] is None and by_model["gpt-5-codex"].unpriced_models == {"gpt-5-codex"}
+    assert by_agent["codex"].unpriced_models == {"gpt-5-codex"} and by_agent["codex"].cost_usd == pytest.approx(sum(expected))
+    today = time.strftime("%Y-%m-%d", time.localtime(home.now))
+    assert cost_cell(summary, today).plain == f"${sum(expected):.4f}"
+    assert cost_cell(summaries[str(plain)], today).plain == "no price"
+
+
+def test_the_light_summary_module_repeats_the_engine_constants_exactly() -> None:
+    """`overview.summary` spells out two constants so the first paint loads neither
+    `ds4core.cache_state` nor the agent plug-ins; they must stay equal to the originals."""
+    from ds4core.cache_state import DEFAULT_EXPIRING_SECONDS
+    from ds4sessions.agents.base import CLAUDE_CODE, CODEX, PI
+    from ds4sessions.overview import summary
+
+    assert summary.DEFAULT_EXPIRING_SECONDS == DEFAULT_EXPIRING_SECONDS
+    assert set(summary.CACHE_RULES) == {PI, CLAUDE_CODE, CODEX}
+
+
+def test_the_first_paint_imports_neither_the_agents_nor_the_engine() -> None:
+    """A fresh process importing the home screen and loading the index (what the first paint
+    needs) does not import the agent plug-ins, the tailer, the cache engine or watchdog."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ds4tui.screens.home import HomeScreen; "
+            "from ds4sessions.overview.scanner import Overview; "
+            "heavy = [m for m in ('ds4core.cache_state', 'ds4sessions.agents.base', 'ds4sessions.agents.registry', "
+            "'ds4sessions.ingest.tailer', 'watchdog', 'ds4core.models') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_index_rows_round_trip_and_a_malformed_row_is_reread(home: Home) -> None:
+    """Schema 2 stores each summary as a JSON array (`to_row`); every summary survives the
+    round trip, and a row of another shape is dropped (then re-read), never a crash."""
+    overview = home.overview()
+    summaries = overview.load_all()
+    assert summaries and all(SessionSummary.from_row(json.loads(json.dumps(s.to_row()))) == s for s in summaries)
+    index = overview.index
+    victim = summaries[0].path
+    with index._lock:
+        index._db.execute("UPDATE files SET summary = ? WHERE path = ?", (json.dumps(summaries[0].to_json()), victim))
+    loaded = index.load()
+    assert victim not in loaded and len(loaded) == len(summaries) - 1
+    again = home.overview().scan()
+    assert [str(i.path) for i in again.pending] == [victim]

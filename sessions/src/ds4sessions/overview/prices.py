@@ -5,7 +5,8 @@ Prices are data with a source and a date, never constants in code:
 1. a request's own recorded cost (`Request.cost_usd`, Pi session format §6) always wins;
 2. otherwise the price tables bundled in `ds4core/data/` are tried in order: the agent's own
    table (`AGENT_PRICES`: Claude Code → `claude-prices.json`, Anthropic's pricing page with its
-   check date) first, then the bundled model table (`ds4core/data/models.json`, generated from
+   check date; Codex → `openai-prices.json`, OpenAI list prices with their date and request-wide
+   tiers, the table the Codex view prices with) first, then the bundled model table (`ds4core/data/models.json`, generated from
    Pi's catalog `@earendil-works/pi-ai`, which names its package version and generation date);
 3. a model found in none of them has no price: the cost is None and the caller says
    "no price for <model>" (never $0.00).
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
-from ds4core.models import ModelTable, Pricing
+from ds4core.models import ModelTable, PriceTier, Pricing
 
 from ds4sessions.agents.base import CLAUDE_CODE, CODEX, Usage
 
@@ -81,8 +82,45 @@ def _claude_price(model: str) -> "Price | None":
     return Price(None, source, cost)
 
 
+@lru_cache(maxsize=1)
+def _openai_table() -> tuple[dict[str, Pricing], str]:
+    """`ds4core/data/openai-prices.json` as (bare model id → `Pricing` with its tiers, source
+    label); ({}, label) when the file is missing or malformed (every model then has no price)."""
+    import json
+    from importlib import resources
+
+    try:
+        data = json.loads(resources.files("ds4core").joinpath("data", "openai-prices.json").read_text(encoding="utf-8"))
+        models = data["models"]
+        meta = data.get("source") or {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, "openai-prices.json (unreadable)"
+    upstream = meta.get("upstream") if isinstance(meta, Mapping) else None
+    origin = _source_label(upstream, "OpenAI list prices")
+    label = f"openai-prices.json, OpenAI list prices {meta.get('date', '?')} (from {origin})"
+    out: dict[str, Pricing] = {}
+    for model, raw in models.items() if isinstance(models, Mapping) else ():
+        try:
+            tiers = tuple(PriceTier(int(t["inputTokensAbove"]), float(t.get("input", 0)), float(t.get("output", 0)),
+                                    float(t.get("cacheRead", 0)), float(t.get("cacheWrite", 0)))
+                          for t in raw.get("tiers") or ())
+            out[model] = Pricing(float(raw["input"]), float(raw["output"]), float(raw.get("cacheRead", 0)),
+                                 float(raw.get("cacheWrite", 0)), tiers)
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed entry: that model has no price
+    return out, label
+
+
+def _openai_price(model: str) -> "Price | None":
+    """Codex: `ds4core/data/openai-prices.json` (OpenAI list prices; a `provider/` prefix is
+    ignored, as in `ds4sessions.agents.codex.view.price_for`)."""
+    table, label = _openai_table()
+    pricing = table.get(model.split("/")[-1])
+    return Price(pricing, label) if pricing is not None else None
+
+
 #: Agent-specific price tables (model id → `Price`), tried before the bundled model table.
-AGENT_PRICES: dict[str, Callable[[str], "Price | None"]] = {CLAUDE_CODE: _claude_price}
+AGENT_PRICES: dict[str, Callable[[str], "Price | None"]] = {CLAUDE_CODE: _claude_price, CODEX: _openai_price}
 
 
 @lru_cache(maxsize=1)

@@ -22,16 +22,17 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from ds4core.models import ModelTable
-
-from ds4sessions.agents.base import Agent, SessionInfo, SessionReader
-from ds4sessions.agents.registry import agent_for_path, all_agents
-from ds4sessions.ingest.tailer import Tailer
 from ds4sessions.overview.index import OverviewIndex
-from ds4sessions.overview.prices import PriceBook
-from ds4sessions.overview.summary import OverviewSettings, SessionSummary, summarize
+from ds4sessions.overview.summary import OverviewSettings, SessionSummary
+
+if TYPE_CHECKING:  # imported where used: `cached()` (the first paint) needs none of them
+    from ds4core.models import ModelTable
+
+    from ds4sessions.agents.base import Agent, SessionInfo, SessionReader
+    from ds4sessions.ingest.tailer import Tailer
+    from ds4sessions.overview.prices import PriceBook
 
 
 @dataclass
@@ -86,6 +87,8 @@ class Overview:
     def agents(self) -> tuple[Agent, ...]:
         """The agent plug-ins (imported on first use: the first paint from the index needs none)."""
         if self._agents is None:
+            from ds4sessions.agents.registry import all_agents
+
             self._agents = all_agents()
         return self._agents
 
@@ -93,6 +96,8 @@ class Overview:
     def models(self) -> ModelTable:
         """The model table (loaded on first use)."""
         if self._models is None:
+            from ds4core.models import ModelTable
+
             self._models = ModelTable.bundled()
         return self._models
 
@@ -100,6 +105,8 @@ class Overview:
     def prices(self) -> PriceBook:
         """The price lookup (made on first use)."""
         if self._prices is None:
+            from ds4sessions.overview.prices import PriceBook
+
             self._prices = PriceBook(self.models)
         return self._prices
 
@@ -218,6 +225,8 @@ class Overview:
             found = next((a for a in self.agents if a.name == info.agent), None)
             if found is not None:
                 return found
+        from ds4sessions.agents.registry import agent_for_path
+
         try:
             return agent_for_path(path)
         except OSError as exc:
@@ -231,6 +240,8 @@ class Overview:
             if key not in {p.split(": ")[0] for p in self.problems}:
                 self.problems.append(f"{path}: no agent recognizes this file")
             return None
+        from ds4sessions.ingest.tailer import Tailer
+
         opened = _Open(agent, Tailer(Path(path)), agent.reader(Path(path)), info)
         self._open[key] = opened
         return self._advance(key, opened)
@@ -251,6 +262,8 @@ class Overview:
             self.problems.append(f"{key}: {type(exc).__name__}: {exc}")
             self._open.pop(key, None)
             return None
+        from ds4sessions.overview.summary import summarize
+
         summary = summarize(
             conversation, opened.info, models=self.models, prices=self.prices, settings=self.settings,
             size=batch.size, modified=st.st_mtime, offset=batch.offset,

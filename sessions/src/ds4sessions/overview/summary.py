@@ -31,22 +31,25 @@ import datetime as dt
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from ds4core.cache_state import DEFAULT_EXPIRING_SECONDS, CacheEvent, cache_clock
-from ds4core.models import ModelTable
-from ds4core.usage import Usage as CoreUsage
+if TYPE_CHECKING:  # imported where used: the first paint from the index needs only the dataclasses
+    from ds4core.models import ModelTable
 
-from ds4sessions.agents.common import first_prompt as first_prompt_of
-from ds4sessions.agents.base import CLAUDE_CODE, CODEX, PI, Conversation, Request, SessionInfo
-from ds4sessions.overview.prices import PriceBook
+    from ds4sessions.agents.base import Conversation, Request, SessionInfo
+    from ds4sessions.overview.prices import PriceBook
 
 CacheRule = Literal["recorded", "model-table", "configured"]
 Status = Literal["warm", "expiring", "cold", "unknown"]
 
-#: Which prompt-cache rule each agent follows; an agent not listed uses "recorded" when its
-#: capabilities say the TTL is recorded, else "configured".
-CACHE_RULES: dict[str, CacheRule] = {PI: "model-table", CLAUDE_CODE: "recorded", CODEX: "configured"}
+DEFAULT_EXPIRING_SECONDS = 60.0
+"""`ds4core.cache_state.DEFAULT_EXPIRING_SECONDS`, repeated so this module loads without
+`ds4core.cache_state` (tests/sessions/test_overview.py checks they are equal)."""
+
+#: Which prompt-cache rule each agent follows (keys: `ds4sessions.agents.base.PI`,
+#: `CLAUDE_CODE`, `CODEX`, spelled out for the same reason, checked by the same test); an agent
+#: not listed uses "recorded" when its capabilities say the TTL is recorded, else "configured".
+CACHE_RULES: dict[str, CacheRule] = {"pi": "model-table", "claude-code": "recorded", "codex": "configured"}
 
 #: Anthropic's cache lifetimes by write tier, seconds (Anthropic prompt caching docs).
 ANTHROPIC_TTL_S = {"5m": 300, "1h": 3600}
@@ -227,7 +230,9 @@ class SessionSummary:
         return sum(r.cost_usd for r in rows)
 
     def with_live(self, live: bool) -> "SessionSummary":
-        """The same summary with another liveness."""
+        """The same summary with another liveness (itself when unchanged)."""
+        if live == self.live:
+            return self
         from dataclasses import replace
 
         return replace(self, live=live)
@@ -238,6 +243,26 @@ class SessionSummary:
         data["usage"] = [asdict(r) for r in self.usage]
         return data
 
+    def to_row(self) -> list[Any]:
+        """The field values in declaration order, `cache` and each usage row as lists of their
+        own fields (JSON-safe; the index stores this: ~40% smaller and faster to load than
+        `to_json`'s dicts). `from_row` reverses it."""
+        values = [getattr(self, name) for name in _SUMMARY_FIELDS]
+        values[_CACHE_AT] = [getattr(self.cache, name) for name in _CACHE_FIELDS]
+        values[_USAGE_AT] = [[getattr(r, name) for name in _USAGE_FIELDS] for r in self.usage]
+        return values
+
+    @classmethod
+    def from_row(cls, values: list[Any]) -> "SessionSummary":
+        """Rebuild from `to_row`'s list; raises TypeError/IndexError/ValueError on another
+        shape."""
+        if not isinstance(values, list) or len(values) != len(_SUMMARY_FIELDS):
+            raise ValueError("not a summary row")
+        values = list(values)
+        values[_CACHE_AT] = CacheClockInfo(*values[_CACHE_AT])
+        values[_USAGE_AT] = tuple([UsageRow(*r) for r in values[_USAGE_AT]])
+        return cls(*values)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "SessionSummary":
         """Rebuild from `to_json`'s dict; raises KeyError/TypeError on a foreign shape."""
@@ -245,6 +270,15 @@ class SessionSummary:
         values["cache"] = CacheClockInfo(**values["cache"])
         values["usage"] = tuple(UsageRow(**r) for r in values.get("usage") or ())
         return cls(**values)
+
+
+from dataclasses import fields as _fields  # noqa: E402
+
+_SUMMARY_FIELDS = tuple(f.name for f in _fields(SessionSummary))
+_CACHE_FIELDS = tuple(f.name for f in _fields(CacheClockInfo))
+_USAGE_FIELDS = tuple(f.name for f in _fields(UsageRow))
+_CACHE_AT = _SUMMARY_FIELDS.index("cache")
+_USAGE_AT = _SUMMARY_FIELDS.index("usage")
 
 
 def placeholder(info: SessionInfo) -> SessionSummary:
@@ -284,6 +318,9 @@ def _recorded_clock(conversation: Conversation) -> CacheClockInfo:
 
 
 def _model_table_clock(conversation: Conversation, models: ModelTable, settings: OverviewSettings) -> CacheClockInfo:
+    from ds4core.cache_state import CacheEvent, cache_clock
+    from ds4core.usage import Usage as CoreUsage
+
     events = []
     for r in _main_requests(conversation):
         if r.timestamp is None:
@@ -374,6 +411,8 @@ def _name(conversation: Conversation, info: SessionInfo | None) -> str | None:
 def first_prompt(conversation: Conversation, limit: int = 80) -> str | None:
     """The first line of the conversation's first user message, at most `limit` characters
     (`ds4sessions.agents.common.first_prompt`); None when there is none."""
+    from ds4sessions.agents.common import first_prompt as first_prompt_of
+
     return first_prompt_of(conversation.messages, limit)
 
 
@@ -401,7 +440,7 @@ def summarize(
     model = (last.model if last else None) or conversation.model
     window = conversation.context_window
     if window is None and model:
-        for prov in (provider, "anthropic" if conversation.agent == CLAUDE_CODE else "openai"):
+        for prov in (provider, "anthropic" if conversation.agent == "claude-code" else "openai"):
             found = models.get(prov, model)
             if found is not None:
                 window = found.context_window

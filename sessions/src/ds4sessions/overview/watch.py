@@ -2,7 +2,9 @@
 
 `FolderWatcher(on_path)` watches a set of folders non-recursively (`watch(folders)` replaces the
 set: new folders are scheduled, dropped ones unscheduled) and calls `on_path(path)` for every
-created / modified / moved / deleted `*.jsonl` file event in them. Like
+created / modified / moved / deleted `*.jsonl` file event in them, and `on_folder(path)` (when
+given) for every folder created or moved into them (where a new project's or a new day's
+sessions will appear). Like
 `ds4sessions.ingest.watch.SessionWatcher`, an event is only a wake-up: the consumer then reads the
 file through its tailer (`Overview.poll([path])`). Folders that do not exist are skipped (the
 overview's re-scan and its poll of live files cover them). `on_path` runs on watchdog's thread
@@ -24,11 +26,21 @@ log = logging.getLogger(__name__)
 
 
 class _Events(FileSystemEventHandler):
-    def __init__(self, on_path: Callable[[str], None]) -> None:
+    def __init__(self, on_path: Callable[[str], None], on_folder: Callable[[str], None] | None = None) -> None:
         self.on_path = on_path
+        self.on_folder = on_folder
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory or event.event_type in ("opened", "closed_no_write", "closed"):
+        if event.is_directory:
+            if self.on_folder is not None and event.event_type in ("created", "moved"):
+                raw = getattr(event, "dest_path", "") or event.src_path
+                path = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+                try:
+                    self.on_folder(path)
+                except Exception:  # a consumer bug must not stop the observer
+                    log.exception("overview watcher callback failed")
+            return
+        if event.event_type in ("opened", "closed_no_write", "closed"):
             return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
@@ -42,8 +54,8 @@ class _Events(FileSystemEventHandler):
 class FolderWatcher:
     """One observer over many folders (module doc)."""
 
-    def __init__(self, on_path: Callable[[str], None]) -> None:
-        self._handler = _Events(on_path)
+    def __init__(self, on_path: Callable[[str], None], on_folder: Callable[[str], None] | None = None) -> None:
+        self._handler = _Events(on_path, on_folder)
         self._observer = Observer()
         self._observer.daemon = True
         self._watches: dict[str, ObservedWatch] = {}

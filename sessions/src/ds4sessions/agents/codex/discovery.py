@@ -5,7 +5,14 @@
   (flat; `codex archive` moves a rollout there). When both hold the same file name, the
   `sessions/` copy wins (ccusage `adapter/codex/README.md`).
 - Thread names: `session_index.jsonl` lines `{id, thread_name}` when present.
-- Liveness: Codex writes no pid file we know of; a rollout is live when it was modified within
+- Liveness: a rollout is live while a Codex process holds its thread's writer lock: Codex
+  0.171's app server (a managed daemon the TUI starts) keeps `thread-writer-locks/<thread
+  id>.lock` under the home flock()ed (exclusive) while the thread is loaded, i.e. while it is open
+  in a TUI and for a while after the TUI quits (it unloads the thread later:
+  `thread_unload_delay_secs`; still held 1 min after quitting, released and the file removed
+  within 12 min in our run); `codex exec` holds it only while it runs (seen with the real CLI,
+  `tests/agent-oracle/run_live_two.sh`). Linux: the lock is looked up in `/proc/locks` (read-only, never taken); elsewhere the
+  lock file's presence counts. Failing that, a rollout is live when it was modified within
   `LIVE_SECONDS` and its last `task_started` has no later `task_complete`/`turn_aborted`
   (read from the file's tail).
 - Configuration: `config.toml` `model_context_window` (the full window the user configured).
@@ -137,6 +144,55 @@ def _head_facts(head: bytes) -> dict[str, Any]:
     return facts
 
 
+LOCKS_DIR = "thread-writer-locks"
+"""Folder of Codex's per-thread writer locks under the home (`<thread id>.lock`)."""
+
+
+def _held_flocks(proc_locks: Path = Path("/proc/locks")) -> set[tuple[int, int, int]] | None:
+    """(major, minor, inode) of every file someone holds a flock() on, from `/proc/locks`
+    (`N: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF`, major/minor in hex); None when
+    the file cannot be read (not Linux). Waiters (`N: -> FLOCK ...`) are skipped."""
+    try:
+        text = proc_locks.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    held: set[tuple[int, int, int]] = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            held.add((int(major, 16), int(minor, 16), int(inode)))
+        except ValueError:
+            continue
+    return held
+
+
+def locked_threads(home: Path | None = None, proc_locks: Path = Path("/proc/locks")) -> set[str]:
+    """Ids of the threads a running Codex holds open (module doc: `thread-writer-locks`)."""
+    folder = (home or codex_home()) / LOCKS_DIR
+    try:
+        files = [p for p in folder.iterdir() if p.suffix == ".lock" and not p.name.startswith(".")]
+    except OSError:
+        return set()
+    if not files:
+        return set()
+    held = _held_flocks(proc_locks)
+    out: set[str] = set()
+    for path in files:
+        if held is None:
+            out.add(path.stem)
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) in held:
+            out.add(path.stem)
+    return out
+
+
 def _open_turn(tail: bytes) -> bool:
     last = None
     for match in _TURN.finditer(tail):
@@ -144,8 +200,10 @@ def _open_turn(tail: bytes) -> bool:
     return last == b"task_started"
 
 
-def describe(path: Path, names: dict[str, str] | None = None, now: float | None = None) -> SessionInfo | None:
-    """A `SessionInfo` for one rollout, or None when it is unreadable or not a rollout."""
+def describe(path: Path, names: dict[str, str] | None = None, now: float | None = None,
+             locked: set[str] | None = None) -> SessionInfo | None:
+    """A `SessionInfo` for one rollout, or None when it is unreadable or not a rollout. `locked`:
+    the thread ids a running Codex holds open (`locked_threads`; live whatever the file's age)."""
     try:
         st = path.stat()
         with path.open("rb") as f:
@@ -164,7 +222,8 @@ def describe(path: Path, names: dict[str, str] | None = None, now: float | None 
     spawn = ((source.get("subagent") or {}) if isinstance(source.get("subagent"), dict) else {}).get("thread_spawn") or {}
     parent = meta.get("forked_from_id") or (spawn.get("parent_thread_id") if isinstance(spawn, dict) else None) or meta.get("parent_thread_id")
     now = time.time() if now is None else now
-    live = (now - st.st_mtime) <= LIVE_SECONDS and _open_turn(tail)
+    live = (thread is not None and thread in (locked or ())) or (
+        (now - st.st_mtime) <= LIVE_SECONDS and _open_turn(tail))
     title = (names or {}).get(thread or "") or facts.get("title")
     return SessionInfo(
         agent=CODEX, path=path, session_id=thread, modified=st.st_mtime, size=st.st_size,
@@ -177,7 +236,8 @@ def discover(home: Path | None = None, now: float | None = None) -> list[Session
     """Every rollout under `home` (default `codex_home()`), newest first (by mtime)."""
     home = home or codex_home()
     names = thread_names(home)
-    infos = [info for path in rollout_files(home) if (info := describe(path, names, now)) is not None]
+    locked = locked_threads(home)
+    infos = [info for path in rollout_files(home) if (info := describe(path, names, now, locked)) is not None]
     infos.sort(key=lambda i: i.modified, reverse=True)
     return infos
 
