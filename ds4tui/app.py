@@ -15,6 +15,7 @@ one still queued). The UI thread only renders it: each widget touches what chang
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from bisect import bisect_right
@@ -46,6 +47,11 @@ from ds4tui.widgets.pixel_map import PixelMap
 from ds4tui.actions.steering import SteeringController
 from ds4tui.widgets.retrieval import RetrievalView
 
+DERIVE_WAIT_S = 0.25
+"""The longest the derive worker waits for the screen to paint a new snapshot before it plans."""
+SWITCH_INTERVAL_S = 0.001
+"""Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
+the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
 MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
@@ -97,6 +103,11 @@ class _Requests:
             self._pending = False
             value, self._value = self._value, None
             return True, value
+
+    def pending(self) -> bool:
+        """True when a request is waiting for the loop's next `take()`."""
+        with self._lock:
+            return self._pending
 
     def stopped(self) -> None:
         with self._lock:
@@ -175,6 +186,8 @@ class Ds4App(App[None]):
         self._publish_lock = threading.Lock()  # the workers' newest snapshot / derived / view model
         self._ingest_requests = _Requests()
         self._derive_requests = _Requests()
+        self._painted = threading.Condition()
+        self._painted_version = -1  # the newest snapshot version the screen has painted (guarded by _painted)
         self._generation = 0
         self._built: tuple[Snapshot | None, Derived | None, viewmodel.ViewModel | None] = (None, None, None)
         self._watcher: SessionWatcher | None = None
@@ -233,6 +246,8 @@ class Ds4App(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         self._apply_size_classes()
         self.query_one(SessionHeader).show(None, demo=self.demo, following=self.following)
         self.query_one(EntryInspector).update("Loading…")
@@ -263,6 +278,8 @@ class Ds4App(App[None]):
     def on_unmount(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
+        sys.setswitchinterval(getattr(self, "_switch_interval", sys.getswitchinterval()))
+        self._mark_painted(1 << 62)  # release a derive worker waiting for a paint
 
     def on_resize(self) -> None:
         self._apply_size_classes()
@@ -319,9 +336,19 @@ class Ds4App(App[None]):
                 if not more:
                     return
                 pipeline, generation, snap = job  # type: ignore[misc]
+                # What the user waits for first is the appended line on screen: the derived views
+                # (plan, cache, retrieval) start once the screen has painted this snapshot (or
+                # after DERIVE_WAIT_S), so they do not take the GIL from that paint.
+                with self._painted:
+                    self._painted.wait_for(
+                        lambda: self._painted_version >= snap.version or generation != self._generation,  # type: ignore[attr-defined]
+                        timeout=DERIVE_WAIT_S,
+                    )
                 with self._derive_lock:
                     for derived in pipeline.derive(snap, now=self._now()):  # type: ignore[arg-type]
                         self._publish(generation, derived=derived)
+                        if self._derive_requests.pending():
+                            break  # a newer snapshot waits: its pass replaces the rest of this one
         except BaseException:
             self._derive_requests.stopped()
             raise
@@ -381,6 +408,14 @@ class Ds4App(App[None]):
             self._select_message(self._selected, sync_turns=True, refresh=False)
         else:
             self.query_one(EntryInspector).show(snap, None)
+        self.call_after_refresh(self._mark_painted, snap.version)
+
+    def _mark_painted(self, version: int) -> None:
+        """The screen has painted snapshot `version`: a waiting derive pass may start."""
+        with self._painted:
+            if version > self._painted_version:
+                self._painted_version = version
+            self._painted.notify_all()
 
     def _show_derived(self, derived: Derived, previous: Derived | None) -> None:
         if not self._view_chosen and self.snapshot is not None:
@@ -605,6 +640,9 @@ class Ds4App(App[None]):
             self._watcher.stop()
             self._watcher = None
         self._generation += 1
+        with self._painted:
+            self._painted_version = -1  # the new session's versions start again
+            self._painted.notify_all()
         self.session_path = Path(path)
         self.demo = False
         self.snapshot = None

@@ -67,8 +67,7 @@ class TurnList(ScrollView, can_focus=True):
     TurnList {
         background: $surface;
         color: $foreground;
-        height: auto;
-        max-height: 100%;
+        height: 1fr;
         &:focus {
             background-tint: $foreground 5%;
             & > .turnlist--cursor {

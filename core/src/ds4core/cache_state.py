@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ds4core.models import Pricing
@@ -418,9 +418,11 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class CacheHistory:
-    """Every request on the branch, in order (see `RequestRecord`)."""
+    """Every request on the branch, in order (see `RequestRecord`). `resume` is what
+    `cache_history(..., resume=this)` needs to extend it (not part of equality)."""
 
     records: tuple[RequestRecord, ...]
+    resume: Any = field(default=None, compare=False, repr=False)
 
     @property
     def misses(self) -> tuple[RequestRecord, ...]:
@@ -515,6 +517,7 @@ def cache_history(
     retention: str | None = None,
     prefix_change: Callable[[CacheEvent, CacheEvent], PrefixChange | None] | None = None,
     partial_miss_ratio: float = DEFAULT_PARTIAL_MISS_RATIO,
+    resume: "CacheHistory | None" = None,
 ) -> CacheHistory:
     """Per-request cache history of a branch (`events` in branch order), issue 4.
 
@@ -527,11 +530,25 @@ def cache_history(
 
     The lifetime for the TTL check is that of the request's model for the tier in force then
     (`resolve_tier` over the earlier events).
+
+    `resume`: an earlier history made with the same callbacks; when `events` starts with the
+    events it covered (the same objects, compared in C: a branch that grew), only the new
+    events are recorded (each record depends on the events up to it only), so an append costs
+    O(new requests) instead of O(requests).
     """
     records: list[RequestRecord] = []
     previous: CacheEvent | None = None
     last_refresh: dict[str | None, CacheEvent] = {}
-    for index, event in enumerate(events):
+    start = 0
+    state = resume.resume if resume is not None else None
+    if state is not None:
+        seen, prev_event, refreshes = state
+        n = len(seen)
+        if len(events) >= n and (n == 0 or events[n - 1] is seen[-1]) and list(events[:n]) == seen:
+            records = list(resume.records)
+            previous, last_refresh, start = prev_event, dict(refreshes), n
+    for index in range(start, len(events)):
+        event = events[index]
         pricing, source = pricing_for(event.model_key)
         cold = _is_cold(event, previous, partial_miss_ratio)
         miss = None
@@ -555,7 +572,7 @@ def cache_history(
             previous = event
         if event.refreshes:
             last_refresh[event.model_key] = event
-    return CacheHistory(tuple(records))
+    return CacheHistory(tuple(records), (list(events), previous, last_refresh))
 
 
 # --- The cached prefix on the map ------------------------------------------------------------

@@ -447,11 +447,40 @@ class Fingerprints:
         self._known = {k: v for k, v in self._known.items() if k in keep}
 
 
-def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str]) -> CandidatePlan:
+class Estimates:
+    """DS4's chars-v1 estimate of one message (`ds4core.estimate.CHARS_V1.message_tokens`, DS4
+    runtime `estimateMessagesTokens([message])`, tokens) memoised by message identity, as
+    `Fingerprints` is: a fallback plan sends every native message, and re-estimating all of them
+    for each candidate plan was O(messages) of Python per append. `retain(messages)` forgets the
+    others."""
+
+    def __init__(self) -> None:
+        from ds4core.estimate import CHARS_V1
+
+        self._estimator = CHARS_V1
+        self._known: dict[int, tuple[Any, int]] = {}
+
+    def message_tokens(self, message: Any) -> int:
+        """The estimate of `message` (computed once per message object)."""
+        cached = self._known.get(id(message))
+        if cached is None or cached[0] is not message:
+            cached = (message, self._estimator.message_tokens(message))
+            self._known[id(message)] = cached
+        return cached[1]
+
+    def retain(self, messages: Sequence[Any]) -> None:
+        """Forget every message but `messages`."""
+        keep = {id(m) for m in messages}
+        self._known = {k: v for k, v in self._known.items() if k in keep}
+
+
+def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], estimates: Any = None) -> CandidatePlan:
     """`CandidatePlan.from_plan(plan)` for a plan of `PlannerInputs` (chars-v1 estimates): a
     managed plan's sent messages are its selected items in order, whose `tokens` are already the
     chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated."""
     if plan.mode != "managed" or len(plan.selected) != len(plan.messages):
+        if estimates is not None:
+            return CandidatePlan.from_plan(plan, estimates, fingerprint=fingerprint)
         return CandidatePlan.from_plan(plan, fingerprint=fingerprint)
     selected_tokens = tuple(item.tokens for item in plan.selected)
     return CandidatePlan(
@@ -466,7 +495,8 @@ def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str]) -> C
 
 
 def _candidates(
-    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None
+    view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None,
+    estimates: Estimates | None = None,
 ) -> Callable[[int | None], CandidatePlan]:
     """`plan(tail)`: DS4's planner on the inputs of the `LivePlanner` plan `view`
     (`view.inputs`: native messages and their estimates, fixed tokens, pins, calibrated budget
@@ -475,7 +505,7 @@ def _candidates(
     what-if share it); `grouper` is an `AtomicGrouper` kept between calls for a growing session
     (same plans, regrouping only appended messages). Results are the numbers DS4's runtime reads."""
     inputs = view.inputs
-    nominal = _candidate(view.plan, fingerprint)
+    nominal = _candidate(view.plan, fingerprint, estimates)
     planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
@@ -488,7 +518,7 @@ def _candidates(
                     config=inputs.config, pinned_message_indices=list(inputs.pins),
                     native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
                 ),
-                fingerprint,
+                fingerprint, estimates,
             )
         return planned[tail]
 
@@ -610,11 +640,16 @@ class CacheMonitor:
         self._logs: dict[Path, _RequestLog] = {}
         self._bridge_changes: dict[tuple[Any, ...], PrefixChange | None] = {}
         self._fingerprints = Fingerprints()
+        self._estimates = Estimates()
+        self._contexts: dict[tuple[Any, str | None], SessionContext] = {}  # recent contexts by leaf
         # Kept groupings for the candidate plans (current context; previous request's context).
         self._candidate_grouper = AtomicGrouper()
         self._previous_grouper = AtomicGrouper()
         self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
         self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
+        # The last cache history and what it depends on besides the events (session, model,
+        # price table): the next view extends it when the branch grew (O(new requests)).
+        self._history: tuple[tuple[Any, ...], CacheHistory] | None = None
 
     @property
     def configured_mode(self) -> str:
@@ -627,7 +662,9 @@ class CacheMonitor:
         `decide=False` DS4's cache-aware decision is left out (`decision`/`what_if` None: e.g.
         the nominal plan failed, or the agent does not support DS4 planning)."""
         self._fingerprints.retain(snapshot.context.messages)
+        self._estimates.retain(snapshot.context.messages)
         session = snapshot.session
+        self._remember_context(snapshot)
         events = self._events(session, snapshot.context.branch_entry_ids)
         model = snapshot.model
         key = snapshot.model_key
@@ -664,10 +701,13 @@ class CacheMonitor:
                 self._changes[cache_key] = prefix_change(session, previous.entry_id or "", request.entry_id or "")
             return self._changes[cache_key]
 
+        depends = (session.identity, key, source, self.retention, len(requests))  # a new bridge line may explain old misses
+        resume = self._history if self._history is not None and self._history[0] == depends else None
         history = cache_history(
             events, pricing_for=pricing_for, prompt_cache_for=prompt_cache_for,
-            retention=self.retention, prefix_change=change,
+            retention=self.retention, prefix_change=change, resume=resume[1] if resume else None,
         )
+        self._history = (depends, history)
         clock = cache_clock(
             events, model_key=key, prompt_cache=model.prompt_cache if model else None, retention=self.retention
         )
@@ -678,7 +718,7 @@ class CacheMonitor:
                 if self._planner is None:
                     self._planner = LivePlanner(self.config)
                 plan = self._planner.plan(snapshot)
-            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper)
+            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper, self._estimates)
             decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
                 what_if = self._decision(snapshot, plan, candidates, last, "auto")
@@ -713,12 +753,25 @@ class CacheMonitor:
         self._branch_events = (session.identity, list(branch), events)
         return events
 
+    def _remember_context(self, snapshot: Snapshot) -> None:
+        """Keep the context of `snapshot` by its leaf (the last few): the context a new reply
+        answered is the context of the snapshot whose leaf was that reply's parent."""
+        branch = snapshot.context.branch_entry_ids
+        if not branch:
+            return
+        self._contexts[(snapshot.session.identity, branch[-1])] = snapshot.context
+        while len(self._contexts) > 4:
+            self._contexts.pop(next(iter(self._contexts)))
+
     def _sent_context(self, session: PiSession, entry: Entry) -> SessionContext:
         """The context a reply answered (`build_context` at its parent), memoised for the last
-        request: it only changes when a new request appears."""
+        request: it only changes when a new request appears. When a recent snapshot's leaf was
+        that parent, its context is that context (a context at a leaf depends only on the path
+        to it): no O(session) rebuild per reply."""
         key = (session.identity, entry.id, entry.parent_id)
         if self._sent is None or self._sent[0] != key:
-            self._sent = (key, build_context(session, leaf_id=entry.parent_id))
+            known = self._contexts.get((session.identity, entry.parent_id))
+            self._sent = (key, known if known is not None else build_context(session, leaf_id=entry.parent_id))
         return self._sent[1]
 
     def _request_log(self, session: PiSession) -> _RequestLog | None:
@@ -801,7 +854,7 @@ class CacheMonitor:
         cache_key = (snapshot.session.identity, entry.id or "", tail)
         if cache_key not in self._previous_plans:
             sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
-            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper)(tail).message_hashes
+            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper, self._estimates)(tail).message_hashes
         return self._previous_plans[cache_key]
 
     def _decision(
