@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable

@@ -25,7 +25,7 @@ costs O(changed rows) per append, not O(turns), apart from identity checks.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ds4core.categories import Calibrated, Cell, MapIndex, Segment, calibrated

@@ -11,8 +11,6 @@ from textual.widgets import Static  # noqa: F401
 
 from ds4tui.widgets.steady import SteadyStatic
 
-from ds4core.categories import message_parts
-from ds4core.tokens import Cl100kCounter, CharsV1Counter, TokenLedger
 from ds4sessions.ingest.live import Snapshot
 from ds4tui.header import HeaderFacts, compose_header, first_prompt_of, session_display_name
 from ds4tui.render import calibrated_of, calibration_line, category_lines
@@ -185,11 +183,6 @@ def _usage_flag(message: Mapping[str, Any]) -> str:
 class EntryInspector(SteadyStatic):
     """The selected entry: id, type/role, tool, tokens by estimator, content preview."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._chars = TokenLedger(CharsV1Counter(), message_parts)
-        self._cl100k = TokenLedger(Cl100kCounter(), message_parts)
-
     def show_cell(self, snap: Snapshot, category: str, tokens_per_cell: int) -> None:
         """A cell that belongs to no entry: free space, unattributed or inferred system tokens."""
         from ds4core.categories import CATEGORIES
@@ -228,8 +221,8 @@ class EntryInspector(SteadyStatic):
         if entry is not None:
             head.append(f" · line {entry.line_no}", style="dim")
         tokens = Text(
-            f"tokens: chars-v1 {fmt_tokens(self._chars.count(message).total)}"
-            f" · cl100k {fmt_tokens(self._cl100k.count(message).total)}",
+            f"tokens: chars-v1 {_count_of(snap.breakdown, message_index)}"
+            f" · cl100k {_count_of(snap.exact, message_index)}",
             style="dim",
         )
         cal = calibrated_of(snap)
@@ -259,6 +252,14 @@ class EntryInspector(SteadyStatic):
         if more > 0:
             lines.append(Text(f"… {more} more characters", style="dim"))
         self.update(Group(*lines))
+
+
+def _count_of(breakdown: Any, index: int) -> str:
+    """Message `index`'s tokens in `breakdown` (the snapshot's own counts: nothing is counted on
+    the UI thread), or "…" while that breakdown is not computed yet."""
+    if breakdown is None or index >= len(breakdown.message_tokens):
+        return "…"
+    return fmt_tokens(breakdown.message_tokens[index])
 
 
 def _entry_inspector_text(snap: Snapshot, entry_id: str) -> list[Text]:

@@ -263,9 +263,11 @@ class TurnList(ScrollView, can_focus=True):
         for cell, cell_width in zip(cells, self._widths):
             plain = cell.plain
             text = set_cell_size(plain, cell_width)
-            if cell.justify == "right" and cell_len(plain) < cell_width:
-                text = " " * (cell_width - cell_len(plain)) + plain
             segments.append(Segment(" ", style))
+            if cell.justify == "right" and cell_len(plain) < cell_width:
+                # the padding as its own segment: an SVG export places each segment itself
+                segments.append(Segment(" " * (cell_width - cell_len(plain)), style))
+                text = plain
             if cell.spans or cell.style:
                 # the plan cell: keep its colours (state, pin)
                 rendered = Text(text, style=cell.style)

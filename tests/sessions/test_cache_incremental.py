@@ -3,7 +3,6 @@ exactly the history a fresh monitor computes from scratch."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
