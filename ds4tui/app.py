@@ -49,6 +49,10 @@ from ds4tui.widgets.retrieval import RetrievalView
 
 DERIVE_WAIT_S = 0.25
 """The longest the derive worker waits for the screen to paint a new snapshot before it plans."""
+DERIVE_REST_FROM_S = 0.05
+"""A derive pass longer than this (seconds) is followed by a rest as long as the pass."""
+DERIVE_REST_MAX_S = 2.0
+"""The longest rest between two derive passes (seconds)."""
 SWITCH_INTERVAL_S = 0.001
 """Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
 the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
@@ -188,6 +192,7 @@ class Ds4App(App[None]):
         self._derive_requests = _Requests()
         self._painted = threading.Condition()
         self._painted_version = -1  # the newest snapshot version the screen has painted (guarded by _painted)
+        self._derive_rest_until = 0.0  # time.monotonic() before which the next derive pass rests
         self._generation = 0
         self._built: tuple[Snapshot | None, Derived | None, viewmodel.ViewModel | None] = (None, None, None)
         self._watcher: SessionWatcher | None = None
@@ -339,16 +344,26 @@ class Ds4App(App[None]):
                 # What the user waits for first is the appended line on screen: the derived views
                 # (plan, cache, retrieval) start once the screen has painted this snapshot (or
                 # after DERIVE_WAIT_S), so they do not take the GIL from that paint.
+                # A long pass (a large session) then rests as long as it ran, so at most half the
+                # time goes to deriving and an append landing meanwhile has the CPU to itself.
                 with self._painted:
+                    rest = self._derive_rest_until - time.monotonic()
+                    if rest > 0:
+                        self._painted.wait_for(lambda: generation != self._generation, timeout=min(rest, DERIVE_REST_MAX_S))
                     self._painted.wait_for(
                         lambda: self._painted_version >= snap.version or generation != self._generation,  # type: ignore[attr-defined]
                         timeout=DERIVE_WAIT_S,
                     )
+                if self._derive_requests.pending():
+                    continue  # a newer snapshot arrived while resting: derive that one
+                started = time.monotonic()
                 with self._derive_lock:
                     for derived in pipeline.derive(snap, now=self._now()):  # type: ignore[arg-type]
                         self._publish(generation, derived=derived)
                         if self._derive_requests.pending():
                             break  # a newer snapshot waits: its pass replaces the rest of this one
+                took = time.monotonic() - started
+                self._derive_rest_until = time.monotonic() + (took if took > DERIVE_REST_FROM_S else 0.0)
         except BaseException:
             self._derive_requests.stopped()
             raise
