@@ -393,6 +393,8 @@ class Ds4App(App[None]):
         if message.generation != self._generation:
             return
         self._latest = message
+        if not self.default_screen.query(CategoryList):
+            return  # the app is closing: its widgets are gone
         if self.following or self.snapshot is None:
             self._show(message)
 
