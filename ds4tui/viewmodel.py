@@ -25,6 +25,7 @@ costs O(changed rows) per append, not O(turns), apart from identity checks.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
@@ -404,9 +405,7 @@ def _turn_times(turns: Sequence[Any], previous: "ViewModel | None") -> tuple[tup
         old_times, old_dated, old_today = previous._times
         old_turns = previous._turn_inputs
         if old_today == today and len(old_times) == len(old_turns):
-            k, n = 0, min(len(old_turns), len(turns))
-            while k < n and old_turns[k] is turns[k]:
-                k += 1
+            k = _same_prefix(old_turns, turns)
             if k >= 2:
                 fresh = [t.time.astimezone() if isinstance(t.time, dt.datetime) else None for t in turns[k:]]
                 if old_dated or not any(when is not None and when.date() != today for when in fresh):
@@ -458,7 +457,17 @@ def turn_rows(
     same_plan = previous is not None and previous.plan is plan
     rows: list[TurnRow] = []
     times = turn_times(snap.turns) if times is None else times
-    for i, turn in enumerate(snap.turns):
+    start = 0
+    if same_plan and old_turns and len(old_rows) == len(old_turns):
+        # the usual append: a run of the same turn objects with the same times, then a changed
+        # tail; the run is found in C and its rows are taken as they are
+        start = _same_prefix(old_turns, snap.turns)
+        old_times = previous._times[0] if previous is not None else ()
+        if len(old_times) < start or tuple(old_times[:start]) != tuple(times[:start]):
+            start = 0  # the time column changed (a date appeared, or midnight passed)
+        rows = list(old_rows[:start])
+    for i in range(start, len(snap.turns)):
+        turn = snap.turns[i]
         if i < len(old_turns) and old_turns[i] is turn and old_rows[i].time == times[i]:
             old = old_rows[i]
             if same_plan or (plan is not None and changed is not None and old.plan and changed.isdisjoint(turn.entry_ids)):
@@ -493,6 +502,23 @@ def manifest_rows(snap: Any, plan: Any, cal: Calibration) -> tuple[ManifestRow, 
             tokens = Tokens(item.tokens, "chars-v1")
         rows.append(ManifestRow(item, tokens, item.tokens))
     return tuple(rows)
+
+
+def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
+    """How many leading items of `new` are the same objects as `old`'s (an append keeps all but
+    the last few): the tail is walked back in Python, the rest checked in C."""
+    n = min(len(old), len(new))
+    k = n
+    while k and old[k - 1] is not new[k - 1]:
+        k -= 1
+        if n - k > 8:
+            break
+    if k and all(map(operator.is_, old[:k], new[:k])):
+        return k
+    k = 0
+    while k < n and old[k] is new[k]:
+        k += 1
+    return k
 
 
 def _extends(old: Sequence[Any], new: Sequence[Any]) -> bool:

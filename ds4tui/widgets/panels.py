@@ -110,15 +110,17 @@ class CategoryList(SteadyStatic):
     _legend: LegendModel | None = None
 
     def on_resize(self) -> None:
-        """Re-fit the dotted leaders to the new width."""
+        """Re-fit the dotted leaders to the new width (and lay out again: the scroll bar of the
+        legend's container follows the content's new size)."""
         if self._legend is not None:
-            self.show(self._legend)
+            self.show(self._legend, layout=True)
 
-    def show(self, legend: LegendModel | None) -> None:
-        """Redraw for `legend` (None: nothing yet), its calibrated rows."""
+    def show(self, legend: LegendModel | None, *, layout: bool | None = None) -> None:
+        """Redraw for `legend` (None: nothing yet), its calibrated rows; `layout` as in
+        `SteadyStatic.update` (default: only when the size changed)."""
         self._legend = legend
         if legend is None or legend.calibrated is None:
-            self.update("")
+            self.update("", layout=layout)
             return
         cal = legend.calibrated
         width = max((self.size.width or 46) - 2, 24)  # room for a vertical scroll bar
@@ -132,7 +134,7 @@ class CategoryList(SteadyStatic):
             # the same height either way: a legend that grows and shrinks by a line with every
             # reply would lay the whole screen out again each time
             lines.append(Text("every message is counted in the last reply's usage", style="dim"))
-        self.update(Group(*lines))
+        self.update(Group(*lines), layout=layout)
 
 
 def _content_preview(message: Mapping[str, Any]) -> str:

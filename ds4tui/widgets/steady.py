@@ -17,7 +17,7 @@ from textual.widgets import Static
 class SteadyStatic(Static):
     """A `Static` that reflows the screen only when its content's height changes."""
 
-    _steady: tuple[int, int] | None = None
+    _steady: tuple[int, int, int] | None = None
 
     def update(self, content: Any = "", *, layout: bool | None = None) -> None:
         """Show `content`; `layout` forces (True) or skips (False) a layout; None (default): a
@@ -36,7 +36,10 @@ class SteadyStatic(Static):
             self._steady = None
             return
         parent = self.parent
-        height = self.get_content_height(parent.size if hasattr(parent, "size") else self.size, self.app.size, width)
-        if (width, height) != self._steady:
-            self._steady = (width, height)
+        container = parent.size if hasattr(parent, "size") else self.size
+        # the content's own width too: a scrolling container sizes its scroll bars by it
+        measured = (width, self.get_content_width(container, self.app.size),
+                    self.get_content_height(container, self.app.size, width))
+        if measured != self._steady:
+            self._steady = measured
             self.refresh(layout=True)
