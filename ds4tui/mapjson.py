@@ -56,10 +56,10 @@ def main() -> None:
 
     def run() -> None:
         from ds4sessions.agents.pi.discovery import load_model_table
-        from ds4sessions.ingest.live import open_snapshot
+        from ds4sessions.ingest.live import open_map_snapshot
 
         path, exact = fast
-        snap = open_snapshot(path, load_model_table(), exact=exact)
+        snap = open_map_snapshot(path, load_model_table(), exact=exact)
         sys.stdout.write(dumps_map(map_json(snap)) + "\n")
         sys.stdout.flush()
         sys.stderr.flush()

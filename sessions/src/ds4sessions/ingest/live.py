@@ -672,3 +672,48 @@ def open_snapshot(path: Path, models: ModelTable | None = None, exact: bool = Fa
         assert snap is not None
         snap = live.finish() or snap
         return live.refine(snap) if exact else snap
+
+
+def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool = False) -> Snapshot:
+    """`open_snapshot(path, models, exact)` for a one-shot reader of the map's numbers
+    (`ds4tui map --json`, issue 14): equal breakdowns, provider view, turns, context warnings and
+    diagnostics, at a fraction of the memory, but its messages are stand-ins (no content).
+
+    The file is streamed (`iter_lines`, one read chunk at a time, never all its lines at once)
+    into a `SlimReader`, which counts each message with the chars-v1 ledger (and cl100k when
+    `exact`) as it is read and keeps a stand-in (`ds4sessions.agents.pi.slim`); an unterminated
+    last line is read as at a final read (`LiveSession.finish`). Then the snapshot is built and
+    refined exactly as `open_snapshot` does. `snapshot.context.messages` and `snapshot.session`
+    hold stand-ins: not for the TUI, the planner, or anything that reads message content.
+    Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
+    """
+    import os
+
+    from ds4sessions.agents.pi.slim import SlimReader
+    from ds4sessions.ingest.limits import iter_lines
+    from ds4sessions.safety import open_regular
+
+    with bulk_gc():
+        live = LiveSession(path, models)
+        live._exact = TokenLedger(Cl100kCounter(digest_above=256), message_parts)
+        reader = SlimReader(live.path, (live._fast, live._exact) if exact else (live._fast,))
+        tail: tuple[int, int, bytes] | None = None
+
+        def complete_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
+            nonlocal tail
+            for line_no, offset, raw, complete in iter_lines(f):
+                if complete:
+                    yield line_no, offset, raw
+                else:
+                    tail = (line_no, offset, raw)
+
+        with os.fdopen(open_regular(live.path), "rb") as f:
+            reader.feed(complete_lines(f))
+            size = f.tell()
+        if tail is not None:
+            reader.feed_final_tail(*tail)
+        live._reader = reader
+        live._note_replies(reader.entries)
+        snap = live._build(0, size, None)
+        live.last = snap
+        return live.refine(snap) if exact else snap

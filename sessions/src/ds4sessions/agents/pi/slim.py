@@ -1,0 +1,98 @@
+"""A Pi reader that counts each message as it is read and keeps only a small stand-in of it.
+
+For a one-shot open whose output is the map's numbers (`ds4tui map --json`, issue 14), the
+parsed messages are needed only to be counted and for a few facts. `SlimReader` is a
+`PiSessionReader` (same diagnostics, ids, tree, labels; unchanged rules) except that each
+`message` entry's message is, right after it is read, counted by the given `TokenLedger`s and
+replaced by a stand-in dict; each ledger remembers the count for the stand-in
+(`TokenLedger.remember`), so building the context, the facts, the breakdowns and the turns from
+this reader gives exactly what the full reader gives, with a fraction of the memory.
+
+The stand-in is the message with every key kept except:
+- `content`: for a `user` message, the first 81 characters of its whitespace-normalised preview
+  text (what `ds4sessions.ingest.live._preview` reads: the preview of the stand-in equals the
+  preview of the message); for an `assistant` message, one `{"type": "toolCall", "id": …}` per
+  tool-call block (what the turn list's tool-call count and the tool-pairing check read);
+  for any other role, `""`;
+- `details` (a tool result's UI details: read by nothing that counts or builds the context).
+
+A context edit that replaces a message's content (Pi §7 step 4) makes a new dict from the
+stand-in: its other keys, hence its count, are the full message's. Messages kept whole: a
+message whose `content` is null (the context builder replaces it) and anything that is not a
+dict. Not for the live app (the TUI shows messages' content): `ds4sessions.ingest.live
+.open_map_snapshot` uses it; `tests/sessions/test_slim_reader.py` checks that it gives the same
+`map --json` as the full reader on every shared sample, bad input and synthetic sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ds4core.categories import in_llm_context, message_parts
+from ds4core.tokens import TokenLedger
+
+from ds4sessions.agents.pi.entries import MESSAGE, Entry
+from ds4sessions.agents.pi.reader import PiSessionReader
+
+PREVIEW_KEPT = 81
+"""Characters of a user message's normalised text kept (the preview shows 80; see module doc)."""
+
+
+def _user_stand_in(content: Any) -> str:
+    """The first `PREVIEW_KEPT` characters of the normalised text `_preview` makes of `content`;
+    `_preview(stand-in) == _preview(content)` (the 81st character decides whether a trailing
+    space of the first 80 is a separator that the preview keeps: `split` drops it either way)."""
+    if isinstance(content, str):
+        text = content
+    else:
+        text = " ".join(
+            b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
+        ) or ("[image]" if content else "")
+    return " ".join(text.split())[:PREVIEW_KEPT]
+
+
+def stand_in(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The stand-in of `message` (see the module doc), or None to keep the message whole."""
+    content = message.get("content", "")
+    if content is None:
+        return None
+    slim = {key: value for key, value in message.items() if key != "details"}
+    if "content" in slim:
+        role = message.get("role")
+        if role == "user":
+            slim["content"] = _user_stand_in(content)
+        elif role == "assistant":
+            slim["content"] = (
+                [{"type": "toolCall", "id": b.get("id")} for b in content if type(b) is dict and b.get("type") == "toolCall"]
+                if type(content) is list else []
+            )
+        else:
+            slim["content"] = ""
+    return slim
+
+
+class SlimReader(PiSessionReader):
+    """`PiSessionReader` that counts every message with `ledgers` as it is read and keeps a
+    stand-in instead (module doc). `entries[i].raw["message"]` is then the stand-in; the
+    entry's other fields are the full reader's."""
+
+    def __init__(self, path: Path | None, ledgers: Sequence[TokenLedger]) -> None:
+        """`ledgers` must split messages with `ds4core.categories.message_parts` (one split is
+        shared by all of them)."""
+        super().__init__(path)
+        self._ledgers = tuple(ledgers)
+
+    def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
+        if obj.get("type") == MESSAGE:
+            message = obj.get("message")
+            if type(message) is dict:
+                slim = stand_in(message)
+                if slim is not None:
+                    if in_llm_context(message):  # else `counted_parts` never asks the ledger
+                        split = message_parts(message)  # one split for every ledger
+                        for ledger in self._ledgers:
+                            ledger.remember(slim, ledger.count_split(message, split))
+                    obj = {**obj, "message": slim}
+        return super()._add_entry(obj, line_no, offset, length)
