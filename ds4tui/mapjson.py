@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from ds4tui.mapdata import dumps_map, map_json, problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
+
+_PI_HEADER = re.compile(rb'[ \t\r\n\x0b\x0c]*\{[ \t\r\n]*"type"[ \t\r\n]*:[ \t\r\n]*"session"')
+"""A file that plainly starts with a Pi session header (`{"type":"session"`, with or without
+JSON whitespace, e.g. Python's `json.dumps` spacing): Claude Code and Codex files never do."""
 
 
 def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
@@ -39,7 +44,7 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
             head = f.read(4096)
     except OSError:
         return None
-    if not head.lstrip().startswith(b'{"type":"session"'):
+    if _PI_HEADER.match(head) is None:
         return None  # not plainly a Pi session: the CLI picks the agent (Claude Code, Codex) or says why
     return path, exact
 

@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
+from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, counted_parts, message_parts
 from ds4core.models import ModelInfo, ModelTable
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
@@ -674,29 +674,36 @@ def open_snapshot(path: Path, models: ModelTable | None = None, exact: bool = Fa
         return live.refine(snap) if exact else snap
 
 
+
 def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool = False) -> Snapshot:
     """`open_snapshot(path, models, exact)` for a one-shot reader of the map's numbers
-    (`ds4tui map --json`, issue 14): equal breakdowns, provider view, turns, context warnings and
-    diagnostics, at a fraction of the memory, but its messages are stand-ins (no content).
+    (`ds4tui map --json`, issue 14): the same `best` breakdown, provider view, turns,
+    `system_inferred`, context warnings and diagnostics, at a fraction of the memory and time;
+    but its messages are stand-ins (no content), and with `exact` its `breakdown` is the cl100k
+    one too (`exact`): chars-v1 is counted only for the messages `system_inferred` needs.
 
-    The file is streamed (`iter_lines`, one read chunk at a time, never all its lines at once)
-    into a `SlimReader`, which counts each message with the chars-v1 ledger (and cl100k when
-    `exact`) as it is read and keeps a stand-in (`ds4sessions.agents.pi.slim`); an unterminated
-    last line is read as at a final read (`LiveSession.finish`). Then the snapshot is built and
-    refined exactly as `open_snapshot` does. `snapshot.context.messages` and `snapshot.session`
+    The file is streamed (`iter_lines`: one read chunk at a time, never all its lines at once)
+    into a `SlimReader`, which counts each message as it is read (cl100k when `exact`, else
+    chars-v1) and keeps a stand-in (`ds4sessions.agents.pi.slim`); an unterminated last line is
+    read as at a final read (`LiveSession.finish`). Then the context, facts, attribution, turns
+    and views are built by the same functions as `LiveSession._build` / `refine`. With `exact`,
+    `system_inferred` needs the chars-v1 tokens of the context messages before the first
+    measurement (`_views`): those few messages are read again from the file
+    (`SlimReader.full_message`); if one cannot be (the file changed meanwhile), the whole
+    snapshot is made by `open_snapshot`. `snapshot.context.messages` and `snapshot.session`
     hold stand-ins: not for the TUI, the planner, or anything that reads message content.
     Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
     """
     import os
 
-    from ds4sessions.agents.pi.slim import SlimReader
+    from ds4sessions.agents.pi.slim import SlimReader, StandIn
     from ds4sessions.ingest.limits import iter_lines
     from ds4sessions.safety import open_regular
 
     with bulk_gc():
         live = LiveSession(path, models)
         live._exact = TokenLedger(Cl100kCounter(digest_above=256), message_parts)
-        reader = SlimReader(live.path, (live._fast, live._exact) if exact else (live._fast,))
+        reader = SlimReader(live.path, (live._exact if exact else live._fast,))
         tail: tuple[int, int, bytes] | None = None
 
         def complete_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
@@ -714,6 +721,37 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
             reader.feed_final_tail(*tail)
         live._reader = reader
         live._note_replies(reader.entries)
-        snap = live._build(0, size, None)
-        live.last = snap
-        return live.refine(snap) if exact else snap
+        if not exact:
+            snap = live._build(0, size, None)
+            live.last = snap
+            return snap
+
+        ctx = build_context(reader)
+        facts, numbers = _full_facts(ctx, reader)
+        messages = ctx.messages
+        inferred = False
+        if not facts.has_system and facts.measurement is not None:  # `_views` with chars-v1
+            before = 0
+            for index in range(facts.measurement):
+                message = messages[index]
+                if type(message) is StandIn:
+                    full = reader.full_message(message, ctx.message_entry_ids[index])
+                    if full is None:
+                        return open_snapshot(path, models, exact=True)
+                    message = full
+                before += counted_parts(live._fast, message).total
+            inferred = max(usage_of(messages[facts.measurement]).prompt_tokens - before, 0) > 0
+        counted = _count(ctx, facts, live._exact, None)
+        turns = build_turns(messages, ctx.message_entry_ids, counted.attribution.message_tokens, numbers)
+        model_key = None
+        model = None
+        if ctx.model:
+            provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
+            model_key = f"{provider}/{model_id}"
+            model = live.models.get(provider, model_id)
+        result, provider_view, _ = _views(ctx, facts, counted, model)
+        return Snapshot(
+            version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
+            model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
+            system_inferred=inferred, file_size=size,
+        )

@@ -26,6 +26,7 @@ dict. Not for the live app (the TUI shows messages' content): `ds4sessions.inges
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ from ds4core.categories import in_llm_context, message_parts
 from ds4core.tokens import TokenLedger
 
 from ds4sessions.agents.pi.entries import MESSAGE, Entry
-from ds4sessions.agents.pi.reader import PiSessionReader
+from ds4sessions.agents.pi.reader import BOM, PiSessionReader, _parse_json
+from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
+from ds4sessions.safety import open_regular
 
 PREVIEW_KEPT = 81
 """Characters of a user message's normalised text kept (the preview shows 80; see module doc)."""
@@ -53,12 +56,32 @@ def _user_stand_in(content: Any) -> str:
     return " ".join(text.split())[:PREVIEW_KEPT]
 
 
-def stand_in(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The stand-in of `message` (see the module doc), or None to keep the message whole."""
+_SHARED_VALUES = frozenset({"role", "provider", "model", "api", "stopReason", "toolName"})
+"""Message keys whose string values repeat across a session: the stand-ins share one object per
+distinct value (values are equal either way; orjson shares keys, not values)."""
+
+
+class StandIn(dict):  # type: ignore[type-arg]
+    """A message's stand-in (a plain dict in every other respect; `type(x) is StandIn` tells it
+    from the messages built by the context builder)."""
+
+    __slots__ = ()
+
+
+def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> StandIn | None:
+    """The stand-in of `message` (see the module doc), or None to keep the message whole.
+    `shared`: a dict of string values seen before (`_SHARED_VALUES` keys), to reuse them."""
     content = message.get("content", "")
     if content is None:
         return None
-    slim = {key: value for key, value in message.items() if key != "details"}
+    if shared is None:
+        slim = StandIn({key: value for key, value in message.items() if key != "details"})
+    else:
+        share = shared.setdefault
+        slim = StandIn({
+            key: share(value, value) if key in _SHARED_VALUES and type(value) is str else value
+            for key, value in message.items() if key != "details"
+        })
     if "content" in slim:
         role = message.get("role")
         if role == "user":
@@ -83,16 +106,57 @@ class SlimReader(PiSessionReader):
         shared by all of them)."""
         super().__init__(path)
         self._ledgers = tuple(ledgers)
+        self._shared: dict[Any, Any] = {}  # equal strings and counts, one object each
 
     def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
         if obj.get("type") == MESSAGE:
             message = obj.get("message")
             if type(message) is dict:
-                slim = stand_in(message)
+                share = self._shared.setdefault
+                slim = stand_in(message, self._shared)
                 if slim is not None:
                     if in_llm_context(message):  # else `counted_parts` never asks the ledger
                         split = message_parts(message)  # one split for every ledger
                         for ledger in self._ledgers:
-                            ledger.remember(slim, ledger.count_split(message, split))
-                    obj = {**obj, "message": slim}
+                            count = ledger.count_split(message, split)
+                            ledger.remember(slim, share((ledger.counter.name, count), count))
+                    obj = {**obj, "type": MESSAGE, "message": slim}
+                    parent = obj.get("parentId")
+                    if type(parent) is str:
+                        earlier = self.by_id.get(parent)
+                        if earlier is not None:  # the parent's id string (equal), not a copy
+                            obj["parentId"] = earlier.id
         return super()._add_entry(obj, line_no, offset, length)
+
+    def full_message(self, slim: StandIn, entry_id: str | None) -> dict[str, Any] | None:
+        """The message `slim` stands for, read again from the file (its line, by the entry's
+        offset and length, parsed and conformed as the first read did), or None when it cannot
+        be found or its stand-in is no longer `slim`'s value (the file changed)."""
+        candidates = [self.by_id.get(entry_id)] + list(self._shadowed.get(entry_id, ())) if entry_id else []
+        entry = next((e for e in candidates if e is not None and e.raw.get("message") is slim), None)
+        if entry is None:
+            return None
+        try:
+            with os.fdopen(open_regular(self.path), "rb") as f:  # type: ignore[arg-type]
+                f.seek(entry.offset)
+                raw = f.read(entry.length)
+        except OSError:
+            return None
+        if len(raw) == entry.length and raw.endswith(b"\n") and entry.length > 0:
+            raw = raw[:-1]
+        if entry.offset == 0 and raw.startswith(BOM):
+            raw = raw[len(BOM) :]
+        try:
+            obj = _parse_json(raw.decode("utf-8", "replace"))
+        except ValueError:
+            return None
+        if type(obj) is not dict:
+            return None
+        obj, _ = conform_entry(obj, surrogates=has_surrogate_escape(raw))
+        message = obj.get("message")
+        if type(message) is not dict:
+            return None
+        if self.version < 3 and message.get("role") == "hookMessage":  # as `Migrator.migrate`
+            message = {**message, "role": "custom"}
+        again = stand_in(message)
+        return message if again is not None and again == slim else None
