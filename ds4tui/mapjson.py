@@ -65,7 +65,18 @@ def main() -> None:
 
         path, exact = fast
         snap = open_map_snapshot(path, load_model_table(), exact=exact)
-        sys.stdout.write(dumps_map(map_json(snap)) + "\n")
+        data = map_json(snap)
+        del snap  # nothing else needs the snapshot: its memory is reused for the text
+        text = dumps_map(data)
+        del data
+        if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
+            sys.stdout.flush()  # the same bytes the text layer writes, without copies of the whole text
+            sys.stdout.buffer.write(text.encode("utf-8"))
+            del text
+            sys.stdout.buffer.write(b"\n")
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
 

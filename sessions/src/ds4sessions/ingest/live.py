@@ -40,7 +40,7 @@ from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One turn of the context: a user message and everything until the next one.
 
@@ -157,14 +157,12 @@ class Snapshot:
 
 def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
     """Index of the first context message recorded after the latest compaction on the branch."""
+    by_id = reader.by_id
+    compactions = [eid for eid in ctx.branch_entry_ids if (e := by_id.get(eid)) is not None and e.type == "compaction"]
+    if not compactions:
+        return 0  # (no position index of the whole branch to build)
     position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
-    last_compaction = -1
-    for eid in ctx.branch_entry_ids:
-        entry = reader.by_id.get(eid)
-        if entry is not None and entry.type == "compaction":
-            last_compaction = position[eid]
-    if last_compaction < 0:
-        return 0
+    last_compaction = max(position[eid] for eid in compactions)
     for i, eid in enumerate(ctx.message_entry_ids):
         if eid is not None and position.get(eid, -1) > last_compaction:
             return i
@@ -696,14 +694,16 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     """
     import os
 
-    from ds4sessions.agents.pi.slim import SlimReader, StandIn
+    from ds4sessions.agents.pi.slim import SlimReader, StandIn, StandInLedger
     from ds4sessions.ingest.limits import iter_lines
     from ds4sessions.safety import open_regular
 
     with bulk_gc():
         live = LiveSession(path, models)
-        live._exact = TokenLedger(Cl100kCounter(digest_above=256), message_parts)
-        reader = SlimReader(live.path, (live._exact if exact else live._fast,))
+        live._exact = StandInLedger(Cl100kCounter(digest_above=256), message_parts)
+        if not exact:
+            live._fast = StandInLedger(CharsV1Counter(), message_parts)
+        reader = SlimReader(live.path, live._exact if exact else live._fast)
         tail: tuple[int, int, bytes] | None = None
 
         def complete_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:

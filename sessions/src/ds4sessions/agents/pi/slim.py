@@ -3,10 +3,10 @@
 For a one-shot open whose output is the map's numbers (`ds4tui map --json`, issue 14), the
 parsed messages are needed only to be counted and for a few facts. `SlimReader` is a
 `PiSessionReader` (same diagnostics, ids, tree, labels; unchanged rules) except that each
-`message` entry's message is, right after it is read, counted by the given `TokenLedger`s and
-replaced by a stand-in dict; each ledger remembers the count for the stand-in
-(`TokenLedger.remember`), so building the context, the facts, the breakdowns and the turns from
-this reader gives exactly what the full reader gives, with a fraction of the memory.
+`message` entry's message is, right after it is read, counted by the given ledger and replaced
+by a stand-in dict (`StandIn`) that carries the count; a `StandInLedger` answers it, so building
+the context, the facts, the breakdown and the turns from this reader gives exactly what the full
+reader gives, with a fraction of the memory.
 
 The stand-in is the message with every key kept except:
 - `content`: for a `user` message, the first 81 characters of its whitespace-normalised preview
@@ -27,14 +27,14 @@ dict. Not for the live app (the TUI shows messages' content): `ds4sessions.inges
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ds4core.categories import in_llm_context, message_parts
-from ds4core.tokens import TokenLedger
+from ds4core.tokens import MessageCount, TokenLedger
 
-from ds4sessions.agents.pi.entries import MESSAGE, Entry
+from ds4sessions.agents.pi.entries import MESSAGE, Entry, StandIn
 from ds4sessions.agents.pi.reader import BOM, PiSessionReader, _parse_json
 from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
 from ds4sessions.safety import open_regular
@@ -61,11 +61,20 @@ _SHARED_VALUES = frozenset({"role", "provider", "model", "api", "stopReason", "t
 distinct value (values are equal either way; orjson shares keys, not values)."""
 
 
-class StandIn(dict):  # type: ignore[type-arg]
-    """A message's stand-in (a plain dict in every other respect; `type(x) is StandIn` tells it
-    from the messages built by the context builder)."""
+class StandInLedger(TokenLedger):
+    """A `TokenLedger` that answers a `StandIn` with the count it carries (no identity memo:
+    one slot per message instead of a memo entry); any other message is counted as usual.
+    Raises ValueError for a stand-in that carries no count by this ledger's counter (it would
+    otherwise be counted on its stand-in content: a wrong number is never returned)."""
 
-    __slots__ = ()
+    def count(self, message: Mapping[str, Any]) -> MessageCount:
+        """See `TokenLedger.count`; a `StandIn` carries its count."""
+        if type(message) is StandIn:
+            counted = getattr(message, "counted", None)
+            if counted is None or counted[0] != self.counter.name:
+                raise ValueError("a message stand-in has no count by " + self.counter.name)
+            return counted[1]
+        return super().count(message)
 
 
 def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> StandIn | None:
@@ -74,14 +83,15 @@ def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> S
     content = message.get("content", "")
     if content is None:
         return None
-    if shared is None:
-        slim = StandIn({key: value for key, value in message.items() if key != "details"})
-    else:
+    slim = StandIn(message)  # a copy, made in C
+    if "details" in slim:
+        del slim["details"]
+    if shared is not None:
         share = shared.setdefault
-        slim = StandIn({
-            key: share(value, value) if key in _SHARED_VALUES and type(value) is str else value
-            for key, value in message.items() if key != "details"
-        })
+        for key in _SHARED_VALUES.intersection(slim):
+            value = slim[key]
+            if type(value) is str:
+                slim[key] = share(value, value)
     if "content" in slim:
         role = message.get("role")
         if role == "user":
@@ -98,14 +108,15 @@ def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> S
 
 class SlimReader(PiSessionReader):
     """`PiSessionReader` that counts every message with `ledgers` as it is read and keeps a
-    stand-in instead (module doc). `entries[i].raw["message"]` is then the stand-in; the
-    entry's other fields are the full reader's."""
+    stand-in instead (module doc). `entries[i].raw` is then the stand-in (`Entry.message`
+    returns it); the entry's other fields are the full reader's."""
 
-    def __init__(self, path: Path | None, ledgers: Sequence[TokenLedger]) -> None:
-        """`ledgers` must split messages with `ds4core.categories.message_parts` (one split is
-        shared by all of them)."""
+    def __init__(self, path: Path | None, ledger: StandInLedger) -> None:
+        """`ledger` must split messages with `ds4core.categories.message_parts`; the snapshot
+        built from this reader must count with it (or another `StandInLedger` of the same
+        counter)."""
         super().__init__(path)
-        self._ledgers = tuple(ledgers)
+        self._ledger = ledger
         self._shared: dict[Any, Any] = {}  # equal strings and counts, one object each
 
     def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
@@ -116,16 +127,20 @@ class SlimReader(PiSessionReader):
                 slim = stand_in(message, self._shared)
                 if slim is not None:
                     if in_llm_context(message):  # else `counted_parts` never asks the ledger
-                        split = message_parts(message)  # one split for every ledger
-                        for ledger in self._ledgers:
-                            count = ledger.count_split(message, split)
-                            ledger.remember(slim, share((ledger.counter.name, count), count))
-                    obj = {**obj, "type": MESSAGE, "message": slim}
+                        split = message_parts(message)
+                        ledger = self._ledger
+                        count = ledger.count_split(message, split)
+                        slim.counted = share((ledger.counter.name, count), (ledger.counter.name, count))
                     parent = obj.get("parentId")
                     if type(parent) is str:
                         earlier = self.by_id.get(parent)
                         if earlier is not None:  # the parent's id string (equal), not a copy
                             obj["parentId"] = earlier.id
+                    entry = super()._add_entry(obj, line_no, offset, length)
+                    # The entry keeps the stand-in as its `raw` (`Entry.message` returns it): the
+                    # parsed object is dropped here. Set once, before anything else sees the entry.
+                    object.__setattr__(entry, "raw", slim)
+                    return entry
         return super()._add_entry(obj, line_no, offset, length)
 
     def full_message(self, slim: StandIn, entry_id: str | None) -> dict[str, Any] | None:
@@ -133,7 +148,7 @@ class SlimReader(PiSessionReader):
         offset and length, parsed and conformed as the first read did), or None when it cannot
         be found or its stand-in is no longer `slim`'s value (the file changed)."""
         candidates = [self.by_id.get(entry_id)] + list(self._shadowed.get(entry_id, ())) if entry_id else []
-        entry = next((e for e in candidates if e is not None and e.raw.get("message") is slim), None)
+        entry = next((e for e in candidates if e is not None and e.raw is slim), None)
         if entry is None:
             return None
         try:
