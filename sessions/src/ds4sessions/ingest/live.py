@@ -677,8 +677,8 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     """`open_snapshot(path, models, exact)` for a one-shot reader of the map's numbers
     (`ds4tui map --json`, issue 14): the same `best` breakdown, provider view, turns,
     `system_inferred`, context warnings and diagnostics, at a fraction of the memory and time;
-    but its messages are stand-ins (no content), and with `exact` its `breakdown` is the cl100k
-    one too (`exact`): chars-v1 is counted only for the messages `system_inferred` needs.
+    but without entries or messages, and with `exact` its `breakdown` is the cl100k one too
+    (`exact`): chars-v1 is counted only for the messages `system_inferred` needs.
 
     The file is streamed (`iter_lines`: one read chunk at a time, never all its lines at once)
     into a `SlimReader`, which counts each message as it is read (cl100k when `exact`, else
@@ -690,6 +690,8 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     (`SlimReader.full_message`); if one cannot be (the file changed meanwhile), the whole
     snapshot is made by `open_snapshot`. `snapshot.context.messages` and `snapshot.session`
     hold stand-ins: not for the TUI, the planner, or anything that reads message content.
+    The snapshot returned keeps the numbers only (`_numbers_only`: no entries, no messages), so
+    the read's memory is free again when the caller formats them.
     Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
     """
     import os
@@ -722,9 +724,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
         live._reader = reader
         live._note_replies(reader.entries)
         if not exact:
-            snap = live._build(0, size, None)
-            live.last = snap
-            return snap
+            return _numbers_only(live._build(0, size, None))
 
         ctx = build_context(reader)
         facts, numbers = _full_facts(ctx, reader)
@@ -750,8 +750,23 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
             model_key = f"{provider}/{model_id}"
             model = live.models.get(provider, model_id)
         result, provider_view, _ = _views(ctx, facts, counted, model)
-        return Snapshot(
+        return _numbers_only(Snapshot(
             version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
             model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
             system_inferred=inferred, file_size=size,
-        )
+        ))
+
+
+def _numbers_only(snap: Snapshot) -> Snapshot:
+    """`snap` without what only the read needed, so that it is freed before the caller builds
+    its output (most of a large session's memory): the session keeps its header, status, labels,
+    name, leaf and diagnostics but no entries; the context its leaf, model, labels and warnings
+    but no messages or entry-id lists; no lineage for a later append."""
+    session = snap.session
+    light = PiSession(session.path)
+    light.header, light.status, light.version = session.header, session.status, session.version
+    light.labels, light.session_name, light.leaf_id = session.labels, session.session_name, session.leaf_id
+    light.diagnostics, light.end_offset, light.last_line_no = session.diagnostics, session.end_offset, session.last_line_no
+    light.identity = session.identity
+    context = replace(snap.context, messages=[], message_entry_ids=[], branch_entry_ids=[], context_entry_ids=[])
+    return replace(snap, session=light, context=context, _lineage=None, _requests=None)
