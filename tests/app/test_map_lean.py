@@ -131,14 +131,18 @@ def _hand_made(tmp_path: Path) -> list[Path]:
         ],
         "compaction-before-measurement": [
             _msg("u1", None, {"role": "user", "content": "old prompt " * 50, "timestamp": 1}),
-            _msg("a1", "u1", _reply("old answer " * 50, 2, usage=80000)),
+            _msg("a1", "u1", _reply("old answer, cut by the compaction, never counted " * 100, 2, usage=80000)),
             _msg("u2", "a1", {"role": "user", "content": "kept prompt " * 40, "timestamp": 3}),
-            _msg("a2", "u2", {"role": "assistant", "content": [{"type": "text", "text": "kept, aborted " * 30}],
+            _msg("r0", "u2", {"role": "toolResult", "toolCallId": "c0", "toolName": "read",
+                              "content": [{"type": "text", "text": "a long kept result\n" * 400}], "timestamp": 3}),
+            _msg("a2", "r0", {"role": "assistant", "content": [{"type": "text", "text": "kept, aborted " * 30}],
                               "usage": {"input": 0, "output": 0}, "stopReason": "aborted", "timestamp": 4}),
             {"type": "compaction", "id": "k1", "parentId": "a2", "timestamp": TS, "summary": "summary " * 100,
              "firstKeptEntryId": "u2", "tokensBefore": 90000},
             _msg("u3", "k1", {"role": "user", "content": "after the compaction", "timestamp": 5}),
-            _msg("a3", "u3", _reply("fresh answer", 6, usage=337)),  # prompt 400 < chars-v1 before it
+            _msg("r3", "u3", {"role": "toolResult", "toolCallId": "c3", "toolName": "read",
+                              "content": [{"type": "text", "text": "a long fresh result\n" * 400}], "timestamp": 5}),
+            _msg("a3", "r3", _reply("fresh answer", 6, usage=337)),  # prompt 400 < chars-v1 before it
             _msg("u4", "a3", {"role": "user", "content": "next", "timestamp": 7}),
             _msg("a4", "u4", _reply("fresh answer 2", 8, usage=1500)),
         ],
@@ -176,7 +180,7 @@ def test_compaction_before_the_measurement_reads_the_kept_messages_again(tmp_pat
 
     monkeypatch.setattr(SlimReader, "full_message", spy)
     full, lean = _both(path, True)
-    assert lean == full and calls == ["u2", "a2", "u3"]
+    assert lean == full and calls == ["u2", "r0", "a2", "u3", "r3"]
     assert json.loads(lean)["systemInferred"] is False  # the stand-ins' own counts would infer one
     monkeypatch.setattr(SlimReader, "full_message", lambda self, slim, entry_id: None)
     full, lean = _both(path, True)
@@ -189,3 +193,27 @@ def test_lean_snapshot_keeps_no_entries_or_messages(tmp_path: Path) -> None:
     snap = open_map_snapshot(path, load_model_table(), exact=True)
     assert len(snap.session.entries) == 0 and snap.context.messages == []
     assert len(snap.turns) == 20 and snap.exact is snap.best
+
+
+def test_long_lines_are_counted_when_a_snapshot_needs_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines over `DEFER_BYTES` are counted only when in the context (read again then); a line
+    that no longer matches sends the whole open to the full path, with the same numbers."""
+    path = next(p for p in _hand_made(tmp_path) if p.name == "compaction-before-measurement.jsonl")
+    offsets: list[int] = []
+    original = SlimReader.reread
+
+    def spy(self: SlimReader, slim: Any, offset: int, length: int) -> Any:
+        offsets.append(offset)
+        return original(self, slim, offset, length)
+
+    monkeypatch.setattr(SlimReader, "reread", spy)
+    full, lean = _both(path, True)
+    assert lean == full
+    lines = path.read_bytes().split(b"\n")
+    starts = [sum(len(x) + 1 for x in lines[:i]) for i in range(len(lines))]
+    reread = {lines[starts.index(o)].split(b'"id": "')[1][:2] for o in offsets}
+    assert reread == {b"u2", b"r0", b"a2", b"u3", b"r3"}  # never a1, the long reply the compaction cut
+    monkeypatch.setattr(SlimReader, "reread", lambda self, slim, offset, length: None)
+    for exact in (False, True):
+        full, lean = _both(path, exact)
+        assert lean == full

@@ -696,7 +696,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     """
     import os
 
-    from ds4sessions.agents.pi.slim import SlimReader, StandIn, StandInLedger
+    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger
     from ds4sessions.ingest.limits import iter_lines
     from ds4sessions.safety import open_regular
 
@@ -723,38 +723,49 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
             reader.feed_final_tail(*tail)
         live._reader = reader
         live._note_replies(reader.entries)
-        if not exact:
-            return _numbers_only(live._build(0, size, None))
+        try:
+            return _numbers_only(_map_snapshot(live, reader, size, exact))
+        except StaleSession:
+            pass
+    return open_snapshot(path, models, exact=exact)  # the file changed under the read
 
-        ctx = build_context(reader)
-        facts, numbers = _full_facts(ctx, reader)
-        messages = ctx.messages
-        inferred = False
-        if not facts.has_system and facts.measurement is not None:  # `_views` with chars-v1
-            before = 0
-            for index in range(facts.measurement):
-                message = messages[index]
-                if type(message) is StandIn:
-                    full = reader.full_message(message, ctx.message_entry_ids[index])
-                    if full is None:
-                        return open_snapshot(path, models, exact=True)
-                    message = full
-                before += counted_parts(live._fast, message).total
-            inferred = max(usage_of(messages[facts.measurement]).prompt_tokens - before, 0) > 0
-        counted = _count(ctx, facts, live._exact, None)
-        turns = build_turns(messages, ctx.message_entry_ids, counted.attribution.message_tokens, numbers)
-        model_key = None
-        model = None
-        if ctx.model:
-            provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
-            model_key = f"{provider}/{model_id}"
-            model = live.models.get(provider, model_id)
-        result, provider_view, _ = _views(ctx, facts, counted, model)
-        return _numbers_only(Snapshot(
-            version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
-            model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
-            system_inferred=inferred, file_size=size,
-        ))
+
+def _map_snapshot(live: LiveSession, reader: Any, size: int, exact: bool) -> Snapshot:
+    """The snapshot of `open_map_snapshot` from its filled reader; raises `StaleSession` when a
+    message read again does not match (the file changed)."""
+    from ds4sessions.agents.pi.slim import StaleSession, StandIn
+
+    if not exact:
+        return live._build(0, size, None)
+    ctx = build_context(reader)
+    facts, numbers = _full_facts(ctx, reader)
+    messages = ctx.messages
+    inferred = False
+    if not facts.has_system and facts.measurement is not None:  # `_views` with chars-v1
+        before = 0
+        for index in range(facts.measurement):
+            message = messages[index]
+            if type(message) is StandIn:
+                full = reader.full_message(message, ctx.message_entry_ids[index])
+                if full is None:
+                    raise StaleSession(f"{reader.path}: a message changed while the file was read")
+                message = full
+            before += counted_parts(live._fast, message).total
+        inferred = max(usage_of(messages[facts.measurement]).prompt_tokens - before, 0) > 0
+    counted = _count(ctx, facts, live._exact, None)
+    turns = build_turns(messages, ctx.message_entry_ids, counted.attribution.message_tokens, numbers)
+    model_key = None
+    model = None
+    if ctx.model:
+        provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
+        model_key = f"{provider}/{model_id}"
+        model = live.models.get(provider, model_id)
+    result, provider_view, _ = _views(ctx, facts, counted, model)
+    return Snapshot(
+        version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
+        model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
+        system_inferred=inferred, file_size=size,
+    )
 
 
 def _numbers_only(snap: Snapshot) -> Snapshot:

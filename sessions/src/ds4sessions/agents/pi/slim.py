@@ -61,16 +61,37 @@ _SHARED_VALUES = frozenset({"role", "provider", "model", "api", "stopReason", "t
 distinct value (values are equal either way; orjson shares keys, not values)."""
 
 
+DEFER_BYTES = 4096
+"""A message whose line is longer than this is counted only when a snapshot asks for it (read
+again from the file then): a long session's large tool results are mostly cut by compactions
+or on other branches, and tokenizing them is most of the cost of reading them."""
+
+
+class StaleSession(Exception):
+    """A message read again from the file no longer matches what was read first (the file was
+    rewritten meanwhile): the caller reads the file the full way (`open_snapshot`)."""
+
+
 class StandInLedger(TokenLedger):
     """A `TokenLedger` that answers a `StandIn` with the count it carries (no identity memo:
-    one slot per message instead of a memo entry); any other message is counted as usual.
-    Raises ValueError for a stand-in that carries no count by this ledger's counter (it would
-    otherwise be counted on its stand-in content: a wrong number is never returned)."""
+    one slot per message instead of a memo entry), or, for a message whose count was deferred
+    (`DEFER_BYTES`), counts the message read again from the file by `reader`
+    (`SlimReader.reread`). Any other message is counted as usual. Raises ValueError for a
+    stand-in with no count by this ledger's counter, `StaleSession` when its line changed: a
+    count of the stand-in's own content is never returned."""
+
+    reader: SlimReader | None = None
 
     def count(self, message: Mapping[str, Any]) -> MessageCount:
-        """See `TokenLedger.count`; a `StandIn` carries its count."""
+        """See `TokenLedger.count`; a `StandIn` carries its count (or where to read it)."""
         if type(message) is StandIn:
             counted = getattr(message, "counted", None)
+            if counted is not None and counted[0] is None and self.reader is not None:
+                full = self.reader.reread(message, counted[1], counted[2])
+                if full is None:
+                    raise StaleSession(f"{self.reader.path}: a message changed while the file was read")
+                result = self.count_split(full, message_parts(full))
+                message.counted = counted = (self.counter.name, result)  # type: ignore[attr-defined]
             if counted is None or counted[0] != self.counter.name:
                 raise ValueError("a message stand-in has no count by " + self.counter.name)
             return counted[1]
@@ -113,10 +134,11 @@ class SlimReader(PiSessionReader):
 
     def __init__(self, path: Path | None, ledger: StandInLedger) -> None:
         """`ledger` must split messages with `ds4core.categories.message_parts`; the snapshot
-        built from this reader must count with it (or another `StandInLedger` of the same
-        counter)."""
+        built from this reader must count with it (it reads deferred messages through this
+        reader: `ledger.reader` is set here)."""
         super().__init__(path)
         self._ledger = ledger
+        ledger.reader = self
         self._shared: dict[Any, Any] = {}  # equal strings and counts, one object each
 
     def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
@@ -126,10 +148,13 @@ class SlimReader(PiSessionReader):
                 share = self._shared.setdefault
                 slim = stand_in(message, self._shared)
                 if slim is not None:
-                    if in_llm_context(message):  # else `counted_parts` never asks the ledger
-                        split = message_parts(message)
+                    if not in_llm_context(message):  # `counted_parts` never asks the ledger
+                        pass
+                    elif length > DEFER_BYTES:
+                        slim.counted = (None, offset, length)  # counted if a snapshot needs it
+                    else:
                         ledger = self._ledger
-                        count = ledger.count_split(message, split)
+                        count = ledger.count_split(message, message_parts(message))
                         slim.counted = share((ledger.counter.name, count), (ledger.counter.name, count))
                     parent = obj.get("parentId")
                     if type(parent) is str:
@@ -151,15 +176,21 @@ class SlimReader(PiSessionReader):
         entry = next((e for e in candidates if e is not None and e.raw is slim), None)
         if entry is None:
             return None
+        return self.reread(slim, entry.offset, entry.length)
+
+    def reread(self, slim: StandIn, offset: int, length: int) -> dict[str, Any] | None:
+        """The message of the line at `offset` (`length` bytes with its newline, if any), read
+        again, parsed and conformed as the first read did; None when that fails or its stand-in
+        is not equal to `slim`."""
         try:
             with os.fdopen(open_regular(self.path), "rb") as f:  # type: ignore[arg-type]
-                f.seek(entry.offset)
-                raw = f.read(entry.length)
+                f.seek(offset)
+                raw = f.read(length)
         except OSError:
             return None
-        if len(raw) == entry.length and raw.endswith(b"\n") and entry.length > 0:
+        if len(raw) == length and raw.endswith(b"\n"):
             raw = raw[:-1]
-        if entry.offset == 0 and raw.startswith(BOM):
+        if offset == 0 and raw.startswith(BOM):
             raw = raw[len(BOM) :]
         try:
             obj = _parse_json(raw.decode("utf-8", "replace"))
