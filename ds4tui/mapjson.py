@@ -49,6 +49,17 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     return path, exact
 
 
+def _load_cl100k_lean() -> None:
+    """Load cl100k now and drop tiktoken's Python copy of its merge ranks (~12 MiB of bytes
+    keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own tables),
+    so the read reuses that memory (issue 14). Only in this one-shot process."""
+    from ds4core.tokens import Cl100kCounter
+
+    encoding = Cl100kCounter()._encoding
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
+
+
 def main() -> None:
     """Console entry point: `map --json` directly, everything else through `ds4tui.cli.main`."""
     fast = _fast_map_args(sys.argv[1:])
@@ -64,6 +75,8 @@ def main() -> None:
         from ds4sessions.ingest.live import open_map_snapshot
 
         path, exact = fast
+        if exact:
+            _load_cl100k_lean()
         snap = open_map_snapshot(path, load_model_table(), exact=exact)
         data = map_json(snap)
         del snap  # nothing else needs the snapshot: its memory is reused for the text

@@ -186,7 +186,8 @@ def _preview(content: Any, limit: int = 80) -> str:
         text = " ".join(
             b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
         ) or ("[image]" if content else "")
-    return " ".join(text.split())[:limit]
+    preview = " ".join(text.split())[:limit]
+    return text if preview == text else preview  # the same object when nothing changed (memory)
 
 
 def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> int:
@@ -257,6 +258,11 @@ def _extend_turns(
         ts = first.get("timestamp")
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
             when = dt.datetime.fromtimestamp(ts / 1000, tz=dt.timezone.utc).astimezone()
+            zone = when.tzinfo
+            if zone is not None:  # one object per local zone (offset, name), not one per turn
+                shared = _ZONES.setdefault((zone.utcoffset(None), zone.tzname(None)), zone)
+                if shared is not zone:
+                    when = when.replace(tzinfo=shared)
         eid = entry_ids[start] if start < len(entry_ids) else None
         turns.append(
             Turn(
@@ -281,6 +287,11 @@ def _extend_turns(
             number += 1
     close(len(messages))
     return tuple(turns)
+
+
+_ZONES: dict[tuple[Any, Any], dt.tzinfo] = {}
+"""The local time zones of turn times, by (UTC offset, name): `astimezone()` makes a new one
+for every call (~150 bytes per turn at 50,000 turns); equal ones are shared."""
 
 
 def _retokened(
@@ -721,12 +732,13 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
             size = f.tell()
         if tail is not None:
             reader.feed_final_tail(*tail)
-        live._reader = reader
-        live._note_replies(reader.entries)
+        live._reader = reader  # (its replies are not noted: the snapshot keeps no conversation)
         try:
             return _numbers_only(_map_snapshot(live, reader, size, exact))
         except StaleSession:
             pass
+        finally:
+            reader._ledger.reader = None  # no reader ↔ ledger cycle: all of it is freed on return
     return open_snapshot(path, models, exact=exact)  # the file changed under the read
 
 

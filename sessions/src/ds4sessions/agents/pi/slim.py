@@ -12,9 +12,15 @@ The stand-in is the message with every key kept except:
 - `content`: for a `user` message, the first 81 characters of its whitespace-normalised preview
   text (what `ds4sessions.ingest.live._preview` reads: the preview of the stand-in equals the
   preview of the message); for an `assistant` message, one `{"type": "toolCall", "id": …}` per
-  tool-call block (what the turn list's tool-call count and the tool-pairing check read);
+  tool-call block (what the turn list's tool-call count and the tool-pairing check read), or
+  `()` without tool calls (both read it as no calls);
   for any other role, `""`;
-- `details` (a tool result's UI details: read by nothing that counts or builds the context).
+- `details` and `isError` (a tool result's UI details and flag: read by nothing that counts,
+  builds the context, the facts or the turns).
+
+The entry's `timestamp` (ISO string) is dropped too ("", as for an entry without one): the
+context builder reads it only for compactions, branch summaries and custom messages, which are
+kept whole; turns take their time from the message's own `timestamp`.
 
 A context edit that replaces a message's content (Pi §7 step 4) makes a new dict from the
 stand-in: its other keys, hence its count, are the full message's. Messages kept whole: a
@@ -107,6 +113,8 @@ def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> S
     slim = StandIn(message)  # a copy, made in C
     if "details" in slim:
         del slim["details"]
+    if "isError" in slim:
+        del slim["isError"]
     if shared is not None:
         share = shared.setdefault
         for key in _SHARED_VALUES.intersection(slim):
@@ -118,10 +126,11 @@ def stand_in(message: dict[str, Any], shared: dict[str, str] | None = None) -> S
         if role == "user":
             slim["content"] = _user_stand_in(content)
         elif role == "assistant":
-            slim["content"] = (
+            calls = (
                 [{"type": "toolCall", "id": b.get("id")} for b in content if type(b) is dict and b.get("type") == "toolCall"]
-                if type(content) is list else []
+                if type(content) is list else None
             )
+            slim["content"] = calls or ()  # no call: the empty tuple (one object; reads as no calls)
         else:
             slim["content"] = ""
     return slim
@@ -165,6 +174,7 @@ class SlimReader(PiSessionReader):
                     # The entry keeps the stand-in as its `raw` (`Entry.message` returns it): the
                     # parsed object is dropped here. Set once, before anything else sees the entry.
                     object.__setattr__(entry, "raw", slim)
+                    object.__setattr__(entry, "timestamp", "")  # read only for non-message entries
                     return entry
         return super()._add_entry(obj, line_no, offset, length)
 
