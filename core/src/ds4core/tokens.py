@@ -264,19 +264,6 @@ class TokenLedger:
             self.counted += 1
         return result
 
-    def remember(self, stand_in: Mapping[str, Any], count: MessageCount) -> None:
-        """Answer `count` for the object `stand_in` from now on (identity memo), without
-        counting it: for a reader that counts each full message as it is read and keeps only a
-        smaller stand-in of it (`ds4sessions.agents.pi.slim`, issue 14). The caller guarantees
-        that `count` is this ledger's count of the message `stand_in` replaces."""
-        self._by_identity[id(stand_in)] = (stand_in, count)
-
-    def forget(self, message: Mapping[str, Any]) -> None:
-        """Drop `message` from the identity memo (it is about to be released)."""
-        memo = self._by_identity.get(id(message))
-        if memo is not None and memo[0] is message:
-            del self._by_identity[id(message)]
-
     def forget_identities(self) -> None:
         """Drop the identity memo (call after a full reload, when old message objects are gone)."""
         self._by_identity.clear()
