@@ -157,12 +157,14 @@ def map_cmd(
 
     if agent_name(path) == "claude-code":
         return claude_map(path, as_json)
+    if as_json:  # the numbers only: the one-shot reader that keeps no message content (issue 14)
+        from ds4sessions.ingest.live import open_map_snapshot
+
+        typer.echo(dumps_map(map_json(open_map_snapshot(session_file(path), load_model_table(), exact=exact))))
+        return
     snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
     bd = snap.best
     cal = calibrated_of(snap)
-    if as_json:
-        typer.echo(dumps_map(map_json(snap)))
-        return
     from rich.console import Console, Group
     from rich.panel import Panel
     from rich.text import Text

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from ds4tui.mapdata import dumps_map, map_json, problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
+
+_PI_HEADER = re.compile(rb'[ \t\r\n\x0b\x0c]*\{[ \t\r\n]*"type"[ \t\r\n]*:[ \t\r\n]*"session"')
+"""A file that plainly starts with a Pi session header (`{"type":"session"`, with or without
+JSON whitespace, e.g. Python's `json.dumps` spacing): Claude Code and Codex files never do."""
 
 
 def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
@@ -39,9 +44,20 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
             head = f.read(4096)
     except OSError:
         return None
-    if not head.lstrip().startswith(b'{"type":"session"'):
+    if _PI_HEADER.match(head) is None:
         return None  # not plainly a Pi session: the CLI picks the agent (Claude Code, Codex) or says why
     return path, exact
+
+
+def _load_cl100k_lean() -> None:
+    """Load cl100k now and drop tiktoken's Python copy of its merge ranks (~12 MiB of bytes
+    keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own tables),
+    so the read reuses that memory (issue 14). Only in this one-shot process."""
+    from ds4core.tokens import Cl100kCounter
+
+    encoding = Cl100kCounter()._encoding
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
 
 
 def main() -> None:
@@ -56,11 +72,24 @@ def main() -> None:
 
     def run() -> None:
         from ds4sessions.agents.pi.discovery import load_model_table
-        from ds4sessions.ingest.live import open_snapshot
+        from ds4sessions.ingest.live import open_map_snapshot
 
         path, exact = fast
-        snap = open_snapshot(path, load_model_table(), exact=exact)
-        sys.stdout.write(dumps_map(map_json(snap)) + "\n")
+        if exact:
+            _load_cl100k_lean()
+        snap = open_map_snapshot(path, load_model_table(), exact=exact)
+        data = map_json(snap)
+        del snap  # nothing else needs the snapshot: its memory is reused for the text
+        text = dumps_map(data)
+        del data
+        if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
+            sys.stdout.flush()  # the same bytes the text layer writes, without copies of the whole text
+            sys.stdout.buffer.write(text.encode("utf-8"))
+            del text
+            sys.stdout.buffer.write(b"\n")
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
 

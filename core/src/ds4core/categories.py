@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from ds4core.jsjson import stringify
 from ds4core.tokens import MessageCount, TokenLedger
@@ -164,10 +164,11 @@ class CategoryRow:
     inferred: bool = False
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     """A run of tokens on the map: one message part (or a synthetic block such as inferred
-    system tokens), in context order. `message_index` and `entry_id` name its source."""
+    system tokens), in context order. `message_index` and `entry_id` name its source.
+    A named tuple (immutable, compared by value; cheaper than a frozen dataclass: one or more
+    per context message and counter, issue 14)."""
 
     category: str
     tokens: int

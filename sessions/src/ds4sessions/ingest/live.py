@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
+from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, counted_parts, message_parts
 from ds4core.models import ModelInfo, ModelTable
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
@@ -40,7 +40,7 @@ from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One turn of the context: a user message and everything until the next one.
 
@@ -157,14 +157,12 @@ class Snapshot:
 
 def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
     """Index of the first context message recorded after the latest compaction on the branch."""
+    by_id = reader.by_id
+    compactions = [eid for eid in ctx.branch_entry_ids if (e := by_id.get(eid)) is not None and e.type == "compaction"]
+    if not compactions:
+        return 0  # (no position index of the whole branch to build)
     position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
-    last_compaction = -1
-    for eid in ctx.branch_entry_ids:
-        entry = reader.by_id.get(eid)
-        if entry is not None and entry.type == "compaction":
-            last_compaction = position[eid]
-    if last_compaction < 0:
-        return 0
+    last_compaction = max(position[eid] for eid in compactions)
     for i, eid in enumerate(ctx.message_entry_ids):
         if eid is not None and position.get(eid, -1) > last_compaction:
             return i
@@ -188,7 +186,8 @@ def _preview(content: Any, limit: int = 80) -> str:
         text = " ".join(
             b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
         ) or ("[image]" if content else "")
-    return " ".join(text.split())[:limit]
+    preview = " ".join(text.split())[:limit]
+    return text if preview == text else preview  # the same object when nothing changed (memory)
 
 
 def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> int:
@@ -259,6 +258,11 @@ def _extend_turns(
         ts = first.get("timestamp")
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
             when = dt.datetime.fromtimestamp(ts / 1000, tz=dt.timezone.utc).astimezone()
+            zone = when.tzinfo
+            if zone is not None:  # one object per local zone (offset, name), not one per turn
+                shared = _ZONES.setdefault((zone.utcoffset(None), zone.tzname(None)), zone)
+                if shared is not zone:
+                    when = when.replace(tzinfo=shared)
         eid = entry_ids[start] if start < len(entry_ids) else None
         turns.append(
             Turn(
@@ -283,6 +287,11 @@ def _extend_turns(
             number += 1
     close(len(messages))
     return tuple(turns)
+
+
+_ZONES: dict[tuple[Any, Any], dt.tzinfo] = {}
+"""The local time zones of turn times, by (UTC offset, name): `astimezone()` makes a new one
+for every call (~150 bytes per turn at 50,000 turns); equal ones are shared."""
 
 
 def _retokened(
@@ -691,3 +700,115 @@ def open_snapshot(path: Path, models: ModelTable | None = None, exact: bool = Fa
         assert snap is not None
         snap = live.finish() or snap
         return live.refine(snap) if exact else snap
+
+
+
+def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool = False) -> Snapshot:
+    """`open_snapshot(path, models, exact)` for a one-shot reader of the map's numbers
+    (`ds4tui map --json`, issue 14): the same `best` breakdown, provider view, turns,
+    `system_inferred`, context warnings and diagnostics, at a fraction of the memory and time;
+    but without entries or messages, and with `exact` its `breakdown` is the cl100k one too
+    (`exact`): chars-v1 is counted only for the messages `system_inferred` needs.
+
+    The file is streamed (`iter_lines`: one read chunk at a time, never all its lines at once)
+    into a `SlimReader`, which counts each message as it is read (cl100k when `exact`, else
+    chars-v1) and keeps a stand-in (`ds4sessions.agents.pi.slim`); an unterminated last line is
+    read as at a final read (`LiveSession.finish`). Then the context, facts, attribution, turns
+    and views are built by the same functions as `LiveSession._build` / `refine`. With `exact`,
+    `system_inferred` needs the chars-v1 tokens of the context messages before the first
+    measurement (`_views`): those few messages are read again from the file
+    (`SlimReader.full_message`); if one cannot be (the file changed meanwhile), the whole
+    snapshot is made by `open_snapshot`. `snapshot.context.messages` and `snapshot.session`
+    hold stand-ins: not for the TUI, the planner, or anything that reads message content.
+    The snapshot returned keeps the numbers only (`_numbers_only`: no entries, no messages), so
+    the read's memory is free again when the caller formats them.
+    Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
+    """
+    import os
+
+    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger
+    from ds4sessions.ingest.limits import iter_lines
+    from ds4sessions.safety import open_regular
+
+    with bulk_gc():
+        live = LiveSession(path, models)
+        live._exact = StandInLedger(Cl100kCounter(digest_above=256), message_parts)
+        if not exact:
+            live._fast = StandInLedger(CharsV1Counter(), message_parts)
+        reader = SlimReader(live.path, live._exact if exact else live._fast)
+        tail: tuple[int, int, bytes] | None = None
+
+        def complete_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
+            nonlocal tail
+            for line_no, offset, raw, complete in iter_lines(f):
+                if complete:
+                    yield line_no, offset, raw
+                else:
+                    tail = (line_no, offset, raw)
+
+        with os.fdopen(open_regular(live.path), "rb") as f:
+            reader.feed(complete_lines(f))
+            size = f.tell()
+        if tail is not None:
+            reader.feed_final_tail(*tail)
+        live._reader = reader  # (its replies are not noted: the snapshot keeps no conversation)
+        try:
+            return _numbers_only(_map_snapshot(live, reader, size, exact))
+        except StaleSession:
+            pass
+        finally:
+            reader._ledger.reader = None  # no reader ↔ ledger cycle: all of it is freed on return
+    return open_snapshot(path, models, exact=exact)  # the file changed under the read
+
+
+def _map_snapshot(live: LiveSession, reader: Any, size: int, exact: bool) -> Snapshot:
+    """The snapshot of `open_map_snapshot` from its filled reader; raises `StaleSession` when a
+    message read again does not match (the file changed)."""
+    from ds4sessions.agents.pi.slim import StaleSession, StandIn
+
+    if not exact:
+        return live._build(0, size, None)
+    ctx = build_context(reader)
+    facts, numbers = _full_facts(ctx, reader)
+    messages = ctx.messages
+    inferred = False
+    if not facts.has_system and facts.measurement is not None:  # `_views` with chars-v1
+        before = 0
+        for index in range(facts.measurement):
+            message = messages[index]
+            if type(message) is StandIn:
+                full = reader.full_message(message, ctx.message_entry_ids[index])
+                if full is None:
+                    raise StaleSession(f"{reader.path}: a message changed while the file was read")
+                message = full
+            before += counted_parts(live._fast, message).total
+        inferred = max(usage_of(messages[facts.measurement]).prompt_tokens - before, 0) > 0
+    counted = _count(ctx, facts, live._exact, None)
+    turns = build_turns(messages, ctx.message_entry_ids, counted.attribution.message_tokens, numbers)
+    model_key = None
+    model = None
+    if ctx.model:
+        provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
+        model_key = f"{provider}/{model_id}"
+        model = live.models.get(provider, model_id)
+    result, provider_view, _ = _views(ctx, facts, counted, model)
+    return Snapshot(
+        version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
+        model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
+        system_inferred=inferred, file_size=size,
+    )
+
+
+def _numbers_only(snap: Snapshot) -> Snapshot:
+    """`snap` without what only the read needed, so that it is freed before the caller builds
+    its output (most of a large session's memory): the session keeps its header, status, labels,
+    name, leaf and diagnostics but no entries; the context its leaf, model, labels and warnings
+    but no messages or entry-id lists; no lineage for a later append."""
+    session = snap.session
+    light = PiSession(session.path)
+    light.header, light.status, light.version = session.header, session.status, session.version
+    light.labels, light.session_name, light.leaf_id = session.labels, session.session_name, session.leaf_id
+    light.diagnostics, light.end_offset, light.last_line_no = session.diagnostics, session.end_offset, session.last_line_no
+    light.identity = session.identity
+    context = replace(snap.context, messages=[], message_entry_ids=[], branch_entry_ids=[], context_entry_ids=[])
+    return replace(snap, session=light, context=context, _lineage=None, _requests=None)

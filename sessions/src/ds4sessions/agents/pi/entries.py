@@ -43,6 +43,15 @@ CONTEXT_TYPES = frozenset({MESSAGE, COMPACTION, BRANCH_SUMMARY, CUSTOM_MESSAGE})
 """Entry types that can put a message into the LLM context (Pi session format §5, §7 step 5)."""
 
 
+class StandIn(dict):  # type: ignore[type-arg]
+    """A `message` entry's message, kept without its content by a one-shot reader that counted
+    it as it was read (`ds4sessions.agents.pi.slim`); a plain dict in every other respect.
+    Such an entry's `raw` is the stand-in itself (`Entry.message` returns it). `counted` =
+    (counter name, the message's `MessageCount` by that counter), when it is in the LLM context."""
+
+    __slots__ = ("counted",)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One entry (non-header line) of a Pi session file.
@@ -52,7 +61,8 @@ class Entry:
       `parent_id` is None for a root (also for an empty or non-string `parentId`);
     - `timestamp`: the entry's ISO-8601 string as stored ("" if absent);
     - `raw`: the whole parsed object, unknown fields kept (for v1/v2 files: after the in-memory
-      migration, see `ds4sessions.agents.pi.migrate`); treat it as read-only;
+      migration, see `ds4sessions.agents.pi.migrate`); treat it as read-only. (A one-shot
+      `SlimReader` keeps only the message's `StandIn` here: see `message`.);
     - `line_no`: 1-based line number in the file; `offset`: byte offset of the line start;
       `length`: bytes of the line including its newline (a torn last line has none).
     """
@@ -71,7 +81,10 @@ class Entry:
         """The agent message of a `message` entry (§6), else None."""
         if self.type != MESSAGE:
             return None
-        message = self.raw.get("message")
+        raw = self.raw
+        if type(raw) is StandIn:
+            return raw
+        message = raw.get("message")
         return message if isinstance(message, dict) else None
 
     @property

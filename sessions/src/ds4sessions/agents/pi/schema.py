@@ -58,6 +58,8 @@ def conform_entry(obj: dict[str, Any], surrogates: bool = False) -> tuple[dict[s
     """`obj` with every wrong-typed field replaced (see the module rules), and what was fixed
     (`["message.content: float"]`, empty when `obj` conforms; then `obj` itself is returned).
     `surrogates`: also replace lone surrogates in every string (see `has_surrogate_escape`)."""
+    if not surrogates and _conforms(obj):
+        return obj, []
     fixes: list[str] = []
     if surrogates:
         obj = _clean_surrogates(obj, fixes, "entry")
@@ -91,6 +93,116 @@ def conform_entry(obj: dict[str, Any], surrogates: bool = False) -> tuple[dict[s
         if details is not out["details"]:
             out = _with(out, obj, "details", details)
     return out, fixes
+
+
+_ENTRY_STR = frozenset(_STR_FIELDS_ENTRY)
+_ENTRY_CHECKED = _ENTRY_STR | {"summary", "tokensBefore", "content", "usage", "message", "systemMessage", "details"}
+_MESSAGE_STR = frozenset(_STR_FIELDS_MESSAGE)
+_MESSAGE_CHECKED = _MESSAGE_STR | {"summary", "exitCode", "timestamp", "content", "usage"}
+_BLOCK_STR = frozenset(_STR_FIELDS_BLOCK)
+_BLOCK_CHECKED = _BLOCK_STR | {"text", "thinking", "arguments"}
+_USAGE_SET = frozenset(_USAGE_FIELDS)
+_COST_SET = frozenset(_COST_FIELDS)
+
+
+def _conforms(obj: dict[str, Any]) -> bool:
+    """True only when `conform_entry(obj)` would change nothing (the common case, decided in a
+    few C-level set operations and type checks: issue 14). False means "not sure": the caller
+    runs the rule-by-rule path. Checks exactly the fields `conform_entry` checks, with exact
+    types (`type(v) is str`; JSON gives no subclasses), never more leniently."""
+    for key in obj.keys() & _ENTRY_CHECKED:
+        value = obj[key]
+        if key in _ENTRY_STR:
+            if value is not None and type(value) is not str:
+                return False
+        elif key == "message" or key == "systemMessage":
+            if type(value) is not dict or not _message_conforms(value):
+                return False
+        elif key == "summary":
+            if type(value) is not str:
+                return False
+        elif key == "tokensBefore":
+            if value is not None and not _number_conforms(value):
+                return False
+        elif key == "content":
+            if not _content_conforms(value):
+                return False
+        elif key == "usage":
+            if not _usage_conforms(value):
+                return False
+        elif type(value) is dict:  # details
+            for files_key in value.keys() & {"readFiles", "modifiedFiles"}:
+                files = value[files_key]
+                if type(files) is not list or not all(type(f) is str for f in files):
+                    return False
+    return True
+
+
+def _message_conforms(message: dict[str, Any]) -> bool:
+    for key in message.keys() & _MESSAGE_CHECKED:
+        value = message[key]
+        if key in _MESSAGE_STR:
+            if value is not None and type(value) is not str:
+                return False
+        elif key == "content":
+            if not _content_conforms(value):
+                return False
+        elif key == "usage":
+            if not _usage_conforms(value):
+                return False
+        elif key == "timestamp":
+            if value is not None and type(value) is not str and not (_number_conforms(value) and abs(value) <= MAX_DATE_MS):
+                return False
+        elif key == "summary":
+            if type(value) is not str:
+                return False
+        elif value is not None and not _number_conforms(value):  # exitCode
+            return False
+    return True
+
+
+def _content_conforms(content: Any) -> bool:
+    if content is None or type(content) is str:
+        return True
+    if type(content) is not list:
+        return False
+    for block in content:
+        if type(block) is not dict:
+            return False
+        for key in block.keys() & _BLOCK_CHECKED:
+            value = block[key]
+            if key in _BLOCK_STR:
+                if value is not None and type(value) is not str:
+                    return False
+            elif key == "arguments":
+                if type(value) is not dict:
+                    return False
+            elif type(value) is not str:  # text, thinking
+                return False
+    return True
+
+
+def _usage_conforms(usage: Any) -> bool:
+    if type(usage) is not dict:
+        return False
+    for key in usage.keys() & _USAGE_SET:
+        value = usage[key]
+        if not _number_conforms(value) or value < 0:
+            return False
+    if "cost" in usage:
+        cost = usage["cost"]
+        if type(cost) is not dict:
+            return False
+        for key in cost.keys() & _COST_SET:
+            if not _number_conforms(cost[key]):
+                return False
+    return True
+
+
+def _number_conforms(value: Any) -> bool:
+    """`_number_ok` for exact JSON types (NaN and infinities fail the bound)."""
+    kind = type(value)
+    return (kind is int or kind is float) and abs(value) <= MAX_SAFE
 
 
 def _fix_message(message: dict[str, Any], fixes: list[str], where: str) -> dict[str, Any]:
