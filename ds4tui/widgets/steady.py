@@ -17,7 +17,7 @@ from textual.widgets import Static
 class SteadyStatic(Static):
     """A `Static` that reflows the screen only when its content's height changes."""
 
-    _steady: tuple[int, int, int] | None = None
+    _steady: tuple[int, bool, int] | None = None
 
     def update(self, content: Any = "", *, layout: bool | None = None) -> None:
         """Show `content`; `layout` forces (True) or skips (False) a layout; None (default): a
@@ -37,8 +37,9 @@ class SteadyStatic(Static):
             return
         parent = self.parent
         container = parent.size if hasattr(parent, "size") else self.size
-        # the content's own width too: a scrolling container sizes its scroll bars by it
-        measured = (width, self.get_content_width(container, self.app.size),
+        # whether the content is wider than the widget too: a scrolling container then shows a
+        # horizontal scroll bar
+        measured = (width, self.get_content_width(container, self.app.size) > width,
                     self.get_content_height(container, self.app.size, width))
         if measured != self._steady:
             self._steady = measured

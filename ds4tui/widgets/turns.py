@@ -153,11 +153,25 @@ class TurnList(ScrollView, can_focus=True):
             self.refresh()
             return
         if len(rows) != len(old):
-            self.virtual_size = Size(self.size.width, len(rows) + 1)
+            self._grow_to(len(rows) + 1)
         top = int(self.scroll_offset.y)
         for index in range(len(rows)):
             if index >= len(old) or old[index] is not rows[index]:
                 self._refresh_row(index, top)
+
+    def _grow_to(self, lines: int) -> None:
+        """The virtual height becomes `lines`. While the list overflows its height before and
+        after (the usual case in a long session), only the scroll bar learns it: assigning
+        `virtual_size` would lay out the whole screen (~50 ms) for every new turn."""
+        height = self.size.height
+        overflowing = self.virtual_size.height > height and lines > height and height > 0
+        if not overflowing or not self.show_vertical_scrollbar:
+            self.virtual_size = Size(self.size.width, lines)
+            return
+        self.set_reactive(TurnList.virtual_size, Size(self.virtual_size.width, lines))
+        scrollbar = self.vertical_scrollbar
+        scrollbar.window_virtual_size = lines
+        scrollbar.refresh()
 
     def move_cursor(self, *, row: int, scroll: bool = True) -> None:
         """Move the cursor to `row` (clamped), keep it in view, post `TurnHighlighted`."""
