@@ -231,10 +231,11 @@ class PixelMap(Widget, can_focus=True):
         if not (partial and old_geometry == self._geometry):
             self.refresh()
             return
-        marked = {boundary, self._boundary} - {None}
+        # rows whose cells changed, and the rows of the old and new cache boundary if it moved
+        moved = {boundary, self._boundary} - {None} if boundary != self._boundary else set()
         for start in range(0, len(cells), width):
             end = start + width
-            if old[start:end] != cells[start:end] or any(start <= m < end for m in marked if boundary != self._boundary):
+            if old[start:end] != cells[start:end] or any(start <= m < end for m in moved):
                 self.refresh(Region(0, start // width, width, 1))
 
     def on_resize(self) -> None:

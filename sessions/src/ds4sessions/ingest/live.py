@@ -37,6 +37,7 @@ from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
+from ds4sessions.agents.pi.slim import prompt_text
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
@@ -155,6 +156,15 @@ class Snapshot:
         """The model's context window in tokens, when the model is known."""
         return self.model.context_window if self.model else None
 
+def _model_of(ctx: SessionContext, models: ModelTable) -> tuple[str | None, Any]:
+    """The context's model as `provider/modelId` and its entry in `models` (None, None without a
+    model; the key and None for a model the table does not know)."""
+    if not ctx.model:
+        return None, None
+    provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
+    return f"{provider}/{model_id}", models.get(provider, model_id)
+
+
 def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
     """Index of the first context message recorded after the latest compaction on the branch."""
     by_id = reader.by_id
@@ -180,12 +190,7 @@ def _turn_numbers(ctx: SessionContext, reader: PiSessionReader) -> dict[str, int
 
 
 def _preview(content: Any, limit: int = 80) -> str:
-    if isinstance(content, str):
-        text = content
-    else:
-        text = " ".join(
-            b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
-        ) or ("[image]" if content else "")
+    text = prompt_text(content)
     preview = " ".join(text.split())[:limit]
     return text if preview == text else preview  # the same object when nothing changed (memory)
 
@@ -578,12 +583,7 @@ class LiveSession:
             turns = build_turns(ctx.messages, ctx.message_entry_ids, fast.attribution.message_tokens, numbers)
             epoch = next(_EPOCHS)
         fast = replace(fast, turns=turns)
-        model_key = None
-        model = None
-        if ctx.model:
-            provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
-            model_key = f"{provider}/{model_id}"
-            model = self.models.get(provider, model_id)
+        model_key, model = _model_of(ctx, self.models)
         breakdown, provider_view, inferred = _views(ctx, facts, fast, model)
         self._version += 1
         return Snapshot(
@@ -724,11 +724,8 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     the read's memory is free again when the caller formats them.
     Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
     """
-    import os
-
+    from ds4sessions.agents.pi.reader import feed_whole_file
     from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger
-    from ds4sessions.ingest.limits import iter_lines
-    from ds4sessions.safety import open_regular
 
     with bulk_gc():
         live = LiveSession(path, models)
@@ -736,21 +733,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
         if not exact:
             live._fast = StandInLedger(CharsV1Counter(), message_parts)
         reader = SlimReader(live.path, live._exact if exact else live._fast)
-        tail: tuple[int, int, bytes] | None = None
-
-        def complete_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
-            nonlocal tail
-            for line_no, offset, raw, complete in iter_lines(f):
-                if complete:
-                    yield line_no, offset, raw
-                else:
-                    tail = (line_no, offset, raw)
-
-        with os.fdopen(open_regular(live.path), "rb") as f:
-            reader.feed(complete_lines(f))
-            size = f.tell()
-        if tail is not None:
-            reader.feed_final_tail(*tail)
+        size = feed_whole_file(reader, live.path)
         live._reader = reader  # (its replies are not noted: the snapshot keeps no conversation)
         try:
             return _numbers_only(_map_snapshot(live, reader, size, exact))
@@ -785,12 +768,7 @@ def _map_snapshot(live: LiveSession, reader: Any, size: int, exact: bool) -> Sna
         inferred = max(usage_of(messages[facts.measurement]).prompt_tokens - before, 0) > 0
     counted = _count(ctx, facts, live._exact, None)
     turns = build_turns(messages, ctx.message_entry_ids, counted.attribution.message_tokens, numbers)
-    model_key = None
-    model = None
-    if ctx.model:
-        provider, model_id = ctx.model.get("provider"), ctx.model.get("modelId")
-        model_key = f"{provider}/{model_id}"
-        model = live.models.get(provider, model_id)
+    model_key, model = _model_of(ctx, live.models)
     result, provider_view, _ = _views(ctx, facts, counted, model)
     return Snapshot(
         version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,

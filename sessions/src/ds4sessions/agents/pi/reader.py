@@ -463,6 +463,15 @@ def read_session(path: str | Path) -> PiSession:
     """
     path = Path(path)
     reader = PiSessionReader(path)
+    feed_whole_file(reader, path)
+    return reader
+
+
+def feed_whole_file(reader: Any, path: Path) -> int:
+    """Feed every line of `path` to `reader` (a `PiSessionReader` or one with its `feed` /
+    `feed_final_tail`), streamed; an unterminated last line goes to `feed_final_tail` as at a
+    final read. Returns the bytes read. Raises what `open_regular` raises (a missing file, a
+    FIFO/device/socket)."""
     tail: tuple[int, int, bytes] | None = None
 
     def complete_lines(f: Any) -> Iterable[tuple[int, int, bytes]]:
@@ -475,6 +484,7 @@ def read_session(path: str | Path) -> PiSession:
 
     with os.fdopen(open_regular(path), "rb") as f:
         reader.feed(complete_lines(f))
+        size = f.tell()
     if tail is not None:
         reader.feed_final_tail(*tail)
-    return reader
+    return size

@@ -53,13 +53,18 @@ def _user_stand_in(content: Any) -> str:
     """The first `PREVIEW_KEPT` characters of the normalised text `_preview` makes of `content`;
     `_preview(stand-in) == _preview(content)` (the 81st character decides whether a trailing
     space of the first 80 is a separator that the preview keeps: `split` drops it either way)."""
+    return " ".join(prompt_text(content).split())[:PREVIEW_KEPT]
+
+
+def prompt_text(content: Any) -> str:
+    """The text a user prompt's `content` shows in the turn list: the string, or its text blocks
+    joined by spaces, or "[image]" for content without text (the turn preview,
+    `ds4sessions.ingest.live._preview`, and the stand-in keep the same rule)."""
     if isinstance(content, str):
-        text = content
-    else:
-        text = " ".join(
-            b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
-        ) or ("[image]" if content else "")
-    return " ".join(text.split())[:PREVIEW_KEPT]
+        return content
+    return " ".join(
+        b.get("text", "") for b in content or () if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "text"
+    ) or ("[image]" if content else "")
 
 
 _SHARED_VALUES = frozenset({"role", "provider", "model", "api", "stopReason", "toolName"})
