@@ -205,6 +205,8 @@ class Ds4App(App[None]):
         self._view_chosen = False  # the user (or DS4 detection) chose the map's view
         self._inspected: tuple = ()
         self._highlighted: int | None = None
+        self._stale_tabs: dict[str, Callable[[], None]] = {}
+        """Updates of the hidden tabs (manifest, cache, retrieval, diagnostics), run when shown."""
         self.steering = SteeringController(self)
         """The steering actions (pin, pins, collapse, compact); the app implements its host."""
 
@@ -405,7 +407,8 @@ class Ds4App(App[None]):
         self.snapshot, self.derived, self.view = message.snapshot, message.derived, view
         snap = message.snapshot
         if before.version != view.version or before.header != view.header:
-            self._poll_bridge()
+            if before.header.session_id != view.header.session_id:
+                self._poll_bridge()  # a new session: its bridge now (then every 2 s)
             self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
         if view.legend is not before.legend:
             self.query_one(CategoryList).show(view.legend)
@@ -414,7 +417,7 @@ class Ds4App(App[None]):
             pixel_map.set_data(view.map)
         self.query_one(TurnList).show(view)
         if before.version != view.version:
-            self.query_one(DiagnosticsView).show(snap)
+            self._tab_update("diagnostics", partial(self.query_one(DiagnosticsView).show, snap))
         derived = message.derived
         if derived is not None and derived is not previous_derived and derived.version == snap.version:
             self._show_derived(derived, previous_derived)
@@ -443,15 +446,30 @@ class Ds4App(App[None]):
                 self.query_one(PixelMap).set_view("ds4")
         errors = dict(derived.errors)
         if derived.plan is not None and (previous is None or previous.plan is not derived.plan):
-            self.query_one(ManifestView).show(derived.plan, rows=self.view.manifest_rows or ())
+            self._tab_update("manifest", partial(self.query_one(ManifestView).show, derived.plan, rows=self.view.manifest_rows or ()))
         if previous is None or previous.cache is not derived.cache:
-            self.query_one(CachePanel).show(derived.cache)
+            self._tab_update("cache", partial(self.query_one(CachePanel).show, derived.cache))
             self.query_one(CacheCountdown).show(derived.cache)
         if (derived.retrieval is not None or "retrieval" in errors) and (previous is None or previous.retrieval is not derived.retrieval):
-            self.query_one(RetrievalView).show(derived.retrieval)
+            self._tab_update("retrieval", partial(self.query_one(RetrievalView).show, derived.retrieval))
         for stage, error in derived.errors:
             if previous is None or (stage, error) not in previous.errors:
                 self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
+
+    def _tab_update(self, tab: str, update: Callable[[], None]) -> None:
+        """Run `update` (a hidden tab's redraw) now when tab `tab` is shown, else when it is next
+        shown (only the newest waits): an append redraws what is on screen only."""
+        if self.query_one(TabbedContent).active == tab:
+            self._stale_tabs.pop(tab, None)
+            update()
+        else:
+            self._stale_tabs[tab] = update
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        update = self._stale_tabs.pop(event.pane.id or "", None)
+        if update is not None:
+            update()
 
     def _apply_overlays(self) -> None:
         """Mark on the map what the plan excludes or pins and where the cached prefix ends; the

@@ -263,6 +263,15 @@ class ViewModel:
 
 
     @property
+    def time_width(self) -> int:
+        """Cells of the turn list's time column: 11 ("MM-DD HH:MM") when the times carry a date,
+        else 5 ("HH:MM"); O(1) when the times were made by `build`."""
+        times, dated, _ = self._times
+        if len(times) == len(self.turns):
+            return 11 if dated else 5
+        return max((len(r.time) for r in self.turns), default=5) or 5
+
+    @property
     def manifest(self) -> tuple[ManifestRow, ...]:
         """The manifest rows of `plan` (`manifest_rows`; () without a plan)."""
         return self.manifest_rows() if self.manifest_rows is not None else ()

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static  # noqa: F401
 
+from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
 from ds4core.cache_policy import CandidateEpoch, GateCheck
@@ -44,7 +45,7 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
 
 
-class CacheCountdown(SteadyStatic):
+class CacheCountdown(TextLines):
     """The cache state of the current model, ticking every second even when the session is idle.
 
     Line 1: glyph, status in words and the countdown (`● warm · 4:12 left`), coloured by status;
@@ -68,7 +69,7 @@ class CacheCountdown(SteadyStatic):
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
-        super().__init__("", name=name, id=id, classes=classes)
+        super().__init__("", wrap=not compact, name=name, id=id, classes=classes)
         self._now = now
         self._bell = bell
         self._notify = notify

@@ -9,6 +9,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static  # noqa: F401
 
+from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
 from ds4sessions.ingest.live import Snapshot
@@ -74,13 +75,16 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
     )
 
 
-class SessionHeader(SteadyStatic):
+class SessionHeader(TextLines):
     """One line (never wrapped): fill (tokens / window) · model · session name (cwd) · badges ·
     the bridge state; items drop by priority when the line is narrow (`ds4tui.header`). Renders
     a `ds4tui.viewmodel.HeaderModel`."""
 
     _bridge: str = ""
     _last: tuple = ()
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(wrap=False, id=id, classes=classes)
 
     def set_bridge(self, text: str) -> None:
         """Show the ds4tui bridge state (from `ds4sessions.bridge.status(...).header`)."""
@@ -102,7 +106,7 @@ class SessionHeader(SteadyStatic):
         self.update(compose_header(facts, self.size.width or 80))
 
 
-class CategoryList(SteadyStatic):
+class CategoryList(TextLines):
     """Categories with dotted leaders, tokens and share of the window (calibrated to the
     provider's count), then how the numbers were made (provider, estimate, ratio). Renders a
     `ds4tui.viewmodel.LegendModel`."""
@@ -117,7 +121,7 @@ class CategoryList(SteadyStatic):
 
     def show(self, legend: LegendModel | None, *, layout: bool | None = None) -> None:
         """Redraw for `legend` (None: nothing yet), its calibrated rows; `layout` as in
-        `SteadyStatic.update` (default: only when the size changed)."""
+        `TextLines.update` (default: only when the number of lines changed)."""
         self._legend = legend
         if legend is None or legend.calibrated is None:
             self.update("", layout=layout)
@@ -182,7 +186,7 @@ def _usage_flag(message: Mapping[str, Any]) -> str:
     return ""
 
 
-class EntryInspector(SteadyStatic):
+class EntryInspector(TextLines):
     """The selected entry: id, type/role, tool, tokens by estimator, content preview."""
 
     def show_cell(self, snap: Snapshot, category: str, tokens_per_cell: int) -> None:

@@ -33,6 +33,9 @@ from textual.geometry import Region
 from ds4core.categories import Cell, tokens_per_cell
 from ds4tui.palette import BOUNDARY, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
 
+_NO_INDEX = -(1 << 40)
+"""A cell index no cursor, boundary or cell has (for the style of a plain cell)."""
+
 
 class PixelMap(Widget, can_focus=True):
     """A grid of cells for a map model (`ds4tui.viewmodel.MapModel`: indexed segments, calibrated
@@ -64,6 +67,8 @@ class PixelMap(Widget, can_focus=True):
         self._model: Any = None  # MapModel | None
         self._window = 1
         self._styles: dict[tuple, Style] = {}
+        self._plain: dict[tuple, Style] = {}  # (category, bgcolor) → the cell style without overlays
+        self._rows_drawn: dict[tuple, Strip] = {}  # render_line's drawn rows (key: what a row depends on)
         self._cells: list[Cell] = []
         self._per_cell = 1
         self._highlight: int | None = None
@@ -242,29 +247,57 @@ class PixelMap(Widget, can_focus=True):
         self._layout()
 
     def render_line(self, y: int) -> Strip:
-        """One row of cells as runs of equally styled glyphs."""
+        """One row of cells as runs of equally styled glyphs. A row is drawn once per distinct
+        (cells, overlays, cursor, highlight) and kept: an append that leaves a row's cells as they
+        were repaints nothing there, and the drawing loop looks each style up once per run."""
         width = self.size.width
         start = y * width
         row = self._cells[start : start + width]
+        base = self.rich_style
         if not row:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
+        end = start + len(row)
+        boundary = self._boundary if self._boundary is not None and start <= self._boundary < end else None
+        cursor = self.cursor if self.has_focus and start <= self.cursor < end else None
+        key = (tuple(row), start, width, boundary, self._cache_status if boundary is not None else None, cursor,
+               self._highlight, self._view, self._cached_end, self._pinned, self._excluded, base)
+        strip = self._rows_drawn.get(key)
+        if strip is not None:
+            return strip
         segments: list[Segment] = []
         run_style: Style | None = None
-        run_text = ""
-        base = self.rich_style
+        run_text: list[str] = []
+        bgcolor = base.bgcolor
+        highlight = self._highlight
+        glyph_of, style_of = self._glyph, self._style
         for offset, cell in enumerate(row):
             index = start + offset
-            style = self._style(cell, index, base.bgcolor)
-            glyph = self._glyph(cell, index)
+            if index == boundary or index == cursor or (highlight is not None and cell.message_index == highlight):
+                style = style_of(cell, index, bgcolor)
+            else:
+                style = self._plain_style(cell.category, bgcolor)
+            glyph = glyph_of(cell, index)
             if style == run_style:
-                run_text += glyph
+                run_text.append(glyph)
             else:
                 if run_text:
-                    segments.append(Segment(run_text, run_style))
-                run_style, run_text = style, glyph
+                    segments.append(Segment("".join(run_text), run_style))
+                run_style, run_text = style, [glyph]
         if run_text:
-            segments.append(Segment(run_text, run_style))
-        return Strip(segments).extend_cell_length(width, base)
+            segments.append(Segment("".join(run_text), run_style))
+        strip = Strip(segments).extend_cell_length(width, base)
+        if len(self._rows_drawn) > 1024:
+            self._rows_drawn.clear()
+        self._rows_drawn[key] = strip
+        return strip
+
+    def _plain_style(self, category: str, bgcolor: Any) -> Style:
+        """The style of a cell of `category` without cursor, highlight or boundary."""
+        key = (category, bgcolor)
+        style = self._plain.get(key)
+        if style is None:
+            style = self._plain[key] = self._style(Cell(category, None, None), _NO_INDEX, bgcolor)
+        return style
 
     def _glyph(self, cell: Cell, index: int) -> str:
         if cell.category == "free":

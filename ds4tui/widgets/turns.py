@@ -191,7 +191,7 @@ class TurnList(ScrollView, can_focus=True):
 
     def _column_widths(self) -> tuple[int, ...]:
         width = self.size.width or 80
-        time_width = max((len(r.time) for r in self._rows), default=5) or 5
+        time_width = self._view.time_width if self._view is not None else 5
         # index 4, time 5 (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side
         prompt_width = max(width - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
         return (4, time_width, prompt_width, 5, 7, 8)
