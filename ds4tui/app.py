@@ -192,6 +192,7 @@ class Ds4App(App[None]):
         self._derive_requests = _Requests()
         self._painted = threading.Condition()
         self._painted_version = -1  # the newest snapshot version the screen has painted (guarded by _painted)
+        self._posted_version = -1  # the newest snapshot version posted to the screen (guarded by _painted)
         self._derive_rest_until = 0.0  # time.monotonic() before which the next derive pass rests
         self._generation = 0
         self._built: tuple[Snapshot | None, Derived | None, viewmodel.ViewModel | None] = (None, None, None)
@@ -359,8 +360,16 @@ class Ds4App(App[None]):
                 if self._derive_requests.pending():
                     continue  # a newer snapshot arrived while resting: derive that one
                 started = time.monotonic()
+                def checkpoint() -> None:
+                    # between stages: a newer snapshot on its way to the screen paints first
+                    with self._painted:
+                        self._painted.wait_for(
+                            lambda: self._painted_version >= self._posted_version or generation != self._generation,
+                            timeout=DERIVE_WAIT_S,
+                        )
+
                 with self._derive_lock:
-                    for derived in pipeline.derive(snap, now=self._now()):  # type: ignore[arg-type]
+                    for derived in pipeline.derive(snap, now=self._now(), checkpoint=checkpoint):  # type: ignore[arg-type]
                         self._publish(generation, derived=derived)
                         if self._derive_requests.pending():
                             break  # a newer snapshot waits: its pass replaces the rest of this one
@@ -383,6 +392,9 @@ class Ds4App(App[None]):
                 return
             view = viewmodel.build(snap, last_derived, previous=previous)
             self._built = (snap, last_derived, view)
+        if snapshot is not None:
+            with self._painted:
+                self._posted_version = max(self._posted_version, snapshot.version)
         self.post_message(ViewUpdated(snap, last_derived, view, generation))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -399,6 +411,8 @@ class Ds4App(App[None]):
             return  # the app is closing: its widgets are gone
         if self.following or self.snapshot is None:
             self._show(message)
+        else:
+            self._mark_painted(message.snapshot.version)  # paused: nothing to paint, derive on
 
     def _show(self, message: ViewUpdated) -> None:
         """Render `message`'s view model: each widget touches only what changed."""

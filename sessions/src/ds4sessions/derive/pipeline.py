@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ds4core.models import ModelTable
 from ds4core.retrieval import committed_entry_ids, planner_outcomes
@@ -160,24 +160,33 @@ class SessionPipeline:
             yield snap  # the fast counts first: the exact ones take a while
         yield self.live.refine(snap)
 
-    def derive(self, snap: Snapshot, now: float | None = None) -> Iterator[Derived]:
+    def derive(self, snap: Snapshot, now: float | None = None, checkpoint: Callable[[], None] | None = None) -> Iterator[Derived]:
         """The derive half of `updates` for snapshot `snap` (an exact one from `snapshots`): a
         `Derived` with the nominal plan and the cache view, then (with retrieval) the same with
         retrieval and the final plan. Drive it from one thread at a time; it may run on another
         thread than `snapshots` (a snapshot is a value; this touches only the derived stages'
-        own state)."""
+        own state). `checkpoint`, when given, is called before each stage (inputs, plan, cache,
+        retrieval, final plan) on this thread: the app's derive worker waits there while the
+        screen paints a newer snapshot, so a pass of tens of milliseconds per stage does not share
+        the GIL with the paint of an appended line."""
         self._setup(snap)
         planner, monitor = self._planner, self._cache
         assert planner is not None and monitor is not None
         capabilities = snap.capabilities
         errors: list[tuple[str, str]] = []
+
+        def stage(name: str, errors: list[tuple[str, str]], run: Any) -> Any:
+            if checkpoint is not None:
+                checkpoint()
+            return self._stage(name, errors, run)
+
         inputs = plan = None
         if capabilities.ds4_plan:
-            inputs = self._stage("inputs", errors, lambda: planner.inputs(snap))
+            inputs = stage("inputs", errors, lambda: planner.inputs(snap))
             if inputs is not None:
-                plan = self._stage("plan", errors, lambda: planner.plan(snap, inputs=inputs))
+                plan = stage("plan", errors, lambda: planner.plan(snap, inputs=inputs))
         at = time.time() if now is None else now
-        cache = self._stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None))
+        cache = stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None))
         retrieval_follows = self._retrieval is not None and capabilities.retrieval and plan is not None
         first = plan if plan is None or not retrieval_follows else replace(plan, retrieval_pending=True)
         derived = Derived(
@@ -187,11 +196,11 @@ class SessionPipeline:
         if not retrieval_follows:
             return
         assert inputs is not None and plan is not None
-        retrieval = self._stage("retrieval", errors, lambda: self._retrieve(snap, inputs, plan))
+        retrieval = stage("retrieval", errors, lambda: self._retrieve(snap, inputs, plan))
         final = plan
         if retrieval is not None and retrieval.supplements:
             supplements = retrieval.supplements
-            final = self._stage("final plan", errors, lambda: planner.plan(snap, supplements, inputs=inputs))
+            final = stage("final plan", errors, lambda: planner.plan(snap, supplements, inputs=inputs))
             if final is None:
                 final = plan  # the nominal plan, with the error shown
         if retrieval is not None and final is not None:
