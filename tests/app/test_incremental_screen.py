@@ -59,3 +59,52 @@ async def test_an_append_keeps_unchanged_lines_and_cells(sample01: Path, tmp_pat
             assert view.plan is before_plan
         await settle(pilot, app)
         assert app.view.plan_version == app.view.version
+
+
+async def test_an_append_repaints_only_the_legend_lines_that_changed(sample01: Path, tmp_path: Path) -> None:
+    """The legend, header and inspector keep one rendered strip per line (TextLines): an append
+    re-renders only the lines whose text changed and the rest are the same strip objects."""
+    from ds4tui.widgets.panels import CategoryList
+
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        legend = app.query_one(CategoryList)
+        before_texts = [t.plain for t in legend.texts]
+        before = list(legend._strips)
+        assert len(before) >= 5
+        leaf = app.snapshot.context.branch_entry_ids[-1]
+        with path.open("ab") as f:
+            f.write(_reply(leaf, "apptest2", "a user prompt that adds tokens to the user category " * 20))
+        app.refresh_session()
+        await settle(pilot, app)
+        after_texts = [t.plain for t in legend.texts]
+        after = list(legend._strips)
+        assert len(after) == len(before) and after_texts != before_texts
+        changed = [y for y, (a, b) in enumerate(zip(before_texts, after_texts)) if a != b]
+        same = [y for y in range(len(after)) if y not in changed]
+        assert changed and same
+        # an unchanged line keeps its strip; a changed one got a new one that shows the new text
+        assert all(after[y] is before[y] for y in same)
+        assert all(after[y] is not before[y] and after[y].text.rstrip() == after_texts[y].rstrip() for y in changed)
+
+
+async def test_a_hidden_tab_is_drawn_when_shown(sample01: Path, tmp_path: Path) -> None:
+    """The manifest, cache, retrieval and diagnostics tabs are not redrawn per append while
+    hidden; showing one draws the newest plan / cache view / diagnostics."""
+    from ds4tui.widgets.manifest import ManifestView
+    from textual.widgets import DataTable
+
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        table = app.query_one(ManifestView).query_one(DataTable)
+        assert table.row_count == 0 and "manifest" in app._stale_tabs  # hidden: not drawn yet
+        app.action_show_tab("manifest")
+        await pilot.pause()
+        assert "manifest" not in app._stale_tabs
+        assert table.row_count == len(app.derived.plan.items) > 0

@@ -1,0 +1,46 @@
+"""The dashboard's GC pacing (`ds4tui.gcpace`): thresholds raised while it runs and restored after,
+collections scheduled after derive passes."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from ds4tui import gcpace
+from ds4tui.app import Ds4App
+from tests.app.test_dashboard import settle
+
+
+def test_the_schedule_collects_young_middle_and_full() -> None:
+    pacer = gcpace.GcPacer()
+    gens = [pacer.generation_for(n) for n in range(1, gcpace.FULL_EVERY + 1)]
+    assert gens.count(2) == 1 and gens[-1] == 2
+    assert gens.count(1) == gcpace.FULL_EVERY // gcpace.MIDDLE_EVERY - 1
+    assert gens[gcpace.MIDDLE_EVERY - 1] == 1 and gens[0] == 0
+
+
+def test_after_pass_frees_a_reference_cycle() -> None:
+    class Node:
+        pass
+
+    pacer = gcpace.GcPacer()
+    pacer.start()
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        del a, b
+        assert pacer.after_pass() >= 2  # the young collection found the cycle
+    finally:
+        pacer.stop()
+
+
+async def test_the_app_raises_the_thresholds_and_restores_them(sample01: Path, tmp_path: Path) -> None:
+    before = gc.get_threshold()
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app)
+        assert gc.get_threshold() == gcpace.THRESHOLD
+        assert app._gc._passes >= 1  # the derive worker collected after its pass
+    assert gc.get_threshold() == before
