@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from bisect import bisect_right
+from operator import attrgetter
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -57,6 +58,7 @@ DERIVE_REST_MAX_S = 2.0
 SWITCH_INTERVAL_S = 0.001
 """Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
 the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
+_FIRST_MESSAGE = attrgetter("first_message")
 MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
@@ -210,6 +212,7 @@ class Ds4App(App[None]):
         self._gc = GcPacer()
         """When Python's cyclic GC runs while the dashboard is open (`ds4tui.gcpace`)."""
         self._stale_tabs: dict[str, Callable[[], None]] = {}
+        self._retired: list[tuple[object, ...]] = []
         """Updates of the hidden tabs (manifest, cache, retrieval, diagnostics), run when shown."""
         self.steering = SteeringController(self)
         """The steering actions (pin, pins, collapse, compact); the app implements its host."""
@@ -429,6 +432,9 @@ class Ds4App(App[None]):
         """Render `message`'s view model: each widget touches only what changed."""
         before, view = self.view, message.view
         previous_derived = self.derived
+        # The previous snapshot and view are freed after this frame is painted, not during it
+        # (at 10,000 turns, freeing a snapshot's per-message lists takes milliseconds).
+        self._retire(self.snapshot, previous_derived, before)
         self.snapshot, self.derived, self.view = message.snapshot, message.derived, view
         snap = message.snapshot
         if before.version != view.version or before.header != view.header:
@@ -481,6 +487,12 @@ class Ds4App(App[None]):
             if previous is None or (stage, error) not in previous.errors:
                 self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
 
+    def _retire(self, *values: object) -> None:
+        """Keep `values` until the screen has painted (then drop them: freeing happens there)."""
+        if not self._retired:
+            self.call_after_refresh(self._retired.clear)
+        self._retired.append(values)
+
     def _tab_update(self, tab: str, update: Callable[[], None]) -> None:
         """Run `update` (a hidden tab's redraw) now when tab `tab` is shown, else when it is next
         shown (only the newest waits): an append redraws what is on screen only."""
@@ -488,6 +500,7 @@ class Ds4App(App[None]):
             self._stale_tabs.pop(tab, None)
             update()
         else:
+            self._retire(self._stale_tabs.get(tab))
             self._stale_tabs[tab] = update
 
     @on(TabbedContent.TabActivated)
@@ -569,7 +582,7 @@ class Ds4App(App[None]):
             if turns and turns[-1].first_message <= index:  # the usual case: the last turn
                 row = len(turns) - 1
             else:
-                row = bisect_right([t.first_message for t in turns], index) - 1
+                row = bisect_right(turns, index, key=_FIRST_MESSAGE) - 1
             table = self.query_one(TurnList)
             if 0 <= row < table.row_count and table.cursor_row != row:
                 with table.prevent(TurnList.TurnHighlighted):

@@ -154,8 +154,10 @@ class TurnList(ScrollView, can_focus=True):
             return
         if len(rows) != len(old):
             self._grow_to(len(rows) + 1)
+        # only the rows on screen are repainted; the others are drawn from their row object
+        # when scrolled to (`render_line` keys its cache on the row object)
         top = int(self.scroll_offset.y)
-        for index in range(len(rows)):
+        for index in range(top, min(top + self.size.height, len(rows))):
             if index >= len(old) or old[index] is not rows[index]:
                 self._refresh_row(index, top)
 

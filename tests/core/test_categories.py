@@ -273,3 +273,30 @@ def test_map_index_extended_by_appends_lays_out_what_a_fresh_index_does() -> Non
     assert MapIndex.of(segments + [Segment("unattributed", 5, None, None)], index) is index  # nothing new
     changed = [Segment("user", 7, 0, "other")] + segments[1:]
     assert MapIndex.of(changed, index).cells[0].entry_id == "other"
+
+
+def test_an_older_map_index_is_unchanged_by_later_extensions() -> None:
+    """Extensions share their predecessor's lists (no copies): the predecessor keeps laying out
+    exactly what it did, and extending an index that is no longer the newest starts afresh."""
+    import random
+
+    from ds4core.categories import MapIndex
+
+    rng = random.Random(11)
+    cats = ["user", "assistant", "tool_results"]
+    segments = [Segment(rng.choice(cats), rng.randint(1, 3000), i, f"e{i}") for i in range(300)]
+    first = MapIndex.of(segments[:100])
+    totals = first.totals()
+    before = [(c.category, c.entry_id) for c in first.layout(totals, 300, 500)]
+    second = MapIndex.of(segments[:200], first)
+    assert second._store is first._store  # extended in place
+    third = MapIndex.of(segments, second)
+    assert [(c.category, c.entry_id) for c in first.layout(totals, 300, 500)] == before
+    assert first.totals() == totals and len(first.cells) < len(second.cells) < len(third.cells)
+    # `first` is no longer the newest index of its store: extending it again builds a new one
+    branch = MapIndex.of(segments[:100] + [Segment("user", 5, 999, "other")], first)
+    assert branch._store is not first._store
+    fresh = MapIndex.of(segments[:100] + [Segment("user", 5, 999, "other")])
+    assert branch.totals() == fresh.totals() and branch.cells == fresh.cells
+    assert [(c.category, c.entry_id) for c in second.layout(second.totals(), 400, 300)] == \
+        [(c.category, c.entry_id) for c in MapIndex.of(segments[:200]).layout(second.totals(), 400, 300)]

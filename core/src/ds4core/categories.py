@@ -486,6 +486,18 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
 _SKIP = ("unattributed", "free")
 
 
+class _IndexStore:
+    """The append-only lists behind a chain of `MapIndex` extensions (see `MapIndex.of`)."""
+
+    __slots__ = ("source", "cum", "pos", "cells")
+
+    def __init__(self) -> None:
+        self.source: list[Segment] = []
+        self.cum: dict[str, list[int]] = {}  # category → running tokens after each of its segments
+        self.pos: dict[str, list[int]] = {}  # category → index into `cells` of each of its segments
+        self.cells: list[Cell] = []
+
+
 class MapIndex:
     """Running token totals of a breakdown's segments per category, in context order: what the
     pixel map needs to lay out `n` cells in O(n log segments) instead of O(segments).
@@ -493,64 +505,85 @@ class MapIndex:
     Built with `MapIndex.of(segments, previous)`: when `segments` extends the segments `previous`
     indexed (the usual append: the same objects, compared in C), only the new segments are
     indexed (O(new segments) plus a C-level prefix comparison); otherwise from scratch.
-    Segments of 0 tokens, `unattributed` and `free` are skipped. Immutable once built (an
-    extension copies the per-category lists it grows)."""
+    Segments of 0 tokens, `unattributed` and `free` are skipped. What an index shows never
+    changes once built: an extension appends to lists it shares with its predecessor, and each
+    index reads only its own prefix of them (its `counts`, `n_cells`), so a reader on another
+    thread sees a consistent index while the next one is built."""
 
-    __slots__ = ("source", "order", "cum", "pos", "cells")
+    __slots__ = ("_store", "n_source", "order", "counts", "n_cells")
 
     def __init__(self) -> None:
-        self.source: list[Segment] = []  # the indexed segments list (without a trailing unattributed/free)
+        self._store = _IndexStore()  # append-only lists, shared by the indexes of one growing context
+        self.n_source = 0  # this index's prefix of `_store.source` (without a trailing unattributed/free)
         self.order: list[str] = []  # categories by first appearance
-        self.cum: dict[str, list[int]] = {}  # category → running tokens after each of its segments
-        self.pos: dict[str, list[int]] = {}  # category → index into `cells` of each of its segments
-        self.cells: list[Cell] = []  # one cell per indexed segment (shared by every layout)
+        self.counts: dict[str, int] = {}  # category → its indexed segments (a prefix of the store's lists)
+        self.n_cells = 0  # this index's prefix of `_store.cells`
+
+    @property
+    def source(self) -> list[Segment]:
+        """The indexed segments (a copy: O(n))."""
+        return self._store.source[: self.n_source]
+
+    @property
+    def cells(self) -> list[Cell]:
+        """One cell per indexed segment, in context order (a copy of the shared objects: O(n))."""
+        return self._store.cells[: self.n_cells]
 
     @classmethod
     def of(
         cls, segments: Sequence[Segment], previous: "MapIndex | None" = None, skip: tuple[str, ...] = _SKIP
     ) -> "MapIndex":
         """The index of `segments` (see the class), extending `previous` when it can (built with
-        the same `skip`: categories left out, by default `unattributed` and `free`)."""
+        the same `skip`: categories left out, by default `unattributed` and `free`).
+
+        The lists live in a store shared along a chain of extensions: when `previous` is the
+        newest index of its store and `segments` extends its segments, the new segments are
+        appended to the store in place (O(new segments), no copy) and `previous` keeps seeing
+        its own prefix (its counts), so it stays valid and unchanged. Otherwise a new store."""
         end = len(segments)
         while end and segments[end - 1].category in skip:
             end -= 1
         index = cls()
         start = 0
         if previous is not None:
-            k = len(previous.source)
-            if k <= end and (k == 0 or segments[k - 1] is previous.source[-1] or segments[k - 1] == previous.source[-1]) \
-                    and list(segments[:k]) == previous.source:
-                start = k
+            store, k = previous._store, previous.n_source
+            if k <= end and len(store.source) == k and len(store.cells) == previous.n_cells \
+                    and (k == 0 or segments[k - 1] is store.source[-1] or segments[k - 1] == store.source[-1]) \
+                    and list(segments[:k]) == store.source:
                 if k == end:
                     return previous  # nothing new to index
+                start = k
+                index._store = store
                 index.order = list(previous.order)
-                index.cum = dict(previous.cum)
-                index.pos = dict(previous.pos)
-                index.cells = list(previous.cells)
-        index.source = list(segments[:end])
-        grown: set[str] = set()
+                index.counts = dict(previous.counts)
+                index.n_cells = previous.n_cells
+        store = index._store
+        store.source.extend(segments[start:end])
+        index.n_source = end
+        cum_of, pos_of, cells = store.cum, store.pos, store.cells
+        counts, order = index.counts, index.order
         for seg in segments[start:end]:
             if seg.tokens <= 0 or seg.category in skip:
                 continue
             cat = seg.category
-            if cat not in grown:
-                grown.add(cat)
-                if cat in index.cum:
-                    index.cum[cat] = list(index.cum[cat])
-                    index.pos[cat] = list(index.pos[cat])
-                else:
-                    index.order.append(cat)
-                    index.cum[cat] = []
-                    index.pos[cat] = []
-            cum = index.cum[cat]
-            cum.append((cum[-1] if cum else 0) + seg.tokens)
-            index.pos[cat].append(len(index.cells))
-            index.cells.append(Cell(cat, seg.entry_id, seg.message_index))
+            n = counts.get(cat)
+            if n is None:
+                order.append(cat)
+                n = 0
+                cum_of[cat] = []
+                pos_of[cat] = []
+            cum = cum_of[cat]
+            cum.append((cum[n - 1] if n else 0) + seg.tokens)
+            pos_of[cat].append(len(cells))
+            counts[cat] = n + 1
+            cells.append(Cell(cat, seg.entry_id, seg.message_index))
+        index.n_cells = len(cells)
         return index
 
     def totals(self) -> dict[str, int]:
         """Category → raw tokens of its indexed segments."""
-        return {cat: self.cum[cat][-1] for cat in self.order}
+        cum = self._store.cum
+        return {cat: cum[cat][self.counts[cat] - 1] for cat in self.order}
 
     def layout(self, totals: Mapping[str, int], total_cells: int, tokens_per_cell: int) -> list[Cell]:
         """`total_cells` cells of `tokens_per_cell` tokens in context order (the rules of
@@ -571,12 +604,12 @@ class MapIndex:
             q = quotas[cat]
             if q <= 0:
                 continue
-            cum, pos = self.cum[cat], self.pos[cat]
-            whole = cum[-1]
+            cum, pos, n = self._store.cum[cat], self._store.pos[cat], self.counts[cat]
+            whole = cum[n - 1]
             two_q = 2 * q
-            picks.extend(pos[bisect_left(cum, -(-(whole * (2 * j + 1)) // two_q))] for j in range(q))
+            picks.extend(pos[bisect_left(cum, -(-(whole * (2 * j + 1)) // two_q), 0, n)] for j in range(q))
         picks.sort()
-        cells = self.cells
+        cells = self._store.cells
         out = [cells[g] for g in picks]
         out.extend([FREE_CELL] * (total_cells - len(out)))
         return out[:total_cells]
