@@ -131,6 +131,17 @@ class TextLines(Widget):
             self._cache.clear()
         console = self.app.console
         base = self._style()
+        plain = text.plain
+        if text.cell_len <= width and "\n" not in plain and text.justify in (None, "default", "left"):
+            # the usual line: it fits, so no wrapping or cropping: its segments directly
+            if text.spans:  # `Text.render` applies the text's own style under its spans
+                segments = [Segment(seg.text, base + seg.style if seg.style else base) for seg in text.render(console, end="")]
+            else:  # ... but not to a text without spans: its style is the whole line's
+                own = console.get_style(text.style, default=None) if text.style else None
+                segments = [Segment(plain, base + own if own else base)] if plain else []
+            strips = [Strip(segments).adjust_cell_length(width, base)]
+            self._cache[key] = strips
+            return strips
         options = console.options.update(width=width, no_wrap=not self._wrap or text.no_wrap, highlight=False)
         if not self._wrap and not text.overflow:
             options = options.update(overflow="crop")
