@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ds4sessions.bridge import channel as bridge
-from ds4sessions.steering.compaction import CompactionFailed, Endpoint, compact, preview_compaction
 from ds4sessions.steering.steer import collapse, list_pins, pin
 from ds4sessions.steering.writer import Journal, WriteRefused, open_holders, read_state
 from ds4tui.widgets.steer import CollapseScreen, CompactionScreen, PinScreen, PinsScreen
@@ -135,6 +134,8 @@ class SteeringController:
         self._run(self._prepare_compact, "steer")
 
     def _prepare_compact(self) -> None:
+        from ds4sessions.steering.compaction import CompactionFailed, Endpoint, compact, preview_compaction  # httpx: loaded on use
+
         path = self.host.session_path
         state = read_state(path)
         snap = self.host.snapshot
@@ -172,6 +173,8 @@ class SteeringController:
         self._run(lambda: self._do_write(direct, via_bridge), "write")
 
     def _do_write(self, direct: Callable[[], Any], via_bridge: Callable[[], Any] | None) -> None:
+        from ds4sessions.steering.compaction import CompactionFailed
+
         """Run the action through the live bridge when there is one (else, or when it turns
         out unavailable, with the direct writer); report what was done where, or why not."""
         try:

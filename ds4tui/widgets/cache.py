@@ -19,9 +19,12 @@ from textual.widgets import Static  # noqa: F401
 from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
-from ds4core.cache_policy import CandidateEpoch, GateCheck
-from ds4core.cache_state import CacheState, RequestRecord
-from ds4sessions.derive.cache import CacheView, DecisionView
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the derive stages load after the first paint
+    from ds4core.cache_policy import CandidateEpoch, GateCheck
+    from ds4core.cache_state import CacheState, RequestRecord
+    from ds4sessions.derive.cache import CacheView, DecisionView
 from ds4tui.text import fmt_tokens, literal
 
 #: Colour per cache status; the words are always shown too.

@@ -24,7 +24,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from ds4sessions.derive.planning import ManifestItem, PlanView, explain_lines, tokens_lines
+from ds4sessions.derive.explain import explain_lines, tokens_lines
+from ds4sessions.derive.manifest import ManifestItem, PlanView
 from ds4tui.text import fmt_tokens, literal_text
 from ds4tui.viewmodel import ManifestRow, Tokens
 

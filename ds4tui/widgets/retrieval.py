@@ -20,9 +20,13 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from ds4sessions.derive.retrieval import RetrievalRow
-from ds4sessions.derive.retrieval import RetrievalView as RetrievalResultView
+from typing import TYPE_CHECKING
+
 from ds4tui.text import fmt_tokens, literal_text
+
+if TYPE_CHECKING:  # annotations only: the derive stages load after the first paint
+    from ds4sessions.derive.retrieval import RetrievalRow
+    from ds4sessions.derive.retrieval import RetrievalView as RetrievalResultView
 
 #: (column key, header label) of the candidate table, in order.
 COLUMNS: tuple[tuple[str, str], ...] = (

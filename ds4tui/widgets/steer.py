@@ -23,11 +23,15 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
+from typing import TYPE_CHECKING
+
 from ds4core.models import ModelInfo
-from ds4sessions.steering.compaction import CompactionPreview
 from ds4sessions.steering.steer import CollapsePlan, Pin, plan_collapse
 from ds4sessions.steering.writer import Expected, FileState, Holder, WriteRefused, describe_holders
 from ds4tui.text import literal, literal_text
+
+if TYPE_CHECKING:  # an annotation: the compaction client (httpx) loads when a compaction is prepared
+    from ds4sessions.steering.compaction import CompactionPreview
 
 DIALOG_CSS = """
 {name} {{ align: center middle; }}

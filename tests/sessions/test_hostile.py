@@ -294,3 +294,34 @@ def test_sessions_listing_skips_a_fifo_by_name(tmp_path: Path) -> None:
     out = _cli("sessions", env={"PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "sessions")}, timeout=60)
     assert out.returncode == 0 and b"ok.jsonl" in out.stdout
     assert b"fifo.jsonl" in out.stderr and b"FIFO" in out.stderr
+
+
+def test_json_depth_of_a_parsed_line_equals_the_depth_on_its_bytes() -> None:
+    """A line with more than MAX_DEPTH brackets is measured on its parsed value (orjson); that
+    depth equals the one counted on the bytes with strings blanked out, strings full of
+    brackets, quotes and backslashes included, on both sides of the limit."""
+    import json
+    import random
+
+    from ds4sessions.ingest.limits import MAX_DEPTH, _bytes_depth, json_depth
+
+    rng = random.Random(3)
+
+    def nested(depth: int) -> object:
+        if depth == 0:
+            return rng.choice(["x]{[", "}", 1, None, '\\"[', "a\\\\", "]]]]"])
+        kids = [nested(depth - 1)] + [rng.choice(["[[", "}}", 2, '\\\\"]']) for _ in range(rng.randint(0, 2))]
+        rng.shuffle(kids)
+        return kids if rng.random() < 0.5 else {f"k{i}[": kid for i, kid in enumerate(kids)}
+
+    seen = set()
+    for _ in range(400):
+        raw = json.dumps(nested(rng.randint(150, 260))).encode()
+        assert raw.count(b"[") + raw.count(b"{") > MAX_DEPTH  # the parsed path is taken
+        got = json_depth(raw)
+        assert min(got, MAX_DEPTH + 1) == min(_bytes_depth(raw, MAX_DEPTH), MAX_DEPTH + 1)
+        seen.add(got > MAX_DEPTH)
+    assert seen == {True, False}
+    # not JSON, or deeper than orjson's own 1,024 levels: measured on the bytes
+    assert json_depth(b"[" * 5000 + b"]" * 5000) == MAX_DEPTH + 1
+    assert json_depth(b"[" * 300 + b"NaN" + b"]" * 300) == MAX_DEPTH + 1

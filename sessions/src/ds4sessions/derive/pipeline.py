@@ -36,18 +36,21 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ds4core.models import ModelTable
-from ds4core.retrieval import committed_entry_ids, planner_outcomes
 
-from ds4sessions.agents.base import Capabilities
-from ds4sessions.derive.cache import CacheMonitor, CacheView
-from ds4sessions.derive.ds4config import LoadedDs4Config, load_ds4_config
-from ds4sessions.derive.inputs import PlannerInputs
-from ds4sessions.derive.planning import LivePlanner, PlanView
-from ds4sessions.derive.retrieval import LiveRetrieval, RetrievalView
 from ds4sessions.ingest.live import LiveSession, Snapshot
+
+if TYPE_CHECKING:  # the derived stages are imported when a session is first derived (`_setup`):
+    # DS4's configuration (pydantic), planner, cache and retrieval cost ~0.4 s of imports that the
+    # first paint of a session does not need
+    from ds4sessions.agents.base import Capabilities
+    from ds4sessions.derive.cache import CacheMonitor, CacheView
+    from ds4sessions.derive.ds4config import LoadedDs4Config
+    from ds4sessions.derive.inputs import PlannerInputs
+    from ds4sessions.derive.planning import LivePlanner, PlanView
+    from ds4sessions.derive.retrieval import LiveRetrieval, RetrievalView
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,11 @@ class SessionPipeline:
     def _setup(self, snapshot: Snapshot) -> None:
         if self._config is not None:
             return
+        from ds4sessions.derive.cache import CacheMonitor
+        from ds4sessions.derive.ds4config import load_ds4_config
+        from ds4sessions.derive.planning import LivePlanner
+        from ds4sessions.derive.retrieval import LiveRetrieval
+
         self._config = load_ds4_config(snapshot.session.cwd, config_file=self._config_file)
         self._planner = LivePlanner(self._config)
         self._cache = CacheMonitor(self.models, retention=self._retention, config=self._config)
@@ -209,6 +217,8 @@ class SessionPipeline:
 
     def _retrieve(self, snap: Snapshot, inputs: PlannerInputs, plan: PlanView) -> RetrievalView:
         assert self._retrieval is not None
+        from ds4core.retrieval import committed_entry_ids
+
         committed = committed_entry_ids(plan.plan, inputs.entry_ids)
         return self._retrieval.retrieve(snap, committed=committed, timestamp=_request_timestamp(snap), inputs=inputs, final=False)
 
@@ -243,6 +253,8 @@ def with_final_plan(view: RetrievalView, final: PlanView) -> RetrievalView:
     selected when the planner sends its supplement
     (`retrieval:<entry id>`); otherwise its `why` is the planner's exclusion reason, or the
     fallback reason when the plan fell back (a fallback sends no supplement, spec §3.11)."""
+    from ds4core.retrieval import planner_outcomes
+
     plan = final.plan
     outcomes = planner_outcomes(plan)
     rows = []

@@ -5,8 +5,9 @@ parser sees them (so they hold whatever parser the reader uses: stdlib json, orj
   diagnostic. The tailer and `iter_lines` never hold more than the cap of one line: past it they
   keep only a short head (`OversizedLine`) and count the rest, so a 200 MB line costs the cap, not
   the file. The largest line seen in real Pi sessions is a few MB (a base64 image).
-- `MAX_DEPTH` (200 levels of `[`/`{`): a deeper line is skipped with a diagnostic. Checked on the
-  bytes with strings blanked out (`json_depth`), so no recursive parser or walker ever sees it.
+- `MAX_DEPTH` (200 levels of `[`/`{`): a deeper line is skipped with a diagnostic (`json_depth`),
+  so no recursive walker of ours and no stdlib parser ever sees it; the one parser that may see
+  such a line first is orjson, whose own recursion is bounded (1,024 levels, then an error).
   Real Pi entries nest < 20 levels.
 """
 
@@ -16,6 +17,8 @@ import os
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import BinaryIO
+
+from orjson import loads as _orjson_loads
 
 MAX_LINE_BYTES = int(os.environ.get("DS4TUI_MAX_LINE_BYTES", 32 << 20))
 MAX_DEPTH = 200
@@ -48,11 +51,46 @@ _DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     """Nesting depth of the JSON text `raw` (0 for a scalar), counting `[`/`{` outside strings;
-    stops counting past `limit` (a result <= `limit` means "not deeper than `limit`"). Fast path: a line with at most `limit` brackets in total cannot
-    be deeper. Linear in the line's bytes; never recursive."""
+    stops counting past `limit` (a result <= `limit` means "not deeper than `limit`"). Never
+    recursive in Python.
+
+    Fast path: a line with at most `limit` brackets in total cannot be deeper. A line with more
+    (source code, tables in a tool result: a tenth of the lines of a large real session) is
+    parsed by orjson, whose own recursion stops at 1,024 levels with an error, and the depth of
+    the parsed value is walked with a stack: it equals the text's depth, and it costs about a
+    fifth of blanking the strings out of a large line. A line orjson cannot parse is measured
+    on its bytes (strings blanked out, all in C, linear in the line)."""
     opening = raw.count(b"[") + raw.count(b"{")
     if opening <= limit:
         return opening
+    try:
+        value = _orjson_loads(raw)
+    except ValueError:  # orjson.JSONDecodeError: not JSON, or deeper than orjson's own limit
+        return _bytes_depth(raw, limit)
+    return _value_depth(value, limit)
+
+
+def _value_depth(value: object, limit: int) -> int:
+    """Depth of a parsed JSON value (0 for a scalar), walked with a stack; stops past `limit`."""
+    if not isinstance(value, (dict, list)):
+        return 0
+    deepest = 1
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+        for child in (node.values() if isinstance(node, dict) else node):
+            if isinstance(child, (dict, list)):
+                push((child, depth + 1))
+    return deepest
+
+
+def _bytes_depth(raw: bytes, limit: int) -> int:
+    """Depth of `raw` counted on its bytes with strings blanked out (see `json_depth`)."""
     # strings out: drop escaped backslashes, then escaped quotes; what is left between quotes is
     # string content (every other piece of a split on '"'). All in C, linear in the line.
     outside = b"".join(raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
