@@ -724,8 +724,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     the read's memory is free again when the caller formats them.
     Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
     """
-    from ds4sessions.agents.pi.reader import feed_whole_file
-    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger
+    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger, read_whole_file
 
     with bulk_gc():
         live = LiveSession(path, models)
@@ -733,7 +732,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
         if not exact:
             live._fast = StandInLedger(CharsV1Counter(), message_parts)
         reader = SlimReader(live.path, live._exact if exact else live._fast)
-        size = feed_whole_file(reader, live.path)
+        size = read_whole_file(reader, live.path)
         live._reader = reader  # (its replies are not noted: the snapshot keeps no conversation)
         try:
             return _numbers_only(_map_snapshot(live, reader, size, exact))
