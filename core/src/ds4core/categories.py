@@ -217,6 +217,9 @@ class Attribution:
     total: int
 
 
+_new_tuple = tuple.__new__
+
+
 def attribute(
     messages: Sequence[Mapping[str, Any]],
     entry_ids: Sequence[str | None],
@@ -267,10 +270,11 @@ def attribute(
                     kids = children[part.category] = dict(kids)
                     copied.add(part.category)
                 kids[part.child] = kids.get(part.child, 0) + part.tokens
+            # `_new_tuple(Segment, ...)` is `Segment(...)` without the named tuple's Python `__new__`
             if last is not None and last.category == part.category and last.message_index == index:
-                last = segments[-1] = Segment(part.category, last.tokens + part.tokens, index, entry_id)
+                last = segments[-1] = _new_tuple(Segment, (part.category, last.tokens + part.tokens, index, entry_id))
             else:
-                last = Segment(part.category, part.tokens, index, entry_id)
+                last = _new_tuple(Segment, (part.category, part.tokens, index, entry_id))
                 segments.append(last)
     return Attribution(ledger.counter.name, totals, children, segments, per_message, total)
 

@@ -182,10 +182,13 @@ def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
 def _turn_numbers(ctx: SessionContext, reader: PiSessionReader) -> dict[str, int]:
     """Entry id of each user prompt on the branch → its 1-based turn number on the branch."""
     numbers: dict[str, int] = {}
+    get = reader.by_id.get
     for eid in ctx.branch_entry_ids:
-        entry = reader.by_id.get(eid) if eid else None
-        if entry is not None and entry.role == "user":
-            numbers[eid] = len(numbers) + 1
+        entry = get(eid) if eid else None
+        if entry is not None and entry.type == "message":  # `entry.role == "user"`, inlined
+            message = entry.message
+            if message is not None and message.get("role") == "user":
+                numbers[eid] = len(numbers) + 1
     return numbers
 
 

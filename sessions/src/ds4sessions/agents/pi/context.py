@@ -163,8 +163,10 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
             model = _present(entry.raw, {"provider": "provider", "modelId": "modelId"})
         elif entry.type == COMPACTION:
             compaction_index = index
-        elif entry.role == "assistant":
-            model = _present(entry.message or {}, {"provider": "provider", "modelId": "model"})
+        elif entry.type == MESSAGE:  # `entry.role == "assistant"`, without two property calls
+            message = entry.message
+            if message is not None and message.get("role") == "assistant":
+                model = _present(message, {"provider": "provider", "modelId": "model"})
 
     selected = _select(path, compaction_index)
     compaction = path[compaction_index] if compaction_index is not None else None

@@ -379,8 +379,8 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
     process reads the first part as usual; then this process adds the prepared lines in file
     order (`_add_prepared`; a line the copy did not take is read here the general way). So
     every change to the reader's state happens here, in file order, as a one-process read
-    makes it. The copy sends its results through a pipe (pickle) and exits; if anything goes
-    wrong with it, this process reads the rest itself. Raises what `open_regular` raises."""
+    makes it. The copy writes its results to an unnamed temporary file (pickle) and exits; if
+    anything goes wrong with it, this process reads the rest itself. Raises what `open_regular` raises."""
     import pickle
 
     with os.fdopen(open_regular(path), "rb") as f:
@@ -408,27 +408,28 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
             if tail:
                 reader.feed_final_tail(*tail[0])
             return end
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the copy: prepare the lines from `split` on, send them, exit
-            status = 1
-            try:
-                os.close(read_fd)
-                with os.fdopen(write_fd, "wb") as out:
-                    pickle.dump(_prepare_from(reader, path, split), out, protocol=pickle.HIGHEST_PROTOCOL)
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(write_fd)
-        reader.feed(_until(lines, split))
-        result = None
-        try:
-            with os.fdopen(read_fd, "rb") as pipe:
-                result = pickle.load(pipe)
-        except Exception:  # noqa: BLE001 - any failure of the copy: this process reads the rest
+        import tempfile
+
+        with tempfile.TemporaryFile() as spool:  # not a pipe: the copy never waits for this process
+            pid = os.fork()
+            if pid == 0:  # the copy: prepare the lines from `split` on, write them, exit
+                status = 1
+                try:
+                    pickle.dump(_prepare_from(reader, path, split), spool, protocol=pickle.HIGHEST_PROTOCOL)
+                    spool.flush()
+                    status = 0
+                finally:
+                    os._exit(status)
+            reader.feed(_until(lines, split))
+            _, wait_status = os.waitpid(pid, 0)
             result = None
-        _, wait_status = os.waitpid(pid, 0)
-        if result is None or wait_status != 0 or reader.end_offset != split:
+            if wait_status == 0:
+                try:
+                    spool.seek(0)
+                    result = pickle.load(spool)
+                except Exception:  # noqa: BLE001 - any failure of the copy: this process reads the rest
+                    result = None
+        if result is None or reader.end_offset != split:
             f.seek(split)
             return _feed_rest(reader, f, split)
         records, last, end = result
