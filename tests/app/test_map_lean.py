@@ -286,8 +286,35 @@ def test_two_process_read_falls_back_when_the_copy_fails(tmp_path: Path, monkeyp
     def boom(*args: Any) -> Any:
         raise RuntimeError("the copy fails")
 
-    monkeypatch.setattr(slim, "_prepare_from", boom)
+    monkeypatch.setattr(slim, "_prepare_into", boom)
     _assert_same(_odd_session(tmp_path))
     path = tmp_path / "synthetic-50.jsonl"
     synthetic_session(path, 50)
     _assert_same(path)
+
+
+def test_two_process_read_goes_on_after_a_chunk_that_does_not_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy's records are added a chunk at a time; when a later chunk cannot be read, this
+    process reads on from the first line not added, with the same numbers."""
+    import pickle
+
+    from ds4sessions.agents.pi import slim
+
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(slim, "CHUNK_LINES", 5)
+    loads: list[int] = []
+    original = pickle.load
+
+    def flaky(file: Any) -> Any:
+        loads.append(1)
+        if len(loads) % 3 == 0:
+            raise pickle.UnpicklingError("a damaged chunk")
+        return original(file)
+
+    monkeypatch.setattr(pickle, "load", flaky)
+    path = tmp_path / "synthetic-40.jsonl"
+    synthetic_session(path, 40)
+    for sample in (_odd_session(tmp_path), path):
+        loads.clear()
+        _assert_same(sample)
+        assert len(loads) >= 3  # a chunk failed in each mode

@@ -377,7 +377,7 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
     of it reads the last `CHILD_SHARE` of the file (from a line start) and prepares each line
     (`SlimReader._prepare`: parse, checks, stand-in and count, the costly part) while this
     process reads the first part as usual; then this process adds the prepared lines in file
-    order (`_add_prepared`; a line the copy did not take is read here the general way). So
+    order, a chunk at a time (`_add_records`; a line the copy did not take is read here the general way). So
     every change to the reader's state happens here, in file order, as a one-process read
     makes it. The copy writes its results to an unnamed temporary file (pickle) and exits; if
     anything goes wrong with it, this process reads the rest itself. Raises what `open_regular` raises."""
@@ -415,43 +415,52 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
             if pid == 0:  # the copy: prepare the lines from `split` on, write them, exit
                 status = 1
                 try:
-                    pickle.dump(_prepare_from(reader, path, split), spool, protocol=pickle.HIGHEST_PROTOCOL)
+                    _prepare_into(spool, reader, path, split)
                     spool.flush()
                     status = 0
                 finally:
                     os._exit(status)
             reader.feed(_until(lines, split))
             _, wait_status = os.waitpid(pid, 0)
-            result = None
-            if wait_status == 0:
+            end = None
+            if wait_status == 0 and reader.end_offset == split:
+                base = reader.last_line_no
+                spool.seek(0)
                 try:
-                    spool.seek(0)
-                    result = pickle.load(spool)
-                except Exception:  # noqa: BLE001 - any failure of the copy: this process reads the rest
-                    result = None
-        if result is None or reader.end_offset != split:
-            f.seek(split)
-            return _feed_rest(reader, f, split)
-        records, last, end = result
-        base = reader.last_line_no
-        add = reader._add_prepared
-        read = reader._read_line
-        for record in records:
-            if len(record) == 6:
-                k, offset, length, entry_id, parent, slim = record
-                reader.last_line_no = line_no = base + k
-                reader.end_offset = offset + length
-                add(entry_id, parent, slim, line_no, offset, length)
-            else:
-                k, offset, raw, oversized = record
-                raw = OversizedLine(raw, oversized) if oversized is not None else raw
-                read(base + k, offset, raw, line_length(raw) + 1)
-        if records:
-            reader.diagnostics.pending = None
+                    while True:  # chunk by chunk: never all the records at once (peak memory)
+                        item = pickle.load(spool)
+                        if type(item) is tuple:
+                            last, end = item
+                            break
+                        _add_records(reader, item, base)
+                except Exception:  # noqa: BLE001 - a failure of the copy: this process reads the rest
+                    end = None
+        if end is None:  # from the first line not added (`end_offset` is its start)
+            f.seek(reader.end_offset)
+            return _feed_rest(reader, f, reader.end_offset)
         if last is not None:
             k, offset, raw, oversized = last
             reader.feed_final_tail(base + k, offset, OversizedLine(raw, oversized) if oversized is not None else raw)
         return end
+
+
+def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) -> None:
+    """Add the lines the copy prepared (`_prepare_into`), in order, as `feed` adds them; `base`
+    = the line number before the copy's first line."""
+    add = reader._add_prepared
+    read = reader._read_line
+    for record in records:
+        if len(record) == 6:
+            k, offset, length, entry_id, parent, slim = record
+            reader.last_line_no = line_no = base + k
+            reader.end_offset = offset + length
+            add(entry_id, parent, slim, line_no, offset, length)
+        else:
+            k, offset, raw, oversized = record
+            raw = OversizedLine(raw, oversized) if oversized is not None else raw
+            read(base + k, offset, raw, line_length(raw) + 1)
+    if records:
+        reader.diagnostics.pending = None
 
 
 def _complete(lines: Iterable[tuple[int, int, bytes, bool]], on_tail: Any) -> Iterator[tuple[int, int, bytes]]:
@@ -494,13 +503,18 @@ def _record_of(k: int, offset: int, raw: bytes) -> tuple[int, int, bytes, int | 
     return k, offset, bytes(raw), line_length(raw)
 
 
-def _prepare_from(
-    reader: SlimReader, path: Path, split: int
-) -> tuple[list[tuple[Any, ...]], tuple[int, int, bytes, int | None] | None, int]:
-    """In the forked copy: each complete line from byte `split` on as a record, in order:
-    (k, offset, length, id, parentId, stand-in) when `_prepare` takes it, else `_record_of`
-    (k = line number - the line number before `split`); the unterminated last line
-    (`_record_of`) or None; the bytes read."""
+CHUNK_LINES = 4096
+"""Records per pickle the copy writes (`_prepare_into`)."""
+
+
+def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> None:
+    """In the forked copy: pickle to `spool` the record of each complete line from byte
+    `split` on, in order, in lists of `CHUNK_LINES`: (k, offset, length, id, parentId,
+    stand-in) when `_prepare` takes the line, else `_record_of` (k = line number - the line
+    number before `split`); then the tuple (the unterminated last line's `_record_of` or None,
+    the bytes read)."""
+    import pickle
+
     records: list[tuple[Any, ...]] = []
     append = records.append
     prepare = reader._prepare
@@ -517,8 +531,12 @@ def _prepare_from(
                 append((k, offset, len(raw) + 1, prepared[0], prepared[1], prepared[2]))
             else:
                 append(_record_of(k, offset, raw))
+            if len(records) >= CHUNK_LINES:
+                pickle.dump(records, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                records.clear()
         end = f.tell()
-    return records, last, end
+    pickle.dump(records, spool, protocol=pickle.HIGHEST_PROTOCOL)
+    pickle.dump((last, end), spool, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _feed_rest(reader: SlimReader, f: Any, split: int) -> int:
