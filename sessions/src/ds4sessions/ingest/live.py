@@ -209,6 +209,13 @@ def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> 
     )
 
 
+def _ids(entry_ids: Sequence[str | None], start: int, end: int) -> tuple[str, ...]:
+    """The entry ids of `entry_ids[start:end]` that are not None, as a tuple (the slice itself
+    when none is None: one C call instead of a generator, once per turn)."""
+    ids = entry_ids[start:end]
+    return tuple(ids) if None not in ids else tuple(e for e in ids if e is not None)  # type: ignore[misc]
+
+
 def build_turns(
     messages: Sequence[Mapping[str, Any]],
     entry_ids: Sequence[str | None],
@@ -254,7 +261,7 @@ def _extend_turns(
                     tokens=grown.tokens + sum(tokens[n:end]),
                     first_message=grown.first_message,
                     last_message=end - 1,
-                    entry_ids=grown.entry_ids + tuple(e for e in entry_ids[n:end] if e is not None),
+                    entry_ids=grown.entry_ids + _ids(entry_ids, n, end),
                 )
             )
             return
@@ -281,7 +288,7 @@ def _extend_turns(
                 tokens=sum(tokens[start:end]),
                 first_message=start,
                 last_message=end - 1,
-                entry_ids=tuple(e for e in entry_ids[start:end] if e is not None),
+                entry_ids=_ids(entry_ids, start, end),
             )
         )
 
