@@ -515,6 +515,17 @@ def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> Non
     the bytes read)."""
     import pickle
 
+    from ds4core.tokens import MessageCount, PartCount
+
+    pickler = pickle.Pickler(spool, protocol=pickle.HIGHEST_PROTOCOL)
+    # The counts' named tuples are remade by `tuple.__new__` (a C call), not by their Python-level
+    # `__new__`: this process's unpickling is on the critical path, the copy's pickling is not.
+    pickler.dispatch_table = {PartCount: _tuple_reduce, MessageCount: _tuple_reduce}  # type: ignore[misc]
+
+    def dump(value: Any) -> None:
+        pickler.dump(value)
+        pickler.clear_memo()  # each pickle stands alone (`pickle.load` reads one at a time)
+
     records: list[tuple[Any, ...]] = []
     append = records.append
     prepare = reader._prepare
@@ -532,11 +543,16 @@ def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> Non
             else:
                 append(_record_of(k, offset, raw))
             if len(records) >= CHUNK_LINES:
-                pickle.dump(records, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                dump(records)
                 records.clear()
         end = f.tell()
-    pickle.dump(records, spool, protocol=pickle.HIGHEST_PROTOCOL)
-    pickle.dump((last, end), spool, protocol=pickle.HIGHEST_PROTOCOL)
+    dump(records)
+    dump((last, end))
+
+
+def _tuple_reduce(value: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """Pickle a named tuple as `tuple.__new__(type(value), tuple(value))` (the same value)."""
+    return tuple.__new__, (type(value), tuple(value))
 
 
 def _feed_rest(reader: SlimReader, f: Any, split: int) -> int:
