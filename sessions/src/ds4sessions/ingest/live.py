@@ -200,13 +200,13 @@ def _preview(content: Any, limit: int = 80) -> str:
 
 def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> int:
     """Tool calls made by the assistant messages in `messages[start:end]`."""
-    return sum(
-        1
-        for m in messages[start:end]
-        if m.get("role") == "assistant"
-        for b in m.get("content") or ()
-        if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "toolCall"
-    )
+    calls = 0
+    for m in messages[start:end]:  # (a loop, not a generator: once per turn, issue 14)
+        if m.get("role") == "assistant":
+            for b in m.get("content") or ():
+                if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "toolCall":
+                    calls += 1
+    return calls
 
 
 def _ids(entry_ids: Sequence[str | None], start: int, end: int) -> tuple[str, ...]:
@@ -280,15 +280,15 @@ def _extend_turns(
                     when = when.replace(tzinfo=shared)
         eid = entry_ids[start] if start < len(entry_ids) else None
         turns.append(
-            Turn(
-                index=turn_numbers.get(eid or "", number) if is_prompt else 0,
-                time=when,
-                prompt=_preview(first.get("content")) if is_prompt else "(before the first prompt)",
-                tool_calls=_tool_calls(messages, start, end),
-                tokens=sum(tokens[start:end]),
-                first_message=start,
-                last_message=end - 1,
-                entry_ids=_ids(entry_ids, start, end),
+            Turn(  # index, time, prompt, tool_calls, tokens, first_message, last_message, entry_ids
+                turn_numbers.get(eid or "", number) if is_prompt else 0,
+                when,
+                _preview(first.get("content")) if is_prompt else "(before the first prompt)",
+                _tool_calls(messages, start, end),
+                sum(tokens[start:end]),
+                start,
+                end - 1,
+                _ids(entry_ids, start, end),
             )
         )
 
