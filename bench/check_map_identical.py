@@ -41,7 +41,7 @@ def inputs() -> list[Path]:
 def run(path: Path, fast: bool) -> tuple[bytes, bytes, int]:
     """stdout, stderr and exit status of `ds4tui map --json [--fast] PATH`."""
     argv = [str(DS4TUI), "map", "--json", *(["--fast"] if fast else []), str(path)]
-    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
     return proc.stdout, proc.stderr, proc.returncode
 
 

@@ -378,10 +378,11 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
     of it reads the last `CHILD_SHARE` of the file (from a line start) and prepares each line
     (`SlimReader._prepare`: parse, checks, stand-in and count, the costly part) while this
     process reads the first part as usual; then this process adds the prepared lines in file
-    order, a chunk at a time (`_add_records`; a line the copy did not take is read here the general way). So
-    every change to the reader's state happens here, in file order, as a one-process read
-    makes it. The copy writes its results to an unnamed temporary file (pickle) and exits; if
-    anything goes wrong with it, this process reads the rest itself. Raises what `open_regular` raises."""
+    order, a chunk at a time (`_add_records`; a line the copy did not take is read here the
+    general way). So every change to the reader's state happens here, in file order, as a
+    one-process read makes it. The copy writes its results to an unnamed temporary file
+    (pickle) and exits; if anything goes wrong with it, this process reads the rest itself.
+    Raises what `open_regular` raises."""
     import pickle
 
     with os.fdopen(open_regular(path), "rb") as f:
@@ -421,8 +422,10 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
                     status = 0
                 finally:
                     os._exit(status)
-            reader.feed(_until(lines, split))
-            _, wait_status = os.waitpid(pid, 0)
+            try:
+                reader.feed(_until(lines, split))
+            finally:  # (a read error here still reaps the copy)
+                _, wait_status = os.waitpid(pid, 0)
             end = None
             if wait_status == 0 and reader.end_offset == split:
                 base = reader.last_line_no
