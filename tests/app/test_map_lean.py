@@ -293,6 +293,27 @@ def test_two_process_read_falls_back_when_the_copy_fails(tmp_path: Path, monkeyp
     _assert_same(path)
 
 
+def test_two_process_read_without_a_process_or_a_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process can be forked, or no temporary file made: one process reads, same numbers."""
+    import os
+    import tempfile
+
+    from ds4sessions.agents.pi import slim
+
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+
+    def refuse(*args: Any) -> Any:
+        raise OSError("no more processes")
+
+    path = _odd_session(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fork", refuse)
+        _assert_same(path)
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "TemporaryFile", refuse)
+        _assert_same(path)
+
+
 def test_two_process_read_goes_on_after_a_chunk_that_does_not_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy's records are added a chunk at a time; when a later chunk cannot be read, this
     process reads on from the first line not added, with the same numbers."""

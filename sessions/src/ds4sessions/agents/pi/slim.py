@@ -404,17 +404,25 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
             and reader.version >= CURRENT_VERSION and size - start >= SPLIT_BYTES
         ):
             split = _line_start(f.fileno(), start + int((size - start) * (1 - CHILD_SHARE)), size)
-        if split is None:  # one process: the rest as `feed_whole_file` reads it
+        spool = pid = None
+        if split is not None:
+            import tempfile
+
+            try:  # not a pipe: the copy never waits for this process
+                spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, or by `with spool`
+                pid = os.fork()
+            except OSError:  # no temporary file or no process to be had: one process reads
+                if spool is not None:
+                    spool.close()
+                spool = None
+        if spool is None or pid is None:  # one process: the rest as `feed_whole_file` reads it
             if not tail:
                 reader.feed(_complete(lines, tail.append))
             end = f.tell()
             if tail:
                 reader.feed_final_tail(*tail[0])
             return end
-        import tempfile
-
-        with tempfile.TemporaryFile() as spool:  # not a pipe: the copy never waits for this process
-            pid = os.fork()
+        with spool:
             if pid == 0:  # the copy: prepare the lines from `split` on, write them, exit
                 status = 1
                 try:
