@@ -257,7 +257,8 @@ def _odd_session(tmp_path: Path) -> Path:
 def test_two_process_read_equals_full(share: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the split threshold at 1 byte every v3 file is read by two processes, split at
     another line for each share; the map equals the full read's (which never splits)."""
-    from ds4sessions.agents.pi import reader as reader_module, slim
+    from ds4sessions.agents.pi import reader as reader_module
+    from ds4sessions.agents.pi import slim
     from ds4sessions.ingest import limits
 
     for module in (limits, reader_module, slim):
