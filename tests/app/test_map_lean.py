@@ -217,3 +217,126 @@ def test_long_lines_are_counted_when_a_snapshot_needs_them(tmp_path: Path, monke
     for exact in (False, True):
         full, lean = _both(path, exact)
         assert lean == full
+
+
+# --- the two-process read (slim.read_whole_file) ------------------------------------------
+
+
+def _odd_session(tmp_path: Path) -> Path:
+    """A v3 session whose later lines take every route of the reader: blank, malformed,
+    non-object, second header, extra keys, wrong-typed fields, a lone surrogate, a missing and
+    a duplicate id, a null content, an oversized line (with a small cap), a label and a name."""
+    entries = [_msg(f"p{i}", f"p{i - 1}" if i else None, {"role": "user", "content": f"prompt {i} " * 9, "timestamp": i})
+               for i in range(30)]
+    lines = [json.dumps(e) for e in entries]
+    odd = [
+        "",
+        "{not json",
+        "[1, 2]",
+        json.dumps({"type": "session", "version": 3, "id": "again"}),
+        json.dumps({**_msg("x1", "p29", _reply("extra key", 40)), "extra": 1}),
+        json.dumps(_msg("x2", "x1", {"role": "user", "content": [{"type": "text", "text": 12345}], "timestamp": 41})),
+        json.dumps(_msg("x3", "x2", {"role": "user", "content": "lone \ud800 surrogate", "timestamp": 42})),
+        json.dumps({"type": "message", "parentId": "x3", "timestamp": TS, "message": {"role": "user", "content": "no id"}}),
+        json.dumps(_msg("x2", "x3", {"role": "user", "content": "duplicate id", "timestamp": 43})),
+        json.dumps(_msg("x4", "x2", {"role": "assistant", "content": None, "stopReason": "error", "timestamp": 44})),
+        json.dumps(_msg("x5", "x4", {"role": "user", "content": "y" * 3000, "timestamp": 45})),
+        json.dumps({"type": "label", "id": "l1", "parentId": "x5", "timestamp": TS, "targetId": "x1", "label": "here"}),
+        json.dumps({"type": "session_info", "id": "n1", "parentId": "l1", "timestamp": TS, "name": " named "}),
+        json.dumps(_msg("x6", "n1", _reply("after it all", 46, calls=["c9"]))),
+        json.dumps(_msg("x7", "missing", {"role": "user", "content": "orphan", "timestamp": 47})),
+    ]
+    lines += odd + [json.dumps(_msg(f"q{i}", "x7" if i == 0 else f"q{i - 1}", _reply(f"reply {i}", 50 + i))) for i in range(20)]
+    head = json.dumps({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/tmp"})
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join([head, *lines]) + "\n" + '{"type":"message","id":"torn"', encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("share", [0.1, 0.48, 0.9])
+def test_two_process_read_equals_full(share: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the split threshold at 1 byte every v3 file is read by two processes, split at
+    another line for each share; the map equals the full read's (which never splits)."""
+    from ds4sessions.agents.pi import reader as reader_module
+    from ds4sessions.agents.pi import slim
+    from ds4sessions.ingest import limits
+
+    for module in (limits, reader_module, slim):
+        monkeypatch.setattr(module, "MAX_LINE_BYTES", 2048)
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(slim, "CHILD_SHARE", share)
+    splits: list[int | None] = []
+    original = slim._line_start
+    monkeypatch.setattr(slim, "_line_start", lambda *a: splits.append(original(*a)) or splits[-1])
+    synthetic = tmp_path / "synthetic-300.jsonl"
+    synthetic_session(synthetic, 300)
+    for path in [_odd_session(tmp_path), synthetic, *_hand_made(tmp_path)]:
+        splits.clear()
+        _assert_same(path)
+        if path in (synthetic,) or path.name == "odd.jsonl":
+            assert len(splits) == 2 and None not in splits  # read by two processes, in both modes
+
+
+def test_two_process_read_falls_back_when_the_copy_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forked copy fails (here: it raises before sending anything): this process reads the
+    rest itself, with the same numbers."""
+    from ds4sessions.agents.pi import slim
+
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+
+    def boom(*args: Any) -> Any:
+        raise RuntimeError("the copy fails")
+
+    monkeypatch.setattr(slim, "_prepare_into", boom)
+    _assert_same(_odd_session(tmp_path))
+    path = tmp_path / "synthetic-50.jsonl"
+    synthetic_session(path, 50)
+    _assert_same(path)
+
+
+def test_two_process_read_without_a_process_or_a_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process can be forked, or no temporary file made: one process reads, same numbers."""
+    import os
+    import tempfile
+
+    from ds4sessions.agents.pi import slim
+
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+
+    def refuse(*args: Any) -> Any:
+        raise OSError("no more processes")
+
+    path = _odd_session(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fork", refuse)
+        _assert_same(path)
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "TemporaryFile", refuse)
+        _assert_same(path)
+
+
+def test_two_process_read_goes_on_after_a_chunk_that_does_not_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy's records are added a chunk at a time; when a later chunk cannot be read, this
+    process reads on from the first line not added, with the same numbers."""
+    import pickle
+
+    from ds4sessions.agents.pi import slim
+
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(slim, "CHUNK_LINES", 5)
+    loads: list[int] = []
+    original = pickle.load
+
+    def flaky(file: Any) -> Any:
+        loads.append(1)
+        if len(loads) % 3 == 0:
+            raise pickle.UnpicklingError("a damaged chunk")
+        return original(file)
+
+    monkeypatch.setattr(pickle, "load", flaky)
+    path = tmp_path / "synthetic-40.jsonl"
+    synthetic_session(path, 40)
+    for sample in (_odd_session(tmp_path), path):
+        loads.clear()
+        _assert_same(sample)
+        assert len(loads) >= 3  # a chunk failed in each mode

@@ -217,6 +217,11 @@ class Attribution:
     total: int
 
 
+_new_tuple = tuple.__new__
+_NOT_COUNTED = MessageCount(0, ())
+"""What `counted_parts` gives a message outside the LLM context."""
+
+
 def attribute(
     messages: Sequence[Mapping[str, Any]],
     entry_ids: Sequence[str | None],
@@ -248,29 +253,35 @@ def attribute(
         per_message = list(previous.message_tokens)
         total = previous.total
     copied: set[str] = set()  # categories whose children dict is already this result's own
+    # The loop runs once per context message (200,000 for a 50,000-turn session): `counted_parts`
+    # inlined, parts unpacked as tuples, segments made by `_new_tuple` (what `Segment(...)`
+    # runs, without the named tuple's Python-level `__new__`; issue 14).
+    count_of = ledger.count
+    known_ids = len(entry_ids)
     for index in range(start, len(messages)):
-        count = counted_parts(ledger, messages[index])
-        per_message.append(count.total)
-        total += count.total
-        entry_id = entry_ids[index] if index < len(entry_ids) else None
+        message = messages[index]
+        message_total, parts = count_of(message) if in_llm_context(message) else _NOT_COUNTED
+        per_message.append(message_total)
+        total += message_total
+        entry_id = entry_ids[index] if index < known_ids else None
         last = segments[-1] if segments else None
-        for part in count.parts:
-            if part.tokens <= 0:
+        for category, child, tokens in parts:
+            if tokens <= 0:
                 continue
-            totals[part.category] = totals.get(part.category, 0) + part.tokens
-            if part.child is not None:
-                kids = children.get(part.category)
+            totals[category] = totals.get(category, 0) + tokens
+            if child is not None:
+                kids = children.get(category)
                 if kids is None:
-                    kids = children[part.category] = {}
-                    copied.add(part.category)
-                elif part.category not in copied and previous is not None:
-                    kids = children[part.category] = dict(kids)
-                    copied.add(part.category)
-                kids[part.child] = kids.get(part.child, 0) + part.tokens
-            if last is not None and last.category == part.category and last.message_index == index:
-                last = segments[-1] = Segment(part.category, last.tokens + part.tokens, index, entry_id)
+                    kids = children[category] = {}
+                    copied.add(category)
+                elif category not in copied and previous is not None:
+                    kids = children[category] = dict(kids)
+                    copied.add(category)
+                kids[child] = kids.get(child, 0) + tokens
+            if last is not None and last[0] == category and last[2] == index:
+                last = segments[-1] = _new_tuple(Segment, (category, last[1] + tokens, index, entry_id))
             else:
-                last = Segment(part.category, part.tokens, index, entry_id)
+                last = _new_tuple(Segment, (category, tokens, index, entry_id))
                 segments.append(last)
     return Attribution(ledger.counter.name, totals, children, segments, per_message, total)
 

@@ -192,6 +192,9 @@ class PartCount(NamedTuple):
     tokens: int
 
 
+_new_tuple = tuple.__new__
+
+
 class MessageCount(NamedTuple):
     """Tokens of one message by one counter: `total` = sum of `parts` (overhead included).
     A named tuple, like `PartCount`."""
@@ -248,18 +251,20 @@ class TokenLedger:
         text = counter.text
         parts: list[PartCount] = []
         parts_total = 0
+        # `tuple.__new__(PartCount, (a, b, c))` is what `PartCount(a, b, c)` runs, without the
+        # named tuple's Python-level `__new__` (one or more per counted message, issue 14).
         for category, child, payload in split:
             tokens = text(payload) if type(payload) is str or isinstance(payload, str) else counter.image(payload)
             parts_total += tokens
-            parts.append(PartCount(category, child, tokens))
+            parts.append(_new_tuple(PartCount, (category, child, tokens)))
         overhead = counter.overhead(message, parts_total)
         if overhead:
             if parts:
                 first = parts[0]
-                parts[0] = PartCount(first.category, first.child, first.tokens + overhead)
+                parts[0] = _new_tuple(PartCount, (first[0], first[1], first[2] + overhead))
             else:
-                parts.append(PartCount("other", None, overhead))
-        result = MessageCount(parts_total + overhead, tuple(parts))
+                parts.append(_new_tuple(PartCount, ("other", None, overhead)))
+        result = _new_tuple(MessageCount, (parts_total + overhead, tuple(parts)))
         if encodes is None or counter.encodes != encodes:  # type: ignore[attr-defined]
             self.counted += 1
         return result

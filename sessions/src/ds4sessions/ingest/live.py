@@ -182,10 +182,13 @@ def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
 def _turn_numbers(ctx: SessionContext, reader: PiSessionReader) -> dict[str, int]:
     """Entry id of each user prompt on the branch → its 1-based turn number on the branch."""
     numbers: dict[str, int] = {}
+    get = reader.by_id.get
     for eid in ctx.branch_entry_ids:
-        entry = reader.by_id.get(eid) if eid else None
-        if entry is not None and entry.role == "user":
-            numbers[eid] = len(numbers) + 1
+        entry = get(eid) if eid else None
+        if entry is not None and entry.type == "message":  # `entry.role == "user"`, inlined
+            message = entry.message
+            if message is not None and message.get("role") == "user":
+                numbers[eid] = len(numbers) + 1
     return numbers
 
 
@@ -197,13 +200,20 @@ def _preview(content: Any, limit: int = 80) -> str:
 
 def _tool_calls(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> int:
     """Tool calls made by the assistant messages in `messages[start:end]`."""
-    return sum(
-        1
-        for m in messages[start:end]
-        if m.get("role") == "assistant"
-        for b in m.get("content") or ()
-        if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "toolCall"
-    )
+    calls = 0
+    for m in messages[start:end]:  # (a loop, not a generator: once per turn, issue 14)
+        if m.get("role") == "assistant":
+            for b in m.get("content") or ():
+                if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "toolCall":
+                    calls += 1
+    return calls
+
+
+def _ids(entry_ids: Sequence[str | None], start: int, end: int) -> tuple[str, ...]:
+    """The entry ids of `entry_ids[start:end]` that are not None, as a tuple (the slice itself
+    when none is None: one C call instead of a generator, once per turn)."""
+    ids = entry_ids[start:end]
+    return tuple(ids) if None not in ids else tuple(e for e in ids if e is not None)  # type: ignore[misc]
 
 
 def build_turns(
@@ -251,7 +261,7 @@ def _extend_turns(
                     tokens=grown.tokens + sum(tokens[n:end]),
                     first_message=grown.first_message,
                     last_message=end - 1,
-                    entry_ids=grown.entry_ids + tuple(e for e in entry_ids[n:end] if e is not None),
+                    entry_ids=grown.entry_ids + _ids(entry_ids, n, end),
                 )
             )
             return
@@ -270,15 +280,15 @@ def _extend_turns(
                     when = when.replace(tzinfo=shared)
         eid = entry_ids[start] if start < len(entry_ids) else None
         turns.append(
-            Turn(
-                index=turn_numbers.get(eid or "", number) if is_prompt else 0,
-                time=when,
-                prompt=_preview(first.get("content")) if is_prompt else "(before the first prompt)",
-                tool_calls=_tool_calls(messages, start, end),
-                tokens=sum(tokens[start:end]),
-                first_message=start,
-                last_message=end - 1,
-                entry_ids=tuple(e for e in entry_ids[start:end] if e is not None),
+            Turn(  # index, time, prompt, tool_calls, tokens, first_message, last_message, entry_ids
+                turn_numbers.get(eid or "", number) if is_prompt else 0,
+                when,
+                _preview(first.get("content")) if is_prompt else "(before the first prompt)",
+                _tool_calls(messages, start, end),
+                sum(tokens[start:end]),
+                start,
+                end - 1,
+                _ids(entry_ids, start, end),
             )
         )
 
@@ -724,8 +734,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
     the read's memory is free again when the caller formats them.
     Raises OSError (missing file, FIFO/device: `NotRegularFile`) as `read_session` does.
     """
-    from ds4sessions.agents.pi.reader import feed_whole_file
-    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger
+    from ds4sessions.agents.pi.slim import SlimReader, StaleSession, StandInLedger, read_whole_file
 
     with bulk_gc():
         live = LiveSession(path, models)
@@ -733,7 +742,7 @@ def open_map_snapshot(path: Path, models: ModelTable | None = None, exact: bool 
         if not exact:
             live._fast = StandInLedger(CharsV1Counter(), message_parts)
         reader = SlimReader(live.path, live._exact if exact else live._fast)
-        size = feed_whole_file(reader, live.path)
+        size = read_whole_file(reader, live.path)
         live._reader = reader  # (its replies are not noted: the snapshot keeps no conversation)
         try:
             return _numbers_only(_map_snapshot(live, reader, size, exact))

@@ -132,7 +132,8 @@ def branch_path(session: PiSession, leaf_id: str | None = None) -> list[Entry]:
     or unknown (Pi falls back the same way). The walk follows `parent_id` until it is None or names
     no entry; unlike Pi it also stops when an entry repeats (a `parentId` cycle). O(path length).
     """
-    leaf = session.by_id.get(leaf_id) if leaf_id is not None else None
+    get = session.by_id.get
+    leaf = get(leaf_id) if leaf_id is not None else None
     if leaf is None:
         leaf = session.leaf
     path: list[Entry] = []
@@ -141,7 +142,8 @@ def branch_path(session: PiSession, leaf_id: str | None = None) -> list[Entry]:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         path.append(current)
-        current = session.by_id.get(current.parent_id) if current.parent_id is not None else None
+        parent = current.parent_id
+        current = get(parent) if parent is not None else None
     path.reverse()
     return path
 
@@ -163,8 +165,10 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
             model = _present(entry.raw, {"provider": "provider", "modelId": "modelId"})
         elif entry.type == COMPACTION:
             compaction_index = index
-        elif entry.role == "assistant":
-            model = _present(entry.message or {}, {"provider": "provider", "modelId": "model"})
+        elif entry.type == MESSAGE:  # `entry.role == "assistant"`, without two property calls
+            message = entry.message
+            if message is not None and message.get("role") == "assistant":
+                model = _present(message, {"provider": "provider", "modelId": "model"})
 
     selected = _select(path, compaction_index)
     compaction = path[compaction_index] if compaction_index is not None else None
@@ -177,6 +181,12 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
     messages: list[dict[str, Any]] = []
     message_entry_ids: list[str | None] = []
     for entry in selected:
+        if entry.type == MESSAGE and entry is not compaction:  # the common case of `_entry_messages`
+            message = entry.message
+            if message is not None and message.get("content", ...) is not None and (entry.id is None or entry.id not in edits):
+                messages.append(message)
+                message_entry_ids.append(entry.id)
+                continue
         for message in _entry_messages(entry, entry is compaction, edits):
             messages.append(message)
             message_entry_ids.append(entry.id)
@@ -458,8 +468,12 @@ def _tool_pairing_warnings(
                     )
                 )
             continue
-        call_ids = _call_ids(message)
+        call_ids = _call_ids(message) if role == "assistant" else _NO_CALLS
     return warnings
+
+
+_NO_CALLS: frozenset[Any] = frozenset()
+"""The calls a message other than an assistant reply makes (`_call_ids`), one object."""
 
 
 def _js_str(value: Any) -> str:

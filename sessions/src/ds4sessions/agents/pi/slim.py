@@ -33,7 +33,7 @@ dict. Not for the live app (the TUI shows messages' content): `ds4sessions.inges
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,27 @@ from ds4core.categories import in_llm_context, message_parts
 from ds4core.tokens import MessageCount, TokenLedger
 
 from ds4sessions.agents.pi.entries import MESSAGE, Entry, StandIn
+from ds4sessions.agents.pi.migrate import CURRENT_VERSION
 from ds4sessions.agents.pi.reader import BOM, PiSessionReader, _parse_json
-from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
+from ds4sessions.agents.pi.schema import (
+    _message_conforms,
+    conform_entry,
+    has_surrogate_escape,
+)
+from ds4sessions.ingest.diagnostics import MissingParent, Problem
+from ds4sessions.ingest.limits import (
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    OversizedLine,
+    iter_lines,
+    line_length,
+)
+
+try:
+    from orjson import JSONDecodeError as _FastError
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency; then every line takes the full path
+    _fast_loads = None
 from ds4sessions.safety import open_regular
 
 PREVIEW_KEPT = 81
@@ -76,6 +95,14 @@ DEFER_BYTES = 4096
 """A message whose line is longer than this is counted only when a snapshot asks for it (read
 again from the file then): a long session's large tool results are mostly cut by compactions
 or on other branches, and tokenizing them is most of the cost of reading them."""
+
+
+_SLOW = object()
+"""`SlimReader._fast_line`'s answer for a line that must take the general route."""
+
+_PLAIN_MESSAGE_KEYS = frozenset({"type", "id", "parentId", "timestamp", "message"})
+"""The keys of a plain `message` entry (Pi session format §4-§5): of these, `conform_entry`
+checks only `message` (`id`, `parentId`, `timestamp` are read with type checks)."""
 
 
 class StaleSession(Exception):
@@ -155,6 +182,116 @@ class SlimReader(PiSessionReader):
         ledger.reader = self
         self._shared: dict[Any, Any] = {}  # equal strings and counts, one object each
 
+    def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> list[Entry]:
+        """`PiSessionReader.feed`, with a short route for the common line: once a version-3
+        header is read, a line that is plainly a well-formed message entry (`_fast_line`) is
+        added without the general checks it would pass anyway; every other line takes
+        `PiSessionReader`'s route. Same entries, diagnostics and state either way."""
+        new: list[Entry] = []
+        append = new.append
+        before = self.last_line_no
+        fast = self._fast_line if _fast_loads is not None else None
+        read = self._read_line
+        for line_no, offset, raw in lines:
+            entry: Any = _SLOW
+            if fast is not None and self.status == "session" and self.version >= CURRENT_VERSION:
+                entry = fast(line_no, offset, raw)
+            if entry is _SLOW:
+                entry = read(line_no, offset, raw, line_length(raw) + 1)
+            if entry is not None:
+                append(entry)
+        if self.last_line_no != before:
+            self.diagnostics.pending = None
+        return new
+
+    def _fast_line(self, line_no: int, offset: int, raw: bytes) -> Any:
+        """The entry of one complete line when `_prepare` takes it, else `_SLOW` (nothing
+        changed; the caller reads the line the general way)."""
+        prepared = self._prepare(offset, raw)
+        if prepared is None:
+            return _SLOW
+        length = len(raw) + 1
+        self.last_line_no = line_no
+        self.end_offset = offset + length
+        return self._add_prepared(prepared[0], prepared[1], prepared[2], line_no, offset, length)
+
+    def _prepare(self, offset: int, raw: bytes) -> tuple[Any, Any, StandIn] | None:
+        """(id, parentId, counted stand-in) of a complete line that is plainly a well-formed
+        `message` entry, else None. Reads no reader state but `_shared` (values only), so
+        it may run in another process (`read_whole_file`).
+
+        "Plainly" means every check of `PiSessionReader._read_line` is known to pass: a plain
+        `bytes` line under the size cap with at most `MAX_DEPTH` brackets (so not nested too
+        deep), not the first line (no BOM), no `\\uD8..` escape (no lone surrogate), valid
+        UTF-8 JSON that orjson parses (what `_parse_json` returns for it), an object whose keys
+        are only `type`/`id`/`parentId`/`timestamp`/`message` with `type` "message" and a
+        message that conforms (`schema._message_conforms`: then `conform_entry` changes
+        nothing), in a version-3 file (the caller's part: no migration), with a stand-in
+        (`stand_in`; a null content is kept whole by the general route). The stand-in is
+        counted as `_add_entry` counts it."""
+        if type(raw) is not bytes or offset == 0 or len(raw) > MAX_LINE_BYTES:
+            return None
+        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or (b"\\u" in raw and has_surrogate_escape(raw)):
+            return None
+        try:
+            obj = _fast_loads(raw)  # type: ignore[misc]
+        except _FastError:
+            return None
+        if type(obj) is not dict or obj.get("type") != MESSAGE or not obj.keys() <= _PLAIN_MESSAGE_KEYS:
+            return None
+        message = obj["message"]
+        if type(message) is not dict or not _message_conforms(message):
+            return None
+        shared = self._shared
+        slim = stand_in(message, shared)
+        if slim is None:
+            return None
+        if not in_llm_context(message):  # `counted_parts` never asks the ledger
+            pass
+        elif len(raw) + 1 > DEFER_BYTES:
+            slim.counted = (None, offset, len(raw) + 1)  # counted if a snapshot needs it
+        else:
+            ledger = self._ledger
+            key = (ledger.counter.name, ledger.count_split(message, message_parts(message)))
+            slim.counted = shared.setdefault(key, key)
+        return obj.get("id"), obj.get("parentId"), slim
+
+    def _add_prepared(self, entry_id: Any, parent: Any, slim: StandIn, line_no: int, offset: int, length: int) -> Entry:
+        """What `_add_entry` does with a `message` entry of id `entry_id` and parentId
+        `parent` (as parsed) whose message's stand-in is `slim` (`_prepare`)."""
+        by_id = self.by_id
+        diagnostics = self.diagnostics
+        if type(parent) is str and parent:
+            earlier = by_id.get(parent)
+            if earlier is not None:  # the parent's id string (equal), not a copy
+                parent = earlier.id
+        else:
+            parent = None
+        if type(entry_id) is not str:
+            entry_id = None
+        entry = Entry(MESSAGE, entry_id, parent, "", slim, line_no, offset, length)
+        self.entries.append(entry)
+        self.leaf_id = entry_id
+        missing = diagnostics.missing_parents
+        if entry_id is None:
+            diagnostics.add(Problem.MISSING_ID, f'"{MESSAGE}" entry without a string id', line_no, offset)
+        else:
+            earlier = by_id.get(entry_id)
+            if earlier is not None:
+                diagnostics.add(
+                    Problem.DUPLICATE_ID,
+                    f"id {entry_id} already used on line {earlier.line_no}; the later entry wins (as in Pi)",
+                    line_no,
+                    offset,
+                )
+                self._shadowed.setdefault(entry_id, []).append(earlier)  # before by_id moves on
+            by_id[entry_id] = entry
+            if missing:
+                missing.pop(entry_id, None)
+        if parent is not None and parent not in by_id:
+            missing.setdefault(parent, []).append(MissingParent(entry_id, line_no))
+        return entry
+
     def _add_entry(self, obj: dict[str, Any], line_no: int, offset: int, length: int) -> Entry:
         if obj.get("type") == MESSAGE:
             message = obj.get("message")
@@ -221,3 +358,223 @@ class SlimReader(PiSessionReader):
             message = {**message, "role": "custom"}
         again = stand_in(message)
         return message if again is not None and again == slim else None
+
+
+SPLIT_BYTES = 4 << 20
+"""A file with at least this many bytes after its header is read by two processes
+(`read_whole_file`); a smaller one by this process alone (a fork costs a few milliseconds)."""
+
+CHILD_SHARE = 0.5
+"""The share of the bytes after the header that the second process prepares: half. Both sides
+cost about the same per line (this process also adds its own part's entries as it reads them,
+the copy pickles its records: ~70 µs a line each on the 50,000-turn bench session with the
+machine loaded); the copy's entries are then added here (~7 µs a line)."""
+
+
+def read_whole_file(reader: SlimReader, path: Path) -> int:
+    """`reader.feed_whole_file(reader, path)` (same entries, diagnostics and state; returns the
+    bytes read), on two cores for a large version-3 session (POSIX `fork`).
+
+    This process reads up to the header; when more than `SPLIT_BYTES` follow, a forked copy
+    of it reads the last `CHILD_SHARE` of the file (from a line start) and prepares each line
+    (`SlimReader._prepare`: parse, checks, stand-in and count, the costly part) while this
+    process reads the first part as usual; then this process adds the prepared lines in file
+    order, a chunk at a time (`_add_records`; a line the copy did not take is read here the
+    general way). So every change to the reader's state happens here, in file order, as a
+    one-process read makes it. The copy writes its results to an unnamed temporary file
+    (pickle) and exits; if anything goes wrong with it, this process reads the rest itself.
+    Raises what `open_regular` raises."""
+    import pickle
+
+    with os.fdopen(open_regular(path), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        lines = iter_lines(f)
+        tail: list[tuple[int, int, bytes]] = []
+        for line_no, offset, raw, complete in lines:  # up to the header (usually line 1)
+            if not complete:
+                tail.append((line_no, offset, raw))
+                break
+            reader.feed(((line_no, offset, raw),))
+            if reader.status != "empty":
+                break
+        start = reader.end_offset
+        split = None
+        if (
+            not tail and _fast_loads is not None and hasattr(os, "fork") and reader.status == "session"
+            and reader.version >= CURRENT_VERSION and size - start >= SPLIT_BYTES
+        ):
+            split = _line_start(f.fileno(), start + int((size - start) * (1 - CHILD_SHARE)), size)
+        spool = pid = None
+        if split is not None:
+            import tempfile
+
+            try:  # not a pipe: the copy never waits for this process
+                spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, or by `with spool`
+                pid = os.fork()
+            except OSError:  # no temporary file or no process to be had: one process reads
+                if spool is not None:
+                    spool.close()
+                spool = None
+        if spool is None or pid is None:  # one process: the rest as `feed_whole_file` reads it
+            if not tail:
+                reader.feed(_complete(lines, tail.append))
+            end = f.tell()
+            if tail:
+                reader.feed_final_tail(*tail[0])
+            return end
+        with spool:
+            if pid == 0:  # the copy: prepare the lines from `split` on, write them, exit
+                status = 1
+                try:
+                    _prepare_into(spool, reader, path, split)
+                    spool.flush()
+                    status = 0
+                finally:
+                    os._exit(status)
+            try:
+                reader.feed(_until(lines, split))
+            finally:  # (a read error here still reaps the copy)
+                _, wait_status = os.waitpid(pid, 0)
+            end = None
+            if wait_status == 0 and reader.end_offset == split:
+                base = reader.last_line_no
+                spool.seek(0)
+                try:
+                    while True:  # chunk by chunk: never all the records at once (peak memory)
+                        item = pickle.load(spool)
+                        if type(item) is tuple:
+                            last, end = item
+                            break
+                        _add_records(reader, item, base)
+                except Exception:  # noqa: BLE001 - a failure of the copy: this process reads the rest
+                    end = None
+        if end is None:  # from the first line not added (`end_offset` is its start)
+            f.seek(reader.end_offset)
+            return _feed_rest(reader, f, reader.end_offset)
+        if last is not None:
+            k, offset, raw, oversized = last
+            reader.feed_final_tail(base + k, offset, OversizedLine(raw, oversized) if oversized is not None else raw)
+        return end
+
+
+def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) -> None:
+    """Add the lines the copy prepared (`_prepare_into`), in order, as `feed` adds them; `base`
+    = the line number before the copy's first line."""
+    add = reader._add_prepared
+    read = reader._read_line
+    for record in records:
+        if len(record) == 6:
+            k, offset, length, entry_id, parent, slim = record
+            reader.last_line_no = line_no = base + k
+            reader.end_offset = offset + length
+            add(entry_id, parent, slim, line_no, offset, length)
+        else:
+            k, offset, raw, oversized = record
+            raw = OversizedLine(raw, oversized) if oversized is not None else raw
+            read(base + k, offset, raw, line_length(raw) + 1)
+    if records:
+        reader.diagnostics.pending = None
+
+
+def _complete(lines: Iterable[tuple[int, int, bytes, bool]], on_tail: Any) -> Iterator[tuple[int, int, bytes]]:
+    """The complete lines of `iter_lines`; the incomplete last one goes to `on_tail`."""
+    for line_no, offset, raw, complete in lines:
+        if complete:
+            yield line_no, offset, raw
+        else:
+            on_tail((line_no, offset, raw))
+
+
+def _until(lines: Iterable[tuple[int, int, bytes, bool]], split: int) -> Iterator[tuple[int, int, bytes]]:
+    """The complete lines of `iter_lines` that start before byte `split` (a line start)."""
+    for line_no, offset, raw, complete in lines:
+        if offset >= split or not complete:
+            return
+        yield line_no, offset, raw
+
+
+def _line_start(fd: int, at: int, size: int) -> int | None:
+    """The first line start after byte `at` (just past a newline) before byte `size`, or None."""
+    position = at
+    while position < size:
+        chunk = os.pread(fd, 1 << 16, position)
+        if not chunk:
+            return None
+        cut = chunk.find(b"\n")
+        if cut != -1:
+            start = position + cut + 1
+            return start if start < size else None
+        position += len(chunk)
+    return None
+
+
+def _record_of(k: int, offset: int, raw: bytes) -> tuple[int, int, bytes, int | None]:
+    """A line for the general route: (k, offset, bytes, None), or (k, offset, head, length)
+    for an `OversizedLine` (a bytes subclass that pickle cannot remake)."""
+    if type(raw) is bytes:
+        return k, offset, raw, None
+    return k, offset, bytes(raw), line_length(raw)
+
+
+CHUNK_LINES = 4096
+"""Records per pickle the copy writes (`_prepare_into`)."""
+
+
+def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> None:
+    """In the forked copy: pickle to `spool` the record of each complete line from byte
+    `split` on, in order, in lists of `CHUNK_LINES`: (k, offset, length, id, parentId,
+    stand-in) when `_prepare` takes the line, else `_record_of` (k = line number - the line
+    number before `split`); then the tuple (the unterminated last line's `_record_of` or None,
+    the bytes read)."""
+    import pickle
+
+    from ds4core.tokens import MessageCount, PartCount
+
+    pickler = pickle.Pickler(spool, protocol=pickle.HIGHEST_PROTOCOL)
+    # The counts' named tuples are remade by `tuple.__new__` (a C call), not by their Python-level
+    # `__new__`: this process's unpickling is on the critical path, the copy's pickling is not.
+    pickler.dispatch_table = {PartCount: _tuple_reduce, MessageCount: _tuple_reduce}  # type: ignore[misc]
+
+    def dump(value: Any) -> None:
+        pickler.dump(value)
+        pickler.clear_memo()  # each pickle stands alone (`pickle.load` reads one at a time)
+
+    records: list[tuple[Any, ...]] = []
+    append = records.append
+    prepare = reader._prepare
+    last = None
+    with os.fdopen(open_regular(path), "rb") as f:
+        f.seek(split)
+        for k, rel, raw, complete in iter_lines(f):
+            offset = split + rel
+            if not complete:
+                last = _record_of(k, offset, raw)
+                break
+            prepared = prepare(offset, raw) if type(raw) is bytes else None
+            if prepared is not None:
+                append((k, offset, len(raw) + 1, prepared[0], prepared[1], prepared[2]))
+            else:
+                append(_record_of(k, offset, raw))
+            if len(records) >= CHUNK_LINES:
+                dump(records)
+                records.clear()
+        end = f.tell()
+    dump(records)
+    dump((last, end))
+
+
+def _tuple_reduce(value: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """Pickle a named tuple as `tuple.__new__(type(value), tuple(value))` (the same value)."""
+    return tuple.__new__, (type(value), tuple(value))
+
+
+def _feed_rest(reader: SlimReader, f: Any, split: int) -> int:
+    """Feed the lines from byte `split` (a line start; `f` is there) as `feed_whole_file`."""
+    base = reader.last_line_no
+    tail: list[tuple[int, int, bytes]] = []
+    reader.feed((base + k, split + rel, raw) for k, rel, raw in _complete(iter_lines(f), tail.append))
+    end = f.tell()
+    if tail:
+        k, rel, raw = tail[0]
+        reader.feed_final_tail(base + k, split + rel, raw)
+    return end
