@@ -73,3 +73,43 @@ def test_planner_runs_per_append(sample01: Path, tmp_path: Path, monkeypatch: py
     print(f"{role}: {len(counter.calls)} planner runs ({len(plans)} plans, {len(candidates)} candidates)")
     assert len(plans) <= 1 + supplemented + new_request
     assert len(candidates) <= 1 + new_request
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_every_planner_run_of_a_derive_pass_follows_a_checkpoint(
+    sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str
+) -> None:
+    """`SessionPipeline.derive(checkpoint=…)` calls the checkpoint before each stage and before
+    each planner run inside the cache view, so the app's derive worker can let a paint go first
+    at least once per planner run (a planner run is the largest step: 25 ms at 1,000 turns)."""
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    pipe = SessionPipeline(path)
+    assert list(pipe.updates(now=NOW))
+    last = _last(path)
+    if role == "user":
+        message = {"role": "user", "content": [{"type": "text", "text": "and now the README please"}], "timestamp": last["message"]["timestamp"] + 1000}
+    else:
+        message = dict(last["message"], timestamp=last["message"]["timestamp"] + 1000)
+    _append(path, {"type": "message", "id": "appended2", "parentId": last["id"], "timestamp": last["timestamp"], "message": message})
+    snap = None
+    for snap in pipe.snapshots():
+        pass
+    assert snap is not None
+    events: list[str] = []
+    original = ds4core.planner.plan_managed_context
+
+    def counted(*args, **kwargs):
+        events.append("plan")
+        return original(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "plan_managed_context", None) is original:
+            monkeypatch.setattr(module, "plan_managed_context", counted)
+    derived = list(pipe.derive(snap, now=NOW, checkpoint=lambda: events.append("checkpoint")))
+    assert derived and derived[-1].errors == ()
+    runs = [i for i, e in enumerate(events) if e == "plan"]
+    assert len(runs) >= 2  # the nominal plan and at least one candidate
+    # each run has a checkpoint of its own since the previous run
+    for a, b in zip([-1] + runs, runs):
+        assert "checkpoint" in events[a + 1 : b], events

@@ -496,14 +496,16 @@ def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], esti
 
 def _candidates(
     view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None,
-    estimates: Estimates | None = None,
+    estimates: Estimates | None = None, checkpoint: Callable[[], None] | None = None,
 ) -> Callable[[int | None], CandidatePlan]:
     """`plan(tail)`: DS4's planner on the inputs of the `LivePlanner` plan `view`
     (`view.inputs`: native messages and their estimates, fixed tokens, pins, calibrated budget
     and ceilings) with `cacheAwareTailTokens = tail`; `plan(None)` is `view`'s own nominal plan.
     Each tail is planned once per call of `_candidates` (the configured decision and the `auto`
     what-if share it); `grouper` is an `AtomicGrouper` kept between calls for a growing session
-    (same plans, regrouping only appended messages). Results are the numbers DS4's runtime reads."""
+    (same plans, regrouping only appended messages); `checkpoint` is called before each planner
+    run (the app's derive worker yields to a paint there). Results are the numbers DS4's runtime
+    reads."""
     inputs = view.inputs
     nominal = _candidate(view.plan, fingerprint, estimates)
     planned: dict[int, CandidatePlan] = {}
@@ -512,6 +514,8 @@ def _candidates(
         if tail is None:
             return nominal
         if tail not in planned:
+            if checkpoint is not None:
+                checkpoint()
             planned[tail] = _candidate(
                 plan_managed_context(
                     inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
@@ -644,6 +648,7 @@ class CacheMonitor:
         self._contexts: dict[tuple[Any, str | None], SessionContext] = {}  # recent contexts by leaf
         # Kept groupings for the candidate plans (current context; previous request's context).
         self._candidate_grouper = AtomicGrouper()
+        self._checkpoint: Callable[[], None] | None = None  # the current view's (see `view`)
         self._previous_grouper = AtomicGrouper()
         self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
         self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
@@ -656,11 +661,17 @@ class CacheMonitor:
         """The user's `context.cacheAware.mode` (`off` or `auto`)."""
         return self.config.context.cache_aware.mode
 
-    def view(self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True) -> CacheView:
+    def view(
+        self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> CacheView:
         """The cache view of `snapshot` at `now` (epoch seconds). `plan` is the snapshot's nominal
         `LivePlanner` plan (no supplements); planned here (one-shot use) when None. With
         `decide=False` DS4's cache-aware decision is left out (`decision`/`what_if` None: e.g.
-        the nominal plan failed, or the agent does not support DS4 planning)."""
+        the nominal plan failed, or the agent does not support DS4 planning). `checkpoint` is
+        called before each planner run of the decision (the candidate plans, the previous
+        request's plan): see `ds4sessions.derive.pipeline.SessionPipeline.derive`."""
+        self._checkpoint = checkpoint
         self._fingerprints.retain(snapshot.context.messages)
         self._estimates.retain(snapshot.context.messages)
         session = snapshot.session
@@ -718,7 +729,7 @@ class CacheMonitor:
                 if self._planner is None:
                     self._planner = LivePlanner(self.config)
                 plan = self._planner.plan(snapshot)
-            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper, self._estimates)
+            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper, self._estimates, self._checkpoint)
             decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
                 what_if = self._decision(snapshot, plan, candidates, last, "auto")
@@ -853,8 +864,12 @@ class CacheMonitor:
             return ()
         cache_key = (snapshot.session.identity, entry.id or "", tail)
         if cache_key not in self._previous_plans:
+            if self._checkpoint is not None:
+                self._checkpoint()
             sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
-            self._previous_plans[cache_key] = _candidates(self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper, self._estimates)(tail).message_hashes
+            self._previous_plans[cache_key] = _candidates(
+                self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper, self._estimates, self._checkpoint
+            )(tail).message_hashes
         return self._previous_plans[cache_key]
 
     def _decision(

@@ -174,7 +174,7 @@ class SessionPipeline:
         retrieval and the final plan. Drive it from one thread at a time; it may run on another
         thread than `snapshots` (a snapshot is a value; this touches only the derived stages'
         own state). `checkpoint`, when given, is called before each stage (inputs, plan, cache,
-        retrieval, final plan) on this thread: the app's derive worker waits there while the
+        retrieval, final plan) and before each planner run inside the cache view, on this thread: the app's derive worker waits there while the
         screen paints a newer snapshot, so a pass of tens of milliseconds per stage does not share
         the GIL with the paint of an appended line."""
         self._setup(snap)
@@ -194,7 +194,7 @@ class SessionPipeline:
             if inputs is not None:
                 plan = stage("plan", errors, lambda: planner.plan(snap, inputs=inputs))
         at = time.time() if now is None else now
-        cache = stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None))
+        cache = stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None, checkpoint=checkpoint))
         retrieval_follows = self._retrieval is not None and capabilities.retrieval and plan is not None
         first = plan if plan is None or not retrieval_follows else replace(plan, retrieval_pending=True)
         derived = Derived(
