@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
+from ds4core.cache_state import fmt_gap
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
 from ds4sessions.agents.claude.reader import ClaudeReader
 from ds4sessions.agents.claude.views import cache_report, context_map
@@ -179,7 +180,7 @@ class ClaudeApp(App[None]):
         elif remaining:
             countdown = f"cache {state['tier']}: {fmt_seconds(remaining)} left"
         else:
-            countdown = f"cache {state['tier']}: expired {fmt_seconds(now - state['expiresAt'])} ago"
+            countdown = f"cache {state['tier']}: expired {fmt_gap(now - state['expiresAt'])} ago"
         until = f"{fmt_tokens(ac['tokensUntil'])} tokens until autocompact" if ac["enabled"] else "autocompact off"
         title = literal(m["title"] or self.path.name, keep_newlines=False)
         lines = [

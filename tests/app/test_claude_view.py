@@ -47,7 +47,10 @@ async def test_live_view_follows_appends_and_ticks(tmp_path: Path) -> None:
         assert "System tools" in cats and "Autocompact buffer" in cats and cats["Autocompact buffer"] == "33k"
         now[0] = app.cache["state"]["expiresAt"] + 5  # idle: the countdown keeps going
         app.refresh_data(force=False)
-        assert "expired 0:05 ago" in str(app.query_one("#head", Static).render())
+        assert "expired 5 s ago" in str(app.query_one("#head", Static).render())
+        now[0] = app.cache["state"]["expiresAt"] + 13 * 3600 + 47 * 60  # a session left overnight
+        app.refresh_data(force=False)
+        assert "expired 13 h 47 min ago" in str(app.query_one("#head", Static).render())
 
 
 async def test_never_writes(tmp_path: Path) -> None:

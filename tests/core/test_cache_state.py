@@ -184,8 +184,8 @@ def test_cached_prefix_end() -> None:
 
 
 def test_long_gaps_are_shown_in_days() -> None:
-    from ds4core.cache_state import _fmt_gap
+    from ds4core.cache_state import fmt_gap
 
-    assert (_fmt_gap(45), _fmt_gap(570), _fmt_gap(7500), _fmt_gap(260 * 86400 + 8 * 3600 + 5)) == (
+    assert (fmt_gap(45), fmt_gap(570), fmt_gap(7500), fmt_gap(260 * 86400 + 8 * 3600 + 5)) == (
         "45 s", "9 min 30 s", "2 h 5 min", "260 d 8 h",
     )

@@ -73,7 +73,7 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def _fmt_gap(seconds: float) -> str:
+def fmt_gap(seconds: float) -> str:
     """A human gap: `"45 s"`, `"9 min 30 s"`, `"2 h 5 min"`, `"260 d 8 h"`."""
     total = int(round(seconds))
     if total < 60:
@@ -238,11 +238,11 @@ class CacheClock:
         remaining = expires - now
         if remaining <= 0:
             return CacheState("cold", remaining, expires, last, self.lifetime_s, tier,
-                              f"expired {_fmt_gap(-remaining)} ago; {lifetime}")
+                              f"expired {fmt_gap(-remaining)} ago; {lifetime}")
         status: Status = "expiring" if remaining < expiring_s else "warm"
         via = "cache warming" if self.refresh and self.refresh.kind == "cache_warm" else "a reply"
         return CacheState(status, remaining, expires, last, self.lifetime_s, tier,
-                          f"refreshed {_fmt_gap(now - (last or now))} ago by {via}; {lifetime}")
+                          f"refreshed {fmt_gap(now - (last or now))} ago by {via}; {lifetime}")
 
 
 def cache_clock(
@@ -495,16 +495,16 @@ def _explain(
     if gap is not None and lifetime is not None and gap > lifetime:
         return MissExplanation(
             "TTL lapse",
-            f"idle {_fmt_gap(gap)} since the last refresh; the cache lives {lifetime} s",
+            f"idle {fmt_gap(gap)} since the last refresh; the cache lives {lifetime} s",
             gap, lifetime,
         )
     if change is not None:
         return MissExplanation("prefix changed", change.description, gap, lifetime, change)
     if lifetime is None:
-        idle = f"idle {_fmt_gap(gap)} since the last refresh" if gap is not None else "no refresh seen"
+        idle = f"idle {fmt_gap(gap)} since the last refresh" if gap is not None else "no refresh seen"
         detail = f"prefix unchanged; {idle} and the model declares no cache lifetime (likely expiry)"
     else:
-        idle = _fmt_gap(gap) if gap is not None else "?"
+        idle = fmt_gap(gap) if gap is not None else "?"
         detail = f"prefix unchanged and within the lifetime (idle {idle} of {lifetime} s): evicted early"
     return MissExplanation("unexplained", detail, gap, lifetime)
 
