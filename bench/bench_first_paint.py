@@ -31,9 +31,9 @@ def child(path: Path) -> None:
     """In a fresh process: start the app, print CLOCK_MONOTONIC when the map is drawn: the first
     compositor frame (`App._display`, called by every frame, also headless) painted while the
     pixel map holds the session's cells."""
+    from ds4sessions.agents.pi.discovery import load_model_table
     from textual.app import App
 
-    from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.app import Ds4App
     from ds4tui.widgets.pixel_map import PixelMap
 
