@@ -325,3 +325,21 @@ def test_json_depth_of_a_parsed_line_equals_the_depth_on_its_bytes() -> None:
     # not JSON, or deeper than orjson's own 1,024 levels: measured on the bytes
     assert json_depth(b"[" * 5000 + b"]" * 5000) == MAX_DEPTH + 1
     assert json_depth(b"[" * 300 + b"NaN" + b"]" * 300) == MAX_DEPTH + 1
+
+
+def test_json_depth_sees_a_deep_value_hidden_by_a_duplicate_key() -> None:
+    """orjson keeps the last of duplicate keys, so a deep earlier value is not in the parsed
+    value; the stdlib parser still recurses into it. Such a line is measured on its bytes."""
+    import json
+
+    from ds4sessions.ingest.limits import MAX_DEPTH, json_depth
+
+    deep = b"[" * 1020 + b"1" + b"]" * 1020
+    raw = b'{"type":"session","x":' + deep + b',"x":1}'
+    assert json_depth(raw) > MAX_DEPTH
+    shallow = b"[" * 150 + b"1" + b"]" * 150
+    raw = b'{"a":' + shallow + b',"b":"' + b"[{" * 60 + b'","a":' + shallow + b"}"
+    assert json_depth(raw) == 151  # a duplicate that drops no deeper value: the exact depth
+    raw = b'{"s":"' + b"[" * 250 + b"\\u005b" * 300 + b'","v":[[1]]}'
+    assert json.loads(raw)["s"].count("[") == 550
+    assert json_depth(raw) == 3  # the parsed path: brackets written as escapes are string characters

@@ -322,3 +322,13 @@ def test_unterminated_only_line_with_bom_is_the_header(tmp_path: Path) -> None:
     assert session.status == "session"
     assert session.diagnostics.count(Problem.BOM) == 1
     assert session.diagnostics.count(Problem.PARTIAL_LAST_LINE) == 0
+
+
+def test_a_deep_unterminated_last_line_is_too_deep_not_torn(tmp_path: Path) -> None:
+    """An unterminated last line that is nested past the depth bound is said to be too deep (as
+    the same line with a newline would be), not an interrupted writer's partial line."""
+    deep = "[" * 100_000 + "]" * 100_000
+    data = (json.dumps(HEADER) + "\n").encode() + b'{"type":"message","id":"d1","parentId":null,"x":' + deep.encode() + b"}"
+    session = read_session(_write(tmp_path, data))
+    assert session.diagnostics.count(Problem.TOO_DEEP) == 1
+    assert session.diagnostics.count(Problem.PARTIAL_LAST_LINE) == 0

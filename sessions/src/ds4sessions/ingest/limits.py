@@ -57,9 +57,11 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     Fast path: a line with at most `limit` brackets in total cannot be deeper. A line with more
     (source code, tables in a tool result: a tenth of the lines of a large real session) is
     parsed by orjson, whose own recursion stops at 1,024 levels with an error, and the depth of
-    the parsed value is walked with a stack: it equals the text's depth, and it costs about a
-    fifth of blanking the strings out of a large line. A line orjson cannot parse is measured
-    on its bytes (strings blanked out, all in C, linear in the line)."""
+    the parsed value is walked with a stack: it equals the text's depth when the value kept
+    every container of the text (checked by counting brackets: a duplicate key drops the
+    earlier value), and it costs about a fifth of blanking the strings out of a large line. A
+    line orjson cannot parse, or whose value lost a container, is measured on its bytes
+    (strings blanked out, all in C, linear in the line)."""
     opening = raw.count(b"[") + raw.count(b"{")
     if opening <= limit:
         return opening
@@ -67,26 +69,50 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
         value = _orjson_loads(raw)
     except ValueError:  # orjson.JSONDecodeError: not JSON, or deeper than orjson's own limit
         return _bytes_depth(raw, limit)
-    return _value_depth(value, limit)
+    depth, containers, in_strings = _value_shape(value, limit)
+    # The parsed value shows the text's depth only if it kept every container of the text: a
+    # duplicate key keeps only its last value, and a deep earlier one would hide from the walk
+    # (while the stdlib parser, which some readers use, still recurses into it). Every bracket
+    # byte of the line is a container or a character of a string; a string's bracket written
+    # as a `\u005b`-style escape is not a bracket byte. Escapes are counted generously (an
+    # escaped backslash before `u005b` counts too), which can only make the check fail.
+    escaped = sum(raw.count(e) for e in _BRACKET_ESCAPES) if b"\\u" in raw else 0
+    if containers != opening - (in_strings - escaped):
+        return _bytes_depth(raw, limit)
+    return depth
 
 
-def _value_depth(value: object, limit: int) -> int:
-    """Depth of a parsed JSON value (0 for a scalar), walked with a stack; stops past `limit`."""
+_BRACKET_ESCAPES = (b"\\u005b", b"\\u005B", b"\\u007b", b"\\u007B")
+"""JSON escapes of `[` and `{` (`\\u005b`, `\\u007b`, either case of the hex digit)."""
+
+
+def _value_shape(value: object, limit: int) -> tuple[int, int, int]:
+    """(depth, containers, `[`/`{` characters in its strings and keys) of a parsed JSON value,
+    walked with a stack; the depth stops counting past `limit` (the counts go on)."""
     if not isinstance(value, (dict, list)):
-        return 0
+        return 0, 0, (value.count("[") + value.count("{")) if isinstance(value, str) else 0
     deepest = 1
+    containers = 0
+    in_strings = 0
     stack = [(value, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
+        containers += 1
         if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                break
-        for child in (node.values() if isinstance(node, dict) else node):
+            deepest = min(depth, limit + 1)
+        if isinstance(node, dict):
+            for key in node:
+                in_strings += key.count("[") + key.count("{")
+            children = node.values()
+        else:
+            children = node
+        for child in children:
             if isinstance(child, (dict, list)):
                 push((child, depth + 1))
-    return deepest
+            elif isinstance(child, str):
+                in_strings += child.count("[") + child.count("{")
+    return deepest, containers, in_strings
 
 
 def _bytes_depth(raw: bytes, limit: int) -> int:

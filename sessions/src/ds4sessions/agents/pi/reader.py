@@ -191,8 +191,11 @@ class PiSessionReader(PiSession):
         """
         self.diagnostics.pending = None
         text = (raw[len(BOM) :] if offset == 0 and raw.startswith(BOM) else raw).decode("utf-8", "replace")
+        if text.strip() and line_problem(raw) is not None:
+            # too long or too deep: said as for a complete line (not "an interrupted writer")
+            return self._read_line(line_no, offset, raw, len(raw))
         try:
-            obj = _parse_json(text) if text.strip() and line_problem(raw) is None else None
+            obj = _parse_json(text) if text.strip() else None
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
