@@ -25,7 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from textual import on, work
+from textual import events, on, work
+from textual.geometry import Size
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -297,17 +298,19 @@ class Ds4App(App[None]):
         self._gc.stop()
         self._mark_painted(1 << 62)  # release a derive worker waiting for a paint
 
-    def on_resize(self) -> None:
-        self._apply_size_classes()
+    def on_resize(self, event: events.Resize) -> None:
+        # the event's size: the app's own `size` still says the previous one while this runs
+        self._apply_size_classes(event.size)
         self.query_one(PixelMap).reset_scale()  # a new terminal size: choose the map scale afresh
 
-    def _apply_size_classes(self) -> None:
-        self.default_screen.set_class(self.size.width < NARROW_WIDTH, "-narrow")
-        self.default_screen.set_class(self.size.height < MIN_MAP_HEIGHT, "-no-map")
-        self.query_one(PixelMap).fit_height = self.size.width >= NARROW_WIDTH  # map above its legend
+    def _apply_size_classes(self, size: Size | None = None) -> None:
+        size = size or self.size
+        self.default_screen.set_class(size.width < NARROW_WIDTH, "-narrow")
+        self.default_screen.set_class(size.height < MIN_MAP_HEIGHT, "-no-map")
+        self.query_one(PixelMap).fit_height = size.width >= NARROW_WIDTH  # map above its legend
         if not getattr(self, "_inspector_sized", False):
             self._inspector_sized = True  # a short stacked screen starts without the inspector (`i` shows it)
-            self.default_screen.set_class(self.size.width < NARROW_WIDTH and self.size.height < 30, "-no-inspector")
+            self.default_screen.set_class(size.width < NARROW_WIDTH and size.height < 30, "-no-inspector")
 
     # --- ingest -----------------------------------------------------------------------------
 
