@@ -193,7 +193,7 @@ class ClaudeApp(App[None]):
         problems = len(m["problems"])
         status = [f"{len(c['history']['records'])} requests, {len(c['history']['misses'])} misses"]
         if problems:
-            status.append(f"⚠ {problems} problems")
+            status.append(f"⚠ {problems} problem{'' if problems == 1 else 's'}")
         if self.tail.error:
             status.append(literal(self.tail.error, keep_newlines=False))
         self.query_one("#status", Static).update(" · ".join(status))

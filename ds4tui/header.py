@@ -100,7 +100,7 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
     if facts.invalid_header:
         items.append(HeaderItem(Text("header invalid (read-only salvage)", style="bold red"), 1))
     if facts.problems:
-        items.append(HeaderItem(Text(f"⚠ {facts.problems} problems (d)", style="yellow"), 2))
+        items.append(HeaderItem(Text(f"⚠ {facts.problems} problem{'' if facts.problems == 1 else 's'} (d)", style="yellow"), 2))
     items.append(HeaderItem(Text(facts.model or "model unknown", style="" if facts.known_model else "yellow"), 3))
     if facts.name:
         items.append(HeaderItem(Text(literal(facts.name, keep_newlines=False)[:40]), 4))

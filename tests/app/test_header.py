@@ -62,3 +62,10 @@ def test_turn_times_show_the_date_when_not_today() -> None:
     assert out == ["", local[1].strftime("%m-%d %H:%M"), local[2].strftime("%m-%d %H:%M")]
     same_day = [SimpleNamespace(index=1, time=day1)]
     assert turn_times(same_day, today=local[1].date()) == [local[1].strftime("%H:%M")]
+
+
+def test_one_problem_is_singular() -> None:
+    from ds4tui.header import HeaderFacts, compose_header
+
+    line = compose_header(HeaderFacts(used=1000, window=200_000, problems=1), 120).plain
+    assert "⚠ 1 problem (d)" in line
