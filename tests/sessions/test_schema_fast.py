@@ -18,7 +18,7 @@ VALUES: list[Any] = [
     float("inf"), float("nan"), "", "text", [], ["a"], ["a", 1], {}, {"a": 1}, [{"type": "text", "text": "x"}],
 ]
 KEYS = sorted(
-    set(schema._ENTRY_CHECKED) | set(schema._MESSAGE_CHECKED) | set(schema._BLOCK_CHECKED)
+    set(schema._ENTRY_CHECKS) | set(schema._MESSAGE_CHECKS) | set(schema._BLOCK_CHECKED)
     | set(schema._USAGE_FIELDS) | {"cost", "readFiles", "modifiedFiles", "details", "total", "unrelated"}
 )
 

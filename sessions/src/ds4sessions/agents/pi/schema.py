@@ -95,68 +95,53 @@ def conform_entry(obj: dict[str, Any], surrogates: bool = False) -> tuple[dict[s
     return out, fixes
 
 
-_ENTRY_STR = frozenset(_STR_FIELDS_ENTRY)
-_ENTRY_CHECKED = _ENTRY_STR | {"summary", "tokensBefore", "content", "usage", "message", "systemMessage", "details"}
-_MESSAGE_STR = frozenset(_STR_FIELDS_MESSAGE)
-_MESSAGE_CHECKED = _MESSAGE_STR | {"summary", "exitCode", "timestamp", "content", "usage"}
-_BLOCK_STR = frozenset(_STR_FIELDS_BLOCK)
-_BLOCK_CHECKED = _BLOCK_STR | {"text", "thinking", "arguments"}
-_USAGE_SET = frozenset(_USAGE_FIELDS)
-_COST_SET = frozenset(_COST_FIELDS)
-
-
 def _conforms(obj: dict[str, Any]) -> bool:
     """True only when `conform_entry(obj)` would change nothing (the common case, decided in a
     few C-level set operations and type checks: issue 14). False means "not sure": the caller
     runs the rule-by-rule path. Checks exactly the fields `conform_entry` checks, with exact
-    types (`type(v) is str`; JSON gives no subclasses), never more leniently."""
-    for key in obj.keys() & _ENTRY_CHECKED:
-        value = obj[key]
-        if key in _ENTRY_STR:
-            if value is not None and type(value) is not str:
-                return False
-        elif key == "message" or key == "systemMessage":
-            if type(value) is not dict or not _message_conforms(value):
-                return False
-        elif key == "summary":
-            if type(value) is not str:
-                return False
-        elif key == "tokensBefore":
-            if value is not None and not _number_conforms(value):
-                return False
-        elif key == "content":
-            if not _content_conforms(value):
-                return False
-        elif key == "usage":
-            if not _usage_conforms(value):
-                return False
-        elif type(value) is dict:  # details
-            for files_key in value.keys() & {"readFiles", "modifiedFiles"}:
-                files = value[files_key]
-                if type(files) is not list or not all(type(f) is str for f in files):
-                    return False
+    types (`type(v) is str`; JSON gives no subclasses), never more leniently: one check per
+    field (`_ENTRY_CHECKS`, `_MESSAGE_CHECKS`), the same function where the entry and its
+    message share a rule."""
+    for key in obj.keys() & _ENTRY_CHECKS.keys():
+        if not _ENTRY_CHECKS[key](obj[key]):
+            return False
     return True
 
 
 def _message_conforms(message: dict[str, Any]) -> bool:
-    for key in message.keys() & _MESSAGE_CHECKED:
-        value = message[key]
-        if key in _MESSAGE_STR:
-            if value is not None and type(value) is not str:
-                return False
-        elif key == "content":
-            if not _content_conforms(value):
-                return False
-        elif key == "usage":
-            if not _usage_conforms(value):
-                return False
-        elif key == "timestamp":
-            if value is not None and type(value) is not str and not (_number_conforms(value) and abs(value) <= MAX_DATE_MS):
-                return False
-        elif key == "summary":
-            if type(value) is not str:
-                return False
-        elif value is not None and not _number_conforms(value):  # exitCode
+    """`_conforms` for a message (`conform_entry`'s `_fix_message` rules)."""
+    for key in message.keys() & _MESSAGE_CHECKS.keys():
+        if not _MESSAGE_CHECKS[key](message[key]):
+            return False
+    return True
+
+
+def _optional_str(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _is_str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _optional_number(value: Any) -> bool:
+    return value is None or _number_conforms(value)
+
+
+def _message_value(value: Any) -> bool:
+    return type(value) is dict and _message_conforms(value)
+
+
+def _timestamp(value: Any) -> bool:
+    return value is None or type(value) is str or (_number_conforms(value) and abs(value) <= MAX_DATE_MS)
+
+
+def _details(value: Any) -> bool:
+    if type(value) is not dict:
+        return True  # only a dict's file lists are checked
+    for files_key in value.keys() & {"readFiles", "modifiedFiles"}:
+        files = value[files_key]
+        if type(files) is not list or not all(type(f) is str for f in files):
             return False
     return True
 
@@ -197,6 +182,29 @@ def _usage_conforms(usage: Any) -> bool:
             if not _number_conforms(cost[key]):
                 return False
     return True
+
+
+_SHARED_CHECKS: dict[str, Any] = {"summary": _is_str, "content": _content_conforms, "usage": _usage_conforms}
+_ENTRY_CHECKS: dict[str, Any] = {
+    **{key: _optional_str for key in _STR_FIELDS_ENTRY},
+    **_SHARED_CHECKS,
+    "tokensBefore": _optional_number,
+    "message": _message_value,
+    "systemMessage": _message_value,
+    "details": _details,
+}
+"""The entry fields `conform_entry` checks, each with its exact-type check."""
+_MESSAGE_CHECKS: dict[str, Any] = {
+    **{key: _optional_str for key in _STR_FIELDS_MESSAGE},
+    **_SHARED_CHECKS,
+    "timestamp": _timestamp,
+    "exitCode": _optional_number,
+}
+"""The message fields `_fix_message` checks, each with its exact-type check."""
+_BLOCK_STR = frozenset(_STR_FIELDS_BLOCK)
+_BLOCK_CHECKED = _BLOCK_STR | {"text", "thinking", "arguments"}
+_USAGE_SET = frozenset(_USAGE_FIELDS)
+_COST_SET = frozenset(_COST_FIELDS)
 
 
 def _number_conforms(value: Any) -> bool:
