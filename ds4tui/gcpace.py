@@ -22,7 +22,6 @@ Numbers: docs/performance.md ("GC between paints").
 from __future__ import annotations
 
 import gc
-import threading
 
 THRESHOLD = (50_000, 1_000, 1_000)
 """`gc.set_threshold` while the dashboard runs (generation 0, 1, 2)."""
@@ -33,27 +32,24 @@ FULL_EVERY = 500
 
 
 class GcPacer:
-    """Paces the cyclic GC for a long-running dashboard (see the module doc). Not re-entrant:
-    `after_pass` is called by one worker at a time."""
+    """Paces the cyclic GC for a long-running dashboard (see the module doc). `start`/`stop` run
+    on the UI thread (mount, unmount), `after_pass` on the derive worker, one pass at a time."""
 
     def __init__(self) -> None:
         self._saved: tuple[int, ...] | None = None
         self._passes = 0
-        self._lock = threading.Lock()
 
     def start(self) -> None:
         """Raise the automatic thresholds (remembering the current ones)."""
-        with self._lock:
-            if self._saved is None:
-                self._saved = gc.get_threshold()
-                gc.set_threshold(*THRESHOLD)
+        if self._saved is None:
+            self._saved = gc.get_threshold()
+            gc.set_threshold(*THRESHOLD)
 
     def stop(self) -> None:
         """Restore the thresholds `start` found."""
-        with self._lock:
-            if self._saved is not None:
-                gc.set_threshold(*self._saved)
-                self._saved = None
+        if self._saved is not None:
+            gc.set_threshold(*self._saved)
+            self._saved = None
 
     def generation_for(self, passes: int) -> int:
         """The generation collected after pass number `passes` (1-based): 2 every `FULL_EVERY`,

@@ -9,6 +9,7 @@ from pathlib import Path
 from ds4tui import gcpace
 from ds4tui.app import Ds4App
 from tests.app.test_dashboard import settle
+from tests.app.test_incremental_screen import copy_of
 
 
 def test_the_schedule_collects_young_middle_and_full() -> None:
@@ -36,9 +37,7 @@ def test_after_pass_frees_a_reference_cycle() -> None:
 
 async def test_the_app_raises_the_thresholds_and_restores_them(sample01: Path, tmp_path: Path) -> None:
     before = gc.get_threshold()
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
-    app = Ds4App(path, watch=False, retrieval=False)
+    app = Ds4App(copy_of(sample01, tmp_path), watch=False, retrieval=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         assert gc.get_threshold() == gcpace.THRESHOLD

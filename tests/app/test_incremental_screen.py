@@ -13,6 +13,13 @@ from ds4tui.widgets.turns import TurnList
 from tests.app.test_dashboard import settle
 
 
+def copy_of(sample: Path, tmp_path: Path) -> Path:
+    """A copy of `sample` in `tmp_path` (the app may be shown appends to it)."""
+    path = tmp_path / sample.name
+    path.write_bytes(sample.read_bytes())
+    return path
+
+
 def _reply(parent: str, entry_id: str, text: str) -> bytes:
     entry = {
         "type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-03-02T08:44:00.000Z",
@@ -22,8 +29,7 @@ def _reply(parent: str, entry_id: str, text: str) -> bytes:
 
 
 async def test_an_append_keeps_unchanged_lines_and_cells(sample01: Path, tmp_path: Path) -> None:
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
+    path = copy_of(sample01, tmp_path)
     app = Ds4App(path, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
@@ -66,8 +72,7 @@ async def test_an_append_repaints_only_the_legend_lines_that_changed(sample01: P
     re-renders only the lines whose text changed and the rest are the same strip objects."""
     from ds4tui.widgets.panels import CategoryList
 
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
+    path = copy_of(sample01, tmp_path)
     app = Ds4App(path, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
@@ -97,8 +102,7 @@ async def test_a_hidden_tab_is_drawn_when_shown(sample01: Path, tmp_path: Path) 
     from ds4tui.widgets.manifest import ManifestView
     from textual.widgets import DataTable
 
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
+    path = copy_of(sample01, tmp_path)
     app = Ds4App(path, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)

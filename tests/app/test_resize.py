@@ -9,12 +9,11 @@ from pathlib import Path
 from ds4tui.app import Ds4App
 from ds4tui.widgets.pixel_map import PixelMap
 from tests.app.test_dashboard import settle
+from tests.app.test_incremental_screen import copy_of
 
 
 async def test_a_round_trip_of_sizes_ends_as_a_fresh_start(sample01: Path, tmp_path: Path) -> None:
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
-    app = Ds4App(path, watch=False, retrieval=False)
+    app = Ds4App(copy_of(sample01, tmp_path), watch=False, retrieval=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot, app)
         fresh = (app.default_screen.classes, app.query_one(PixelMap).size, app.query_one(PixelMap).border_title)

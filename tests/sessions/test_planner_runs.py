@@ -45,18 +45,25 @@ def _last(path: Path) -> dict:
     return json.loads(path.read_bytes().splitlines()[-1])
 
 
-@pytest.mark.parametrize("role", ["user", "assistant"])
-def test_planner_runs_per_append(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str) -> None:
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
+def _read_then_append(sample: Path, tmp_path: Path, role: str, entry_id: str) -> SessionPipeline:
+    """A pipeline that has read a copy of `sample` (full plans, index build), with one line of
+    `role` appended since (a new user prompt, or a repeat of the last reply: a new request)."""
+    path = tmp_path / sample.name
+    path.write_bytes(sample.read_bytes())
     pipe = SessionPipeline(path)
-    assert list(pipe.updates(now=NOW))  # the first read (full plans, index build)
+    assert list(pipe.updates(now=NOW))
     last = _last(path)
     if role == "user":
         message = {"role": "user", "content": [{"type": "text", "text": "and now the README please"}], "timestamp": last["message"]["timestamp"] + 1000}
     else:
         message = dict(last["message"], timestamp=last["message"]["timestamp"] + 1000)
-    _append(path, {"type": "message", "id": "appended1", "parentId": last["id"], "timestamp": last["timestamp"], "message": message})
+    _append(path, {"type": "message", "id": entry_id, "parentId": last["id"], "timestamp": last["timestamp"], "message": message})
+    return pipe
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_planner_runs_per_append(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str) -> None:
+    pipe = _read_then_append(sample01, tmp_path, role, "appended1")
 
     counter = _Counter(monkeypatch)
     updates = list(pipe.updates(now=NOW))
@@ -82,16 +89,7 @@ def test_every_planner_run_of_a_derive_pass_follows_a_checkpoint(
     """`SessionPipeline.derive(checkpoint=…)` calls the checkpoint before each stage and before
     each planner run inside the cache view, so the app's derive worker can let a paint go first
     at least once per planner run (a planner run is the largest step: 25 ms at 1,000 turns)."""
-    path = tmp_path / sample01.name
-    path.write_bytes(sample01.read_bytes())
-    pipe = SessionPipeline(path)
-    assert list(pipe.updates(now=NOW))
-    last = _last(path)
-    if role == "user":
-        message = {"role": "user", "content": [{"type": "text", "text": "and now the README please"}], "timestamp": last["message"]["timestamp"] + 1000}
-    else:
-        message = dict(last["message"], timestamp=last["message"]["timestamp"] + 1000)
-    _append(path, {"type": "message", "id": "appended2", "parentId": last["id"], "timestamp": last["timestamp"], "message": message})
+    pipe = _read_then_append(sample01, tmp_path, role, "appended2")
     snap = None
     for snap in pipe.snapshots():
         pass
