@@ -130,3 +130,38 @@ def test_usage_before_a_compaction_does_not_infer_the_system_prompt(tmp_path: Pa
         live.refresh()
     assert live.last is not None and not live.last.system_inferred
     assert live.last.best.estimate == snap.best.estimate
+
+
+def test_turn_local_time_equals_astimezone_across_zones_and_dst_changes() -> None:
+    """`_local_time` (a turn's time: one shared zone object per offset and name) equals
+    `fromtimestamp(ms / 1000, utc).astimezone()` in value, ISO text, zone name and offset, at
+    every half hour (and ±fractions of a millisecond) around two years of DST changes in zones
+    with odd offsets; run in child processes so that TZ is set before anything reads it."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import datetime as dt, os, sys, time
+time.tzset()
+from ds4sessions.ingest.live import _local_time
+bad = n = 0
+for year in (2025, 2026):
+    for month in (3, 4, 10, 11):
+        base = dt.datetime(year, month, 1, tzinfo=dt.timezone.utc).timestamp() * 1000
+        for k in range(31 * 48):
+            for frac in (0, -0.3, 0.7):
+                ms = base + k * 1_800_000 + frac
+                a = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).astimezone()
+                b = _local_time(ms)
+                n += 1
+                bad += (a, a.isoformat(), a.tzname(), a.utcoffset()) != (b, b.isoformat(), b.tzname(), b.utcoffset())
+print(n, bad)
+"""
+    for zone in ("UTC", "America/New_York", "Australia/Lord_Howe", "America/St_Johns", "Asia/Kolkata"):
+        if zone != "UTC" and not Path("/usr/share/zoneinfo", zone).exists():
+            continue
+        env = {**os.environ, "TZ": zone}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        n, bad = map(int, out.split())
+        assert (n, bad) == (2 * 4 * 31 * 48 * 3, 0), zone

@@ -180,3 +180,52 @@ def test_large_sample_is_fast(shared_dir: Path) -> None:
     assert len(context.messages) == 115
     assert read_seconds < 1.0, read_seconds
     assert build_seconds < 0.1, build_seconds
+
+
+def _careful_branch(session: Any, leaf: Any) -> list[Any]:
+    """The reference walk: follow parents from `leaf`, stop at a missing parent or a repeat."""
+    path: list[Any] = []
+    seen: set[int] = set()
+    while leaf is not None and id(leaf) not in seen:
+        seen.add(id(leaf))
+        path.append(leaf)
+        leaf = session.by_id.get(leaf.parent_id) if leaf.parent_id is not None else None
+    return path[::-1]
+
+
+def test_branch_path_bounded_walk_equals_the_careful_walk_on_random_trees_with_cycles() -> None:
+    """`branch_path` walks without a set of the entries seen (bounded by the ids known); on
+    random parent links (missing parents, cycles, duplicate ids, entries without ids) it
+    returns what the walk that remembers every entry returns, from every possible leaf."""
+    import random
+
+    from ds4sessions.agents.pi.context import branch_path
+    from ds4sessions.agents.pi.reader import PiSessionReader
+
+    rng = random.Random(14)
+    cycles = 0
+    for _ in range(300):
+        n = rng.randint(1, 12)
+        ids = [rng.choice([f"e{k}", f"e{rng.randint(0, n)}", None]) for k in range(n)]
+        lines = [json.dumps({"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z"})]
+        for k, eid in enumerate(ids):
+            parent = rng.choice([None, f"e{rng.randint(0, n)}", ids[k - 1] if k else None])
+            entry: dict[str, Any] = {"type": "message", "parentId": parent, "timestamp": "2026-01-01T00:00:00Z",
+                                     "message": {"role": "user", "content": f"m{k}"}}
+            if eid is not None:
+                entry["id"] = eid
+            lines.append(json.dumps(entry))
+        reader = PiSessionReader(None)
+        offset = 0
+        for no, line in enumerate(lines, 1):
+            raw = line.encode()
+            reader.feed([(no, offset, raw)])
+            offset += len(raw) + 1
+        for leaf_id in [None, *{e for e in ids if e}, "nowhere"]:
+            leaf = reader.by_id.get(leaf_id) if leaf_id is not None else None
+            expected = _careful_branch(reader, leaf if leaf is not None else reader.leaf)
+            got = branch_path(reader, leaf_id)
+            assert [id(e) for e in got] == [id(e) for e in expected]
+            root = expected[0] if expected else None
+            cycles += root is not None and root.parent_id is not None and root.parent_id in reader.by_id
+    assert cycles > 50  # the cases where the bound is what stops the walk were tried

@@ -35,7 +35,7 @@ from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
 from ds4sessions.agents import base
 from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
-from ds4sessions.agents.pi.entries import Entry
+from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.agents.pi.slim import prompt_text
 from ds4sessions.ingest.tailer import TailBatch, Tailer
@@ -165,14 +165,34 @@ def _model_of(ctx: SessionContext, models: ModelTable) -> tuple[str | None, Any]
     return f"{provider}/{model_id}", models.get(provider, model_id)
 
 
-def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
-    """Index of the first context message recorded after the latest compaction on the branch."""
-    by_id = reader.by_id
-    compactions = [eid for eid in ctx.branch_entry_ids if (e := by_id.get(eid)) is not None and e.type == "compaction"]
-    if not compactions:
+def _branch_scan(ctx: SessionContext, reader: PiSessionReader) -> tuple[int | None, dict[str, int]]:
+    """One walk of the branch's entry ids: the position of the last compaction on it (None
+    without one) and, for each user prompt, its 1-based turn number on the branch."""
+    numbers: dict[str, int] = {}
+    last_compaction = None
+    get = reader.by_id.get
+    for index, eid in enumerate(ctx.branch_entry_ids):
+        entry = get(eid)  # type: ignore[arg-type]
+        if entry is None:
+            continue
+        kind = entry.type
+        if kind == "message":  # `entry.role == "user"`, inlined
+            if eid:
+                raw = entry.raw
+                message = raw if type(raw) is StandIn else entry.message
+                if message is not None and message.get("role") == "user":
+                    numbers[eid] = len(numbers) + 1
+        elif kind == "compaction":
+            last_compaction = index
+    return last_compaction, numbers
+
+
+def _first_fresh_index(ctx: SessionContext, last_compaction: int | None) -> int:
+    """Index of the first context message recorded after the latest compaction on the branch
+    (`last_compaction`: its position on the branch, from `_branch_scan`)."""
+    if last_compaction is None:
         return 0  # (no position index of the whole branch to build)
     position = {eid: i for i, eid in enumerate(ctx.branch_entry_ids)}
-    last_compaction = max(position[eid] for eid in compactions)
     for i, eid in enumerate(ctx.message_entry_ids):
         if eid is not None and position.get(eid, -1) > last_compaction:
             return i
@@ -181,15 +201,7 @@ def _first_fresh_index(ctx: SessionContext, reader: PiSessionReader) -> int:
 
 def _turn_numbers(ctx: SessionContext, reader: PiSessionReader) -> dict[str, int]:
     """Entry id of each user prompt on the branch → its 1-based turn number on the branch."""
-    numbers: dict[str, int] = {}
-    get = reader.by_id.get
-    for eid in ctx.branch_entry_ids:
-        entry = get(eid) if eid else None
-        if entry is not None and entry.type == "message":  # `entry.role == "user"`, inlined
-            message = entry.message
-            if message is not None and message.get("role") == "user":
-                numbers[eid] = len(numbers) + 1
-    return numbers
+    return _branch_scan(ctx, reader)[1]
 
 
 def _preview(content: Any, limit: int = 80) -> str:
@@ -272,12 +284,7 @@ def _extend_turns(
         when = None
         ts = first.get("timestamp")
         if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-            when = dt.datetime.fromtimestamp(ts / 1000, tz=dt.timezone.utc).astimezone()
-            zone = when.tzinfo
-            if zone is not None:  # one object per local zone (offset, name), not one per turn
-                shared = _ZONES.setdefault((zone.utcoffset(None), zone.tzname(None)), zone)
-                if shared is not zone:
-                    when = when.replace(tzinfo=shared)
+            when = _local_time(ts)
         eid = entry_ids[start] if start < len(entry_ids) else None
         turns.append(
             Turn(  # index, time, prompt, tool_calls, tokens, first_message, last_message, entry_ids
@@ -304,9 +311,27 @@ def _extend_turns(
     return tuple(turns)
 
 
-_ZONES: dict[tuple[Any, Any], dt.tzinfo] = {}
-"""The local time zones of turn times, by (UTC offset, name): `astimezone()` makes a new one
-for every call (~150 bytes per turn at 50,000 turns); equal ones are shared."""
+_ZONES: dict[tuple[int, str], dt.timezone] = {}
+"""The local time zones of turn times, by (UTC offset in seconds, name): `astimezone()` makes a
+new one for every call (~150 bytes per turn at 50,000 turns); here equal ones are one object."""
+_UTC = dt.timezone.utc
+_UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_SECOND = dt.timedelta(seconds=1)
+
+
+def _local_time(ms: float) -> dt.datetime:
+    """`datetime.fromtimestamp(ms / 1000, tz=utc).astimezone()`, equal, with its zone shared
+    (`_ZONES`). The zone follows CPython's `astimezone()` rule (`local_timezone_from_timestamp`
+    in _datetimemodule.c): `timezone(timedelta(seconds=tm_gmtoff), tm_zone)` of `time.localtime`
+    at the instant's whole UTC seconds (floored), so only the zone object is not new. Raises what
+    `fromtimestamp` raises (a timestamp out of range)."""
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=_UTC)
+    local = time.localtime((when - _UNIX_EPOCH) // _SECOND)
+    key = (local.tm_gmtoff, local.tm_zone)
+    zone = _ZONES.get(key)
+    if zone is None:
+        zone = _ZONES[key] = dt.timezone(dt.timedelta(seconds=local.tm_gmtoff), local.tm_zone)
+    return when.astimezone(zone)
 
 
 def _retokened(
@@ -378,8 +403,8 @@ _EPOCHS = itertools.count(1)  # one number per full rebuild, process-wide
 def _full_facts(ctx: SessionContext, reader: PiSessionReader) -> tuple[_Facts, dict[str, int]]:
     """The facts of a context built in full, and the turn number of every prompt on the branch."""
     messages = ctx.messages
-    first_fresh = _first_fresh_index(ctx, reader)
-    numbers = _turn_numbers(ctx, reader)
+    last_compaction, numbers = _branch_scan(ctx, reader)
+    first_fresh = _first_fresh_index(ctx, last_compaction)
     facts = _Facts(
         first_fresh=first_fresh,
         has_system=any(m.get("role") == "system" for m in messages),
