@@ -77,6 +77,7 @@ class PixelMap(Widget, can_focus=True):
         self._cached_end: int | None = None
         self._cache_status: str | None = None
         self._boundary: int | None = None
+        self._titles: tuple[Any, ...] | None = None  # the border title and subtitle shown (`_set_title`)
         self._view = "agent"
         self._agent_name = "Pi"
         self.fit_height = False
@@ -133,13 +134,23 @@ class PixelMap(Widget, can_focus=True):
         if (excluded == self._excluded and pinned == self._pinned and cached_end == self._cached_end
                 and cache_status == self._cache_status):
             return  # nothing changed: no repaint
+        # Only the rows whose glyphs or boundary style change are repainted: ▒/◆ of the messages
+        # that entered or left the plan's sets (drawn in the "ds4" view only), □ of the messages
+        # between the old and the new cached prefix end, and the old and new boundary cells.
+        flips = (self._excluded ^ excluded) | (self._pinned ^ pinned) if self._view == "ds4" else frozenset()
+        old_end, old_boundary, old_status = self._cached_end, self._boundary, self._cache_status
         self._excluded = excluded
         self._pinned = pinned
         self._cached_end = cached_end
         self._cache_status = cache_status
         self._find_boundary()
         self._set_title()
-        self.refresh()
+
+        def changed(i: int) -> bool:
+            return i in flips or ((old_end is not None and i >= old_end) != (cached_end is not None and i >= cached_end))
+
+        boundaries = {old_boundary, self._boundary} if (old_boundary, old_status) != (self._boundary, cache_status) else set()
+        self._refresh_cells(changed, boundaries - {None})
 
     @property
     def cache_status(self) -> str | None:
@@ -173,8 +184,12 @@ class PixelMap(Widget, can_focus=True):
         for title in (f"{name} · {scale}", f"{name.split(' (')[0]} · {scale}", f"1 cell = {self._per_cell:,}"):
             if len(title) + 4 <= width:
                 break
-        self.border_title = title
-        self.border_subtitle = self._cache_legend()
+        legend = self._cache_legend()
+        shown = (title, legend.plain, legend.style, tuple(legend.spans))
+        if shown != self._titles:  # Textual repaints the whole widget on every title assignment
+            self._titles = shown
+            self.border_title = title
+            self.border_subtitle = legend
 
     def _cache_legend(self) -> Text:
         """The bottom border: how to read the cache overlay (the boundary cell's style, the
@@ -197,9 +212,28 @@ class PixelMap(Widget, can_focus=True):
         return swatch + Text(tail)
 
     def highlight_message(self, message_index: int | None) -> None:
-        """Mark the cells of one context message (a selected turn or entry)."""
+        """Mark the cells of one context message (a selected turn or entry); only the rows of
+        the cells of the messages highlighted before and now are repainted."""
+        old = self._highlight
         self._highlight = message_index
-        self.refresh()
+        if old != message_index:
+            targets = {old, message_index}
+            self._refresh_cells(targets.__contains__)
+
+    def _refresh_cells(self, message_changed: Any, cells: set[int] | frozenset[int] = frozenset()) -> None:
+        """Repaint the rows holding a cell whose context message index `i` gives
+        `message_changed(i)` true, or one of the cell indices `cells` (O(cells) to find them;
+        a row is repainted once)."""
+        width = self.size.width
+        if width <= 0:
+            return
+        rows = {index // width for index in cells}
+        for index, cell in enumerate(self._cells):
+            i = cell.message_index
+            if i is not None and message_changed(i):
+                rows.add(index // width)
+        for row in sorted(rows):
+            self.refresh(Region(0, row, width, 1))
 
     def _layout(self, partial: bool = False) -> None:
         """Lay the cells out for the current size. `partial`: repaint only the rows whose cells
@@ -259,8 +293,11 @@ class PixelMap(Widget, can_focus=True):
         end = start + len(row)
         boundary = self._boundary if self._boundary is not None and start <= self._boundary < end else None
         cursor = self.cursor if self.has_focus and start <= self.cursor < end else None
+        highlight = self._highlight
+        if highlight is not None and not any(cell.message_index == highlight for cell in row):
+            highlight = None  # (a row without the highlighted message is drawn the same either way)
         key = (tuple(row), start, width, boundary, self._cache_status if boundary is not None else None, cursor,
-               self._highlight, self._view, self._cached_end, self._pinned, self._excluded, base)
+               highlight, self._view, self._cached_end, self._pinned, self._excluded, base)
         strip = self._rows_drawn.get(key)
         if strip is not None:
             return strip
@@ -268,7 +305,6 @@ class PixelMap(Widget, can_focus=True):
         run_style: Style | None = None
         run_text: list[str] = []
         bgcolor = base.bgcolor
-        highlight = self._highlight
         glyph_of, style_of = self._glyph, self._style
         for offset, cell in enumerate(row):
             index = start + offset

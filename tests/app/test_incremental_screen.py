@@ -112,3 +112,53 @@ async def test_a_hidden_tab_is_drawn_when_shown(sample01: Path, tmp_path: Path) 
         await pilot.pause()
         assert "manifest" not in app._stale_tabs
         assert table.row_count == len(app.derived.plan.items) > 0
+
+
+async def test_the_map_repaints_only_rows_whose_drawing_changed(sample01: Path, tmp_path: Path) -> None:
+    """Moving the highlight (it follows the newest message on every append) and changing the
+    overlays (plan, cached prefix, cache status) repaint only some rows of the map, and every
+    row not repainted draws exactly as before: what Textual keeps of it on screen stays right.
+    200 random changes in the "ds4" view (where ▒ and ◆ show), each checked row by row."""
+    import random
+
+    path = copy_of(sample01, tmp_path)
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        pixel_map = app.query_one(PixelMap)
+        pixel_map.set_view("ds4")
+        await pilot.pause()
+        messages = len(app.snapshot.context.messages)
+        width = pixel_map.size.width
+        rows = -(-len(pixel_map.cells) // width)
+        assert messages > 10 and rows > 3
+        refreshed: list[tuple[object, ...]] = []
+        real_refresh = pixel_map.refresh
+
+        def spy(*regions: object, **kwargs: object) -> object:
+            refreshed.append(regions)
+            return real_refresh(*regions, **kwargs)  # type: ignore[arg-type]
+
+        pixel_map.refresh = spy  # type: ignore[method-assign]
+        rng = random.Random(10)
+        partial = repainted_rows = 0
+        for _ in range(200):
+            before = [pixel_map.render_line(y) for y in range(rows)]
+            refreshed.clear()
+            if rng.random() < 0.5:
+                pixel_map.highlight_message(rng.choice([None, *range(messages)]))
+            else:
+                pixel_map.set_overlays(
+                    excluded=frozenset(rng.sample(range(messages), rng.randint(0, 3))),
+                    pinned=frozenset(rng.sample(range(messages), rng.randint(0, 2))),
+                    cached_end=rng.choice([None, *range(messages + 1)]),
+                    cache_status=rng.choice([None, "warm", "expiring", "cold", "unknown"]),
+                )
+            if any(not regions for regions in refreshed):
+                continue  # the whole map was repainted (the border's cache legend changed)
+            partial += 1
+            repainted = {region.y for regions in refreshed for region in regions}  # type: ignore[attr-defined]
+            repainted_rows += len(repainted)
+            after = [pixel_map.render_line(y) for y in range(rows)]
+            assert [y for y in range(rows) if y not in repainted and after[y] != before[y]] == []
+        assert partial > 100 and 0 < repainted_rows < partial * rows / 2
