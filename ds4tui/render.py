@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from rich.text import Text
@@ -31,7 +32,11 @@ def _pct(value: float) -> str:
     return f"{value:.1f}%"
 
 
+@lru_cache(maxsize=512)
 def _leader_line(label: str, value: str, width: int, indent: int, colour: str | None, note: str = "") -> Text:
+    """One dotted-leader line ("■ Tools ........ 14.7k  7.3%"). Kept per distinct arguments: an
+    append changes a few categories' figures, so the legend's other lines are the same `Text`
+    objects as before (the legend redraws only what changed). Callers must not modify it."""
     line = Text()
     if colour is not None:
         line.append(f"{FILLED} ", style=colour)
