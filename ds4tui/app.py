@@ -372,12 +372,14 @@ class Ds4App(App[None]):
                     continue  # a newer snapshot arrived while resting: derive that one
                 started = time.monotonic()
                 def checkpoint() -> None:
-                    # between stages: a newer snapshot on its way to the screen paints first
+                    # between stages: a newer snapshot on its way to the screen paints first;
+                    # then the young garbage of the stages so far is collected (nothing waits)
                     with self._painted:
                         self._painted.wait_for(
                             lambda: self._painted_version >= self._posted_version or generation != self._generation,
                             timeout=DERIVE_WAIT_S,
                         )
+                    self._gc.at_checkpoint()
 
                 with self._derive_lock:
                     for derived in pipeline.derive(snap, now=self._now(), checkpoint=checkpoint):  # type: ignore[arg-type]

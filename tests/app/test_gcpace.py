@@ -35,6 +35,30 @@ def test_after_pass_frees_a_reference_cycle() -> None:
         pacer.stop()
 
 
+def test_a_checkpoint_collects_the_young_generation_only_past_its_bound() -> None:
+    """`at_checkpoint` leaves a small young generation alone and collects a large one (then
+    the pending allocations start again from about zero)."""
+    class Node:
+        pass
+
+    pacer = gcpace.GcPacer()
+    pacer.start()
+    try:
+        gc.collect(0)
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        del a, b
+        assert gc.get_count()[0] < gcpace.CHECKPOINT_YOUNG
+        assert pacer.at_checkpoint() == 0 and gc.get_count()[0] > 0  # nothing ran: the cycle waits
+        keep = [[] for _ in range(gcpace.CHECKPOINT_YOUNG + 1_000)]  # tracked allocations past the bound
+        assert gc.get_count()[0] > gcpace.CHECKPOINT_YOUNG
+        assert pacer.at_checkpoint() >= 2  # the young collection ran and found the cycle
+        assert gc.get_count()[0] < 100
+        del keep
+    finally:
+        pacer.stop()
+
+
 async def test_the_app_raises_the_thresholds_and_restores_them(sample01: Path, tmp_path: Path) -> None:
     before = gc.get_threshold()
     app = Ds4App(copy_of(sample01, tmp_path), watch=False, retrieval=False)

@@ -111,3 +111,48 @@ def test_every_planner_run_of_a_derive_pass_follows_a_checkpoint(
     # each run has a checkpoint of its own since the previous run
     for a, b in zip([-1] + runs, runs):
         assert "checkpoint" in events[a + 1 : b], events
+
+
+def test_a_derive_pass_checkpoints_inside_its_longest_stages(
+    sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the stage boundaries, the derive pass offers a checkpoint between each DS4 plan
+    and its manifest rows, and in retrieval after the index sync and after the ranking: so no
+    step between two checkpoints is longer than one of those parts (at 1,000 turns a plan
+    stage was ~50 ms, retrieval ~50 ms; an append landing in one waited for half of it)."""
+    import ds4sessions.derive.planning as planning
+    import ds4sessions.derive.retrieval as retrieval
+    from ds4sessions.derive.retrieval_index import RetrievalIndex
+
+    pipe = _read_then_append(sample01, tmp_path, "user", "appended3")
+    snap = None
+    for snap in pipe.snapshots():
+        pass
+    assert snap is not None
+    events: list[str] = []
+
+    def traced(name: str, function):  # type: ignore[no-untyped-def]
+        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+            events.append(name + " start")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                events.append(name + " end")
+        return run
+
+    monkeypatch.setattr(planning.LivePlanner, "_items", traced("rows", planning.LivePlanner._items))
+    monkeypatch.setattr(RetrievalIndex, "sync", traced("sync", RetrievalIndex.sync))
+    monkeypatch.setattr(retrieval, "retrieve_history", traced("rank", retrieval.retrieve_history))
+    original = ds4core.planner.plan_managed_context
+    for module in list(sys.modules.values()):
+        if getattr(module, "plan_managed_context", None) is original:
+            monkeypatch.setattr(module, "plan_managed_context", traced("plan", original))
+    derived = list(pipe.derive(snap, now=NOW, checkpoint=lambda: events.append("checkpoint")))
+    assert derived and derived[-1].errors == () and derived[-1].retrieval is not None
+    steps = [e for e in events if e != "checkpoint" and e.endswith("start")]
+    assert {"plan start", "rows start", "sync start", "rank start"} <= set(steps)
+    # between the end of a plan, sync or ranking and the next step's start: a checkpoint
+    for k, event in enumerate(events):
+        if event in ("plan end", "sync end", "rank end"):
+            nxt = next((i for i in range(k + 1, len(events)) if events[i].endswith("start")), len(events))
+            assert "checkpoint" in events[k + 1 : nxt], (event, events[k : nxt + 1])

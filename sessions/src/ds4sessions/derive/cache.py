@@ -868,7 +868,7 @@ class CacheMonitor:
                 self._checkpoint()
             sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
             self._previous_plans[cache_key] = _candidates(
-                self._previous_planner.plan(sent), self._fingerprints, self._previous_grouper, self._estimates, self._checkpoint
+                self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints, self._previous_grouper, self._estimates, self._checkpoint
             )(tail).message_hashes
         return self._previous_plans[cache_key]
 

@@ -192,7 +192,7 @@ class SessionPipeline:
         if capabilities.ds4_plan:
             inputs = stage("inputs", errors, lambda: planner.inputs(snap))
             if inputs is not None:
-                plan = stage("plan", errors, lambda: planner.plan(snap, inputs=inputs))
+                plan = stage("plan", errors, lambda: planner.plan(snap, inputs=inputs, checkpoint=checkpoint))
         at = time.time() if now is None else now
         cache = stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None, checkpoint=checkpoint))
         retrieval_follows = self._retrieval is not None and capabilities.retrieval and plan is not None
@@ -204,23 +204,27 @@ class SessionPipeline:
         if not retrieval_follows:
             return
         assert inputs is not None and plan is not None
-        retrieval = stage("retrieval", errors, lambda: self._retrieve(snap, inputs, plan))
+        retrieval = stage("retrieval", errors, lambda: self._retrieve(snap, inputs, plan, checkpoint))
         final = plan
         if retrieval is not None and retrieval.supplements:
             supplements = retrieval.supplements
-            final = stage("final plan", errors, lambda: planner.plan(snap, supplements, inputs=inputs))
+            final = stage("final plan", errors, lambda: planner.plan(snap, supplements, inputs=inputs, checkpoint=checkpoint))
             if final is None:
                 final = plan  # the nominal plan, with the error shown
         if retrieval is not None and final is not None:
             retrieval = with_final_plan(retrieval, final)
         yield replace(derived, plan=final, retrieval=retrieval, errors=tuple(errors), final=True)
 
-    def _retrieve(self, snap: Snapshot, inputs: PlannerInputs, plan: PlanView) -> RetrievalView:
+    def _retrieve(
+        self, snap: Snapshot, inputs: PlannerInputs, plan: PlanView, checkpoint: Callable[[], None] | None
+    ) -> RetrievalView:
         assert self._retrieval is not None
         from ds4core.retrieval import committed_entry_ids
 
         committed = committed_entry_ids(plan.plan, inputs.entry_ids)
-        return self._retrieval.retrieve(snap, committed=committed, timestamp=_request_timestamp(snap), inputs=inputs, final=False)
+        return self._retrieval.retrieve(
+            snap, committed=committed, timestamp=_request_timestamp(snap), inputs=inputs, final=False, checkpoint=checkpoint
+        )
 
     @staticmethod
     def _stage(name: str, errors: list[tuple[str, str]], run: Any) -> Any:

@@ -36,7 +36,7 @@ The manifest shapes (`PlanView`, `ManifestItem`, ...) and the slash-command text
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ds4core.budgets import ContextConfig
@@ -179,7 +179,8 @@ class LivePlanner:
         return inputs
 
     def plan(
-        self, snapshot: Any, supplements: Sequence[SupplementalMessage] = (), inputs: PlannerInputs | None = None
+        self, snapshot: Any, supplements: Sequence[SupplementalMessage] = (), inputs: PlannerInputs | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> PlanView:
         """Plan the next request of `snapshot` (a `ds4sessions.ingest.live.Snapshot`) with
         `supplements` spliced in before the current request (spec §3.1; DS4's runtime order:
@@ -192,15 +193,18 @@ class LivePlanner:
         None). Returns a managed plan or the planner's explicit fallback
         (`PlanView.fallback_reason`; a fallback sends the native messages only, spec §3.11).
         Never raises for session content; configuration problems are in `warnings`.
+        `checkpoint`, when given, is called between DS4's plan and the manifest's rows (the
+        derive worker waits there while a newer snapshot paints: `SessionPipeline.derive`).
         """
         with paused_gc():  # the manifest adds a row per message to the planner's items
             started = time.perf_counter()
             if inputs is None:
                 inputs = self.inputs(snapshot)
-            return self._plan(snapshot, tuple(supplements), inputs, started)
+            return self._plan(snapshot, tuple(supplements), inputs, started, checkpoint)
 
     def _plan(
-        self, snapshot: Any, supplements: tuple[SupplementalMessage, ...], inputs: PlannerInputs, started: float
+        self, snapshot: Any, supplements: tuple[SupplementalMessage, ...], inputs: PlannerInputs, started: float,
+        checkpoint: Callable[[], None] | None = None,
     ) -> PlanView:
         ctx = snapshot.context
         planner_started = time.perf_counter()
@@ -215,6 +219,8 @@ class LivePlanner:
             grouper=self._groupers[bool(supplements)],
         )
         planner_ms = (time.perf_counter() - planner_started) * 1000
+        if checkpoint is not None:
+            checkpoint()
 
         included, excluded, groups = self._items(snapshot, plan, inputs, supplements)
         items = (*included, *excluded)

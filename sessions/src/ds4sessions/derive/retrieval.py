@@ -21,7 +21,7 @@ retrieval adds no planner run of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,6 +204,7 @@ class LiveRetrieval:
         timestamp: int | None = None,
         inputs: PlannerInputs | None = None,
         final: bool = True,
+        checkpoint: Callable[[], None] | None = None,
     ) -> RetrievalView:
         """Retrieve evidence for the snapshot's current request and plan with it.
 
@@ -213,7 +214,9 @@ class LiveRetrieval:
         and the entries after it on the branch are always added to it. `timestamp` (ms since the
         epoch) stamps the evidence messages (default: now). `final=False` skips the final plan:
         rows then say what retrieval selected, `plan` is None, and the caller plans with
-        `supplements` and applies `ds4sessions.derive.pipeline.with_final_plan`.
+        `supplements` and applies `ds4sessions.derive.pipeline.with_final_plan`. `checkpoint`,
+        when given, is called after the index sync and after the ranking (see
+        `ds4sessions.derive.pipeline.SessionPipeline.derive`).
         Raises ValueError when the snapshot's session has no file path.
         """
         session = snapshot.session
@@ -221,6 +224,8 @@ class LiveRetrieval:
             raise ValueError("the snapshot's session has no file path")
         index = self.index_for(session.path)
         sync = index.sync(session)
+        if checkpoint is not None:
+            checkpoint()
         planner = self.planner_for(session.path) if inputs is None or committed is None or final else None
         if inputs is None:
             assert planner is not None
@@ -253,6 +258,8 @@ class LiveRetrieval:
             timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
         )
         retrieve_seconds = time.perf_counter() - started
+        if checkpoint is not None:
+            checkpoint()
 
         supplements = result.supplements()
         final_plan: ManagedContextPlan | None = None
