@@ -343,3 +343,65 @@ def test_json_depth_sees_a_deep_value_hidden_by_a_duplicate_key() -> None:
     raw = b'{"s":"' + b"[" * 250 + b"\\u005b" * 300 + b'","v":[[1]]}'
     assert json.loads(raw)["s"].count("[") == 550
     assert json_depth(raw) == 3  # the parsed path: brackets written as escapes are string characters
+
+
+def test_a_line_measured_on_its_parse_is_parsed_once_and_read_as_the_stdlib_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reader reuses the parse the depth bound made of a line with more than MAX_DEPTH
+    brackets (one parse per line, not two), and the entries and diagnostics are those a reader
+    that parses every line with the stdlib gets; lines whose parse cannot be trusted or made
+    (a duplicate key, a lone surrogate, NaN, invalid UTF-8) still take the general parse."""
+    import json
+
+    import ds4sessions.agents.pi.reader as reader_module
+    import ds4sessions.ingest.limits as limits
+    from ds4sessions.agents.pi.reader import PiSessionReader
+
+    def message(i: int, text: str) -> bytes:
+        return json.dumps({
+            "type": "message", "id": f"m{i}", "parentId": f"m{i - 1}" if i else None, "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1767225600000 + i},
+        }).encode()
+
+    source = "def f(x):\n    return [x[i] for i in range(len(x))] + [{'a': [1]}]\n" * 20  # 100 brackets
+    lines = [json.dumps({"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}).encode()]
+    lines += [message(i, source * (3 + i % 3)) for i in range(6)]  # six plain large lines
+    lines.append(b'{"type":"message","id":"m6","parentId":"m5","timestamp":"x","message":{"role":"user","content":"'
+                 + b"[" * 300 + b'","content":"' + b"[" * 300 + b'"}}')  # a duplicate key: not trusted
+    lines.append(message(7, "\ud800" + "[" * 300))  # a lone surrogate escape: orjson refuses it
+    lines.append(message(8, "[" * 300)[:-2] + b',"n":NaN}}')  # NaN: refused by both, malformed
+    lines.append(message(9, "caf\xe9 " + "{" * 300).replace(b"\\u00e9", "\xe9".encode()))  # UTF-8 é: parsed once
+    lines.append(message(10, "caf\xe9 " + "{" * 300).replace(b"\\u00e9", b"\xff"))  # invalid UTF-8
+    assert all(line.count(b"[") + line.count(b"{") > limits.MAX_DEPTH for line in lines[1:])
+
+    def read() -> PiSessionReader:
+        reader = PiSessionReader(None)
+        offset = 0
+        for no, raw in enumerate(lines, 1):
+            reader.feed([(no, offset, raw)])
+            offset += len(raw) + 1
+        return reader
+
+    parses: list[object] = []
+
+    def counting(real):  # type: ignore[no-untyped-def]
+        def loads(data):  # type: ignore[no-untyped-def]
+            parses.append(data)
+            return real(data)
+        return loads
+
+    monkeypatch.setattr(limits, "_orjson_loads", counting(limits._orjson_loads))
+    monkeypatch.setattr(reader_module, "_fast_loads", counting(reader_module._fast_loads))
+    fast = read()
+    # header 1, plain 6 × 1, é 1; duplicate key, surrogate, NaN, invalid UTF-8: 2 each
+    assert len(parses) == 1 + 6 + 1 + 4 * 2
+    # the stdlib route (no orjson at all) reads the same entries and diagnostics
+    def refuse(data: object) -> object:
+        raise ValueError("no orjson")
+
+    monkeypatch.setattr(limits, "_orjson_loads", refuse)
+    monkeypatch.setattr(reader_module, "_fast_loads", None)
+    slow = read()
+    assert len(fast.entries) == 10 and [(e.id, e.raw) for e in fast.entries] == [(e.id, e.raw) for e in slow.entries]
+    assert [(d.kind, d.line_no, d.message) for d in fast.diagnostics.items] == [(d.kind, d.line_no, d.message) for d in slow.diagnostics.items]

@@ -49,6 +49,10 @@ _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _DELTA = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
+NOT_PARSED = object()
+"""`depth_and_value`'s value when the depth was not measured on a parse of the line."""
+
+
 def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     """Nesting depth of the JSON text `raw` (0 for a scalar), counting `[`/`{` outside strings;
     stops counting past `limit` (a result <= `limit` means "not deeper than `limit`"). Never
@@ -62,13 +66,22 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     earlier value), and it costs about a fifth of blanking the strings out of a large line. A
     line orjson cannot parse, or whose value lost a container, is measured on its bytes
     (strings blanked out, all in C, linear in the line)."""
+    return depth_and_value(raw, limit)[0]
+
+
+def depth_and_value(raw: bytes, limit: int = MAX_DEPTH) -> tuple[int, object]:
+    """(`json_depth(raw, limit)`, orjson's parse of `raw` when the depth was measured on it,
+    else `NOT_PARSED`): a reader that would parse the line anyway reuses the value instead of
+    parsing a large line twice (the lines with more than `limit` brackets are a tenth of a real
+    session's lines and most of its bytes). The value is `orjson.loads(raw)`, so it exists only
+    for valid UTF-8 JSON that orjson accepts."""
     opening = raw.count(b"[") + raw.count(b"{")
     if opening <= limit:
-        return opening
+        return opening, NOT_PARSED
     try:
         value = _orjson_loads(raw)
     except ValueError:  # orjson.JSONDecodeError: not JSON, or deeper than orjson's own limit
-        return _bytes_depth(raw, limit)
+        return _bytes_depth(raw, limit), NOT_PARSED
     depth, containers, in_strings = _value_shape(value, limit)
     # The parsed value shows the text's depth only if it kept every container of the text: a
     # duplicate key keeps only its last value, and a deep earlier one would hide from the walk
@@ -78,8 +91,8 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     # escaped backslash before `u005b` counts too), which can only make the check fail.
     escaped = sum(raw.count(e) for e in _BRACKET_ESCAPES) if b"\\u" in raw else 0
     if containers != opening - (in_strings - escaped):
-        return _bytes_depth(raw, limit)
-    return depth
+        return _bytes_depth(raw, limit), NOT_PARSED
+    return depth, value
 
 
 _BRACKET_ESCAPES = (b"\\u005b", b"\\u005B", b"\\u007b", b"\\u007B")
@@ -132,12 +145,19 @@ def _bytes_depth(raw: bytes, limit: int) -> int:
 
 def line_problem(raw: bytes) -> str | None:
     """Why a line must be skipped before parsing (too long, too deep), or None."""
+    return line_problem_and_value(raw)[0]
+
+
+def line_problem_and_value(raw: bytes) -> tuple[str | None, object]:
+    """(`line_problem(raw)`, the line's orjson parse when the depth bound was measured on it,
+    else `NOT_PARSED`; see `depth_and_value`)."""
     length = line_length(raw)
     if isinstance(raw, OversizedLine) or length > MAX_LINE_BYTES:
-        return f"line of {length:,} bytes is longer than the {MAX_LINE_BYTES:,}-byte cap; skipped"
-    if json_depth(raw) > MAX_DEPTH:
-        return f"JSON nested deeper than {MAX_DEPTH} levels; skipped"
-    return None
+        return f"line of {length:,} bytes is longer than the {MAX_LINE_BYTES:,}-byte cap; skipped", NOT_PARSED
+    depth, value = depth_and_value(raw)
+    if depth > MAX_DEPTH:
+        return f"JSON nested deeper than {MAX_DEPTH} levels; skipped", NOT_PARSED
+    return None, value
 
 
 def iter_lines(f: BinaryIO, cap: int | None = None) -> Iterator[tuple[int, int, bytes, bool]]:

@@ -31,7 +31,15 @@ from typing import Any, Literal
 
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
 from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
-from ds4sessions.ingest.limits import MAX_LINE_BYTES, OversizedLine, iter_lines, line_length, line_problem
+from ds4sessions.ingest.limits import (
+    MAX_LINE_BYTES,
+    NOT_PARSED,
+    OversizedLine,
+    iter_lines,
+    line_length,
+    line_problem,
+    line_problem_and_value,
+)
 from ds4sessions.safety import open_regular
 from ds4sessions.agents.pi.schema import conform_entry, has_surrogate_escape
 from ds4sessions.agents.pi.migrate import CURRENT_VERSION, Migrator, header_version
@@ -216,7 +224,7 @@ class PiSessionReader(PiSession):
         diagnostics = self.diagnostics
         self.last_line_no = line_no
         self.end_offset = offset + length
-        too_big = line_problem(raw)  # before any parser: size cap and depth bound (ingest.limits)
+        too_big, parsed = line_problem_and_value(raw)  # before any parser: size cap and depth bound (ingest.limits)
         if too_big is not None:
             kind = Problem.OVERSIZED if isinstance(raw, OversizedLine) or len(raw) > MAX_LINE_BYTES else Problem.TOO_DEEP
             diagnostics.add(kind, too_big, line_no, offset, raw[:EXCERPT_CHARS].decode("utf-8", "replace"))
@@ -245,7 +253,9 @@ class PiSessionReader(PiSession):
         if self._first_content is None:
             self._first_content = (line_no, offset)
         try:
-            obj = _parse_json(text)
+            # a large line whose depth was measured on orjson's parse of its bytes: that parse
+            # is `_parse_json(text)` (valid UTF-8 that orjson accepts), not made a second time
+            obj = _parse_json(text) if parsed is NOT_PARSED else parsed
         except ValueError as err:
             diagnostics.add(Problem.MALFORMED, f"not valid JSON ({err}); skipped", line_no, offset, text[:EXCERPT_CHARS])
             return None
