@@ -13,7 +13,7 @@ Session-derived text is always shown literally (`ds4tui.text.literal_text`).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
 from textual import on
@@ -24,10 +24,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from ds4sessions.derive.explain import explain_lines, tokens_lines
-from ds4sessions.derive.manifest import ManifestItem, PlanView
 from ds4tui.text import fmt_tokens, literal_text
 from ds4tui.viewmodel import ManifestRow, Tokens
+
+if TYPE_CHECKING:  # (the plan's modules load with the first plan, not with the app: ~60 ms)
+    from ds4sessions.derive.manifest import ManifestItem, PlanView
 
 #: (column key, header label); the order of the table's columns.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -366,6 +367,8 @@ class ManifestView(Widget):
                 text.append_text(literal_text(warning, "yellow", keep_newlines=False))
                 text.append("\n")
             text.append("\n")
+        from ds4sessions.derive.explain import explain_lines, tokens_lines
+
         lines = explain_lines(view) + [""] + tokens_lines(view)
         for line in lines:
             heading = line.startswith("DS4 Context")
