@@ -239,7 +239,7 @@ class SlimReader(PiSessionReader):
             return None
         if type(obj) is not dict or obj.get("type") != MESSAGE or not obj.keys() <= _PLAIN_MESSAGE_KEYS:
             return None
-        message = obj["message"]
+        message = obj.get("message")  # (absent: the general route reads the entry)
         if type(message) is not dict or not _message_conforms(message):
             return None
         shared = self._shared
