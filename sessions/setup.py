@@ -13,7 +13,6 @@ setup(
             "ds4sessions.agents.pi._cprep",
             ["src/ds4sessions/agents/pi/_cprep.c"],
             optional=True,
-            extra_compile_args=["-O2"],
         )
     ]
 )

@@ -1183,6 +1183,10 @@ static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
         return NULL;
+    if (self->loads == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+        return NULL;
+    }
     if (!PyBytes_CheckExact(raw))
         return REJECT(self);
     if (!PyLong_CheckExact(offset))
@@ -1415,9 +1419,9 @@ static void Preparer_dealloc(Preparer *self)
 }
 
 static PyMemberDef Preparer_members[] = {
-    {"taken", T_PYSSIZET, offsetof(Preparer, taken), 0, "Lines answered with (id, parentId, stand-in)."},
-    {"rejected", T_PYSSIZET, offsetof(Preparer, rejected), 0, "Lines answered with None (the general route)."},
-    {"handed_back", T_PYSSIZET, offsetof(Preparer, handed_back), 0,
+    {"taken", T_PYSSIZET, offsetof(Preparer, taken), READONLY, "Lines answered with (id, parentId, stand-in)."},
+    {"rejected", T_PYSSIZET, offsetof(Preparer, rejected), READONLY, "Lines answered with None (the general route)."},
+    {"handed_back", T_PYSSIZET, offsetof(Preparer, handed_back), READONLY,
      "Lines answered with False (not ported: the Python `_prepare` runs)."},
     {NULL},
 };

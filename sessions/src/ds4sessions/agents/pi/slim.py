@@ -28,6 +28,12 @@ message whose `content` is null (the context builder replaces it) and anything t
 dict. Not for the live app (the TUI shows messages' content): `ds4sessions.ingest.live
 .open_map_snapshot` uses it; `tests/sessions/test_slim_reader.py` checks that it gives the same
 `map --json` as the full reader on every shared sample, bad input and synthetic sessions.
+
+The per-line work of the one-shot read (`SlimReader._prepare`: parse, checks, stand-in, count)
+runs in C for the common lines when the optional extension `_cprep` is built (sessions/setup.py;
+`c_preparer`), with the same answers and the same changes to the shared values, the ledger and
+the counter's memo; every other line, and every line where the extension is absent, takes the
+Python route (`_prepare_py`). tests/sessions/test_slim_prepare.py compares both.
 """
 
 from __future__ import annotations
