@@ -62,7 +62,10 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _wheel(dists: Path, package: str) -> Path:
-    return dists / f"{package}-0.1.0-py3-none-any.whl"
+    """The package's wheel: pure Python (`py3-none-any`), or for ds4sessions, which holds an
+    optional C extension (sessions/setup.py), tagged for this interpreter and platform."""
+    (wheel,) = dists.glob(f"{package}-0.1.0-*.whl")
+    return wheel
 
 
 def test_each_wheel_builds_from_its_sdist_and_ships_its_data(dists: Path) -> None:

@@ -28,6 +28,12 @@ message whose `content` is null (the context builder replaces it) and anything t
 dict. Not for the live app (the TUI shows messages' content): `ds4sessions.ingest.live
 .open_map_snapshot` uses it; `tests/sessions/test_slim_reader.py` checks that it gives the same
 `map --json` as the full reader on every shared sample, bad input and synthetic sessions.
+
+The per-line work of the one-shot read (`SlimReader._prepare`: parse, checks, stand-in, count)
+runs in C for the common lines when the optional extension `_cprep` is built (sessions/setup.py;
+`c_preparer`), with the same answers and the same changes to the shared values, the ledger and
+the counter's memo; every other line, and every line where the extension is absent, takes the
+Python route (`_prepare_py`). tests/sessions/test_slim_prepare.py compares both.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ds4core.categories import in_llm_context, message_parts
-from ds4core.tokens import MessageCount, TokenLedger
+from ds4core.categories import in_llm_context, js_stringify, message_parts
+from ds4core.tokens import CharsV1Counter, Cl100kCounter, MessageCount, PartCount, TokenLedger
 
 from ds4sessions.agents.pi.entries import MESSAGE, Entry, StandIn
 from ds4sessions.agents.pi.migrate import CURRENT_VERSION
@@ -63,6 +69,11 @@ try:
 except ImportError:  # pragma: no cover - orjson is a dependency; then every line takes the full path
     _fast_loads = None
 from ds4sessions.safety import open_regular
+
+try:
+    from ds4sessions.agents.pi import _cprep
+except ImportError:  # built without a C compiler (sessions/setup.py: optional): the Python route
+    _cprep = None
 
 PREVIEW_KEPT = 81
 """Characters of a user message's normalised text kept (the preview shows 80; see module doc)."""
@@ -103,6 +114,76 @@ _SLOW = object()
 _PLAIN_MESSAGE_KEYS = frozenset({"type", "id", "parentId", "timestamp", "message"})
 """The keys of a plain `message` entry (Pi session format §4-§5): of these, `conform_entry`
 checks only `message` (`id`, `parentId`, `timestamp` are read with type checks)."""
+
+
+_C_COUNTERS = {
+    Cl100kCounter: (1, Cl100kCounter.text, Cl100kCounter.overhead),
+    CharsV1Counter: (2, CharsV1Counter.text, CharsV1Counter.overhead),
+}
+"""The counters `_cprep` mirrors: its kind, and the methods it mirrors (a counter whose class
+has others, e.g. patched by a test, is left to the Python route)."""
+_COUNT_SPLIT = TokenLedger.count_split
+
+
+def _python_rules() -> dict[str, Any]:
+    """The constants and field lists of the Python rules that `_cprep` mirrors, in the shape of
+    `_cprep.RULES` (its copy, compiled in): equal, or the extension is not used."""
+    from ds4core import estimate, tokens
+    from ds4sessions.agents.pi import schema
+
+    fixed_block = schema._BLOCK_STR | {"text", "thinking", "arguments"}
+    return {
+        "PREVIEW_KEPT": PREVIEW_KEPT, "CL100K_CHUNK_CHARS": tokens.CL100K_CHUNK_CHARS,
+        "CL100K_MESSAGE_OVERHEAD": tokens.CL100K_MESSAGE_OVERHEAD, "MESSAGE_WRAPPER_TOKENS": estimate.MESSAGE_WRAPPER_TOKENS,
+        "CONTENT_BLOCK_WRAPPER_TOKENS": estimate.CONTENT_BLOCK_WRAPPER_TOKENS, "MAX_SAFE": schema.MAX_SAFE,
+        "MAX_DATE_MS": schema.MAX_DATE_MS, "STR_FIELDS_MESSAGE": schema._STR_FIELDS_MESSAGE,
+        "STR_FIELDS_BLOCK": schema._STR_FIELDS_BLOCK, "USAGE_FIELDS": schema._USAGE_FIELDS, "COST_FIELDS": schema._COST_FIELDS,
+        "MESSAGE_CHECKS_OTHER": tuple(k for k in schema._MESSAGE_CHECKS if k not in schema._STR_FIELDS_MESSAGE),
+        "BLOCK_CHECKED_OTHER": tuple(k for k in ("text", "thinking", "arguments") if k in schema._BLOCK_CHECKED)
+        if schema._BLOCK_CHECKED == fixed_block else (),
+        "PLAIN_MESSAGE_KEYS": tuple(k for k in ("type", "id", "parentId", "timestamp", "message") if k in _PLAIN_MESSAGE_KEYS)
+        if len(_PLAIN_MESSAGE_KEYS) == 5 else (),
+        "SHARED_VALUES": tuple(k for k in ("role", "provider", "model", "api", "stopReason", "toolName") if k in _SHARED_VALUES)
+        if len(_SHARED_VALUES) == 6 else (),
+        "CONTEXT_ROLES": tuple(r for r in ("system", "user", "assistant", "toolResult", "custom", "branchSummary",
+                                           "compactionSummary") if in_llm_context({"role": r})),
+    }
+
+
+_RULES_MATCH: bool | None = None
+"""`_cprep.RULES == _python_rules()`, once known."""
+
+
+def c_preparer(ledger: TokenLedger, shared: dict[Any, Any]) -> Any:
+    """The C `_prepare` for a reader with `ledger` and `_shared` = `shared`
+    (`_cprep.Preparer`: called as `(offset, raw)`, it answers what `SlimReader._prepare_py`
+    answers, or False for a line it leaves to it), or None when it does not apply: the
+    extension is not built, orjson is missing, its compiled constants and field lists differ
+    from the Python rules' (`_python_rules`), or the ledger or its counter is not one whose
+    rules it mirrors (`TokenLedger.count_split`, `Cl100kCounter` / `CharsV1Counter`). The
+    limits (`MAX_LINE_BYTES`, `MAX_DEPTH`, `DEFER_BYTES`) are read now, as `_prepare_py` reads
+    them at each call."""
+    global _RULES_MATCH
+    if _cprep is None or _fast_loads is None:
+        return None
+    if _RULES_MATCH is None:
+        _RULES_MATCH = _cprep.RULES == _python_rules()
+    if not _RULES_MATCH:
+        return None
+    counter = ledger.counter
+    mirrored = _C_COUNTERS.get(type(counter))
+    if (
+        mirrored is None or type(ledger).count_split is not _COUNT_SPLIT
+        or type(counter).text is not mirrored[1] or type(counter).overhead is not mirrored[2]
+        or "text" in vars(counter) or "overhead" in vars(counter)
+    ):
+        return None
+    return _cprep.Preparer(
+        loads=_fast_loads, decode_error=_FastError, standin=StandIn, part_count=PartCount,
+        message_count=MessageCount, shared=shared, ledger=ledger, kind=mirrored[0],
+        js_stringify=js_stringify, max_line_bytes=MAX_LINE_BYTES, max_depth=MAX_DEPTH,
+        defer_bytes=DEFER_BYTES,
+    )
 
 
 class StaleSession(Exception):
@@ -181,6 +262,7 @@ class SlimReader(PiSessionReader):
         self._ledger = ledger
         ledger.reader = self
         self._shared: dict[Any, Any] = {}  # equal strings and counts, one object each
+        self._prepare_c = c_preparer(ledger, self._shared)  # None: `_prepare_py` alone
 
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> list[Entry]:
         """`PiSessionReader.feed`, with a short route for the common line: once a version-3
@@ -216,6 +298,18 @@ class SlimReader(PiSessionReader):
         return self._add_prepared(prepared[0], prepared[1], prepared[2], line_no, offset, length)
 
     def _prepare(self, offset: int, raw: bytes) -> tuple[Any, Any, StandIn] | None:
+        """`_prepare_py(offset, raw)`: by the C extension (`_cprep`, `c_preparer`) when it
+        takes the line (the common message lines), else by `_prepare_py` itself. Same answer
+        and the same changes to `_shared`, the ledger and its counter either way
+        (tests/sessions/test_slim_prepare.py compares both on every line it can find)."""
+        prepare_c = self._prepare_c
+        if prepare_c is not None:
+            prepared = prepare_c(offset, raw)
+            if prepared is not False:
+                return prepared
+        return self._prepare_py(offset, raw)
+
+    def _prepare_py(self, offset: int, raw: bytes) -> tuple[Any, Any, StandIn] | None:
         """(id, parentId, counted stand-in) of a complete line that is plainly a well-formed
         `message` entry, else None. Reads no reader state but `_shared` (values only), so
         it may run in another process (`read_whole_file`).
@@ -239,7 +333,7 @@ class SlimReader(PiSessionReader):
             return None
         if type(obj) is not dict or obj.get("type") != MESSAGE or not obj.keys() <= _PLAIN_MESSAGE_KEYS:
             return None
-        message = obj["message"]
+        message = obj.get("message")  # (absent: the general route reads the entry)
         if type(message) is not dict or not _message_conforms(message):
             return None
         shared = self._shared

@@ -1,0 +1,1577 @@
+/* _cprep: `SlimReader._prepare` for the common line, in C (issue 14).
+ *
+ * `Preparer(...)(offset, raw)` returns exactly what `SlimReader._prepare(offset, raw)` (the
+ * pure-Python route, `ds4sessions.agents.pi.slim`) returns for the line: the tuple
+ * (id, parentId, counted StandIn), or None, with the same side effects on the reader's
+ * `_shared` dict, the ledger (`TokenLedger.counted`) and the counter (`Cl100kCounter._known`,
+ * `encodes`). For a line it does not port it returns False ("not taken") BEFORE any side effect,
+ * and the caller runs the Python route. Every function below mirrors one Python function; its
+ * comment names it. What is handed back to Python (False): roles other than user / assistant /
+ * toolResult in the LLM context with a count to make, images, content blocks whose part is the
+ * block's JSON, an assistant string content, a toolCall without `arguments`, text/thinking
+ * blocks without their string, an entry without a `message` key, counters or ledgers of other
+ * types (the Python side only builds a Preparer for `Cl100kCounter` / `CharsV1Counter` and an
+ * unchanged `TokenLedger.count_split`).
+ *
+ * Calls back into Python: `orjson.loads` (the parse), `ds4core.categories.js_stringify` for
+ * tool-call arguments that are not "plain" (`ds4core.jsjson._plain`), `Cl100kCounter.text`
+ * for texts longer than `CL100K_CHUNK_CHARS`, and `Encoding.encode_ordinary` for a text the
+ * memo does not know.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+/* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
+/* `hashlib.blake2b(data, digest_size=16).digest()`: the key `Cl100kCounter.text` uses for a
+ * text longer than `digest_above` characters (RFC 7693 reference algorithm, unkeyed). */
+
+static const uint64_t blake2b_iv[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL, 0xA54FF53A5F1D36F1ULL,
+    0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL, 0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
+};
+
+static const uint8_t blake2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2B_G(a, b, c, d, x, y)                 \
+    do {                                        \
+        v[a] = v[a] + v[b] + (x);               \
+        v[d] = ROTR64(v[d] ^ v[a], 32);         \
+        v[c] = v[c] + v[d];                     \
+        v[b] = ROTR64(v[b] ^ v[c], 24);         \
+        v[a] = v[a] + v[b] + (y);               \
+        v[d] = ROTR64(v[d] ^ v[a], 16);         \
+        v[c] = v[c] + v[d];                     \
+        v[b] = ROTR64(v[b] ^ v[c], 63);         \
+    } while (0)
+
+static uint64_t load64_le(const uint8_t *p)
+{
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) | ((uint64_t)p[3] << 24) |
+           ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) | ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+static void blake2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last)
+{
+    uint64_t v[16], m[16];
+    int i;
+    for (i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = blake2b_iv[i];
+    }
+    v[12] ^= t;  /* the high 64 bits of the counter stay 0 (texts < 2**64 bytes) */
+    if (last)
+        v[14] = ~v[14];
+    for (i = 0; i < 16; i++)
+        m[i] = load64_le(block + 8 * i);
+    for (i = 0; i < 12; i++) {
+        const uint8_t *s = blake2b_sigma[i];
+        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (i = 0; i < 8; i++)
+        h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* The 16-byte unkeyed BLAKE2b digest of `data[0:len]` into `out`. */
+static void blake2b_16(const uint8_t *data, size_t len, uint8_t out[16])
+{
+    uint64_t h[8];
+    uint8_t block[128];
+    uint64_t t = 0;
+    int i;
+    for (i = 0; i < 8; i++)
+        h[i] = blake2b_iv[i];
+    h[0] ^= 0x01010000ULL ^ 16;  /* fanout 1, depth 1, no key, 16-byte digest */
+    while (len > 128) {
+        t += 128;
+        blake2b_compress(h, data, t, 0);
+        data += 128;
+        len -= 128;
+    }
+    memset(block, 0, sizeof block);
+    if (len)
+        memcpy(block, data, len);
+    t += len;
+    blake2b_compress(h, block, t, 1);
+    for (i = 0; i < 16; i++)
+        out[i] = (uint8_t)(h[i / 8] >> (8 * (i % 8)));
+}
+
+/* ------------------------------------------------------------------ module state */
+
+#define MAX_SAFE_F 9007199254740992.0      /* schema.MAX_SAFE = 2**53 */
+#define MAX_SAFE_I 9007199254740992LL
+#define MAX_DATE_MS_I 8640000000000000LL   /* schema.MAX_DATE_MS = 8.64e15 (an integer) */
+#define MAX_DATE_MS_F 8.64e15
+#define JS_MAX_SAFE_INTEGER 9007199254740991LL  /* jsjson._MAX_SAFE_INTEGER */
+#define PREVIEW_KEPT 81                    /* slim.PREVIEW_KEPT */
+#define CL100K_CHUNK_CHARS 64000           /* tokens.CL100K_CHUNK_CHARS */
+#define CL100K_MESSAGE_OVERHEAD 4          /* tokens.CL100K_MESSAGE_OVERHEAD */
+#define MESSAGE_WRAPPER_TOKENS 8           /* estimate.MESSAGE_WRAPPER_TOKENS */
+#define CONTENT_BLOCK_WRAPPER_TOKENS 4     /* estimate.CONTENT_BLOCK_WRAPPER_TOKENS */
+
+/* Key codes: one table of every key name a rule reads (entry, message, block, usage, cost). */
+enum {
+    K_NONE = 0,
+    K_TYPE, K_ID, K_PARENTID, K_TIMESTAMP, K_MESSAGE,
+    K_ROLE, K_PROVIDER, K_MODEL, K_API, K_STOPREASON, K_ERRORMESSAGE, K_TOOLCALLID, K_TOOLNAME,
+    K_COMMAND, K_OUTPUT, K_CUSTOMTYPE, K_FULLOUTPUTPATH,
+    K_SUMMARY, K_CONTENT, K_USAGE, K_EXITCODE,
+    K_NAME, K_MIMETYPE, K_DATA, K_TEXT, K_THINKING, K_ARGUMENTS,
+    K_INPUT, K_CACHEREAD, K_CACHEWRITE, K_TOTALTOKENS, K_COST, K_TOTAL,
+    K_COUNT
+};
+
+static const char *key_names[K_COUNT] = {
+    NULL,
+    "type", "id", "parentId", "timestamp", "message",
+    "role", "provider", "model", "api", "stopReason", "errorMessage", "toolCallId", "toolName",
+    "command", "output", "customType", "fullOutputPath",
+    "summary", "content", "usage", "exitCode",
+    "name", "mimeType", "data", "text", "thinking", "arguments",
+    "input", "cacheRead", "cacheWrite", "totalTokens", "cost", "total",
+};
+
+static PyObject *key_str[K_COUNT];   /* interned names */
+static PyObject *key_codes;          /* dict: name -> code (a Python int) */
+
+/* Other constant strings. */
+static PyObject *s_message, *s_details, *s_isError, *s_user, *s_assistant, *s_toolResult,
+    *s_toolCall, *s_image, *s_bashExecution, *s_excludeFromContext, *s_counted, *s_encodes,
+    *s_assistant_text, *s_tool_calls, *s_tool_results, *s_other, *s_question, *s_empty,
+    *s_image_preview, *s_encode_ordinary, *s_encoding, *s_text_method;
+static PyObject *context_roles;
+static PyObject *one;                /* the int 1 */      /* frozenset: in_llm_context's roles */
+
+/* The code of a dict key (K_NONE for a name no rule reads); -1 with an exception set. */
+static int key_code(PyObject *key)
+{
+    PyObject *code = PyDict_GetItemWithError(key_codes, key);
+    if (code == NULL)
+        return PyErr_Occurred() ? -1 : K_NONE;
+    return (int)PyLong_AsLong(code);
+}
+
+/* ------------------------------------------------------------------ schema rules */
+
+/* `schema._number_conforms`: an exact int or float with |value| <= 2**53 (NaN fails). */
+static int number_conforms(PyObject *value)
+{
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow)
+            return 0;
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return x >= -MAX_SAFE_I && x <= MAX_SAFE_I;
+    }
+    if (PyFloat_CheckExact(value))
+        return fabs(PyFloat_AS_DOUBLE(value)) <= MAX_SAFE_F;
+    return 0;
+}
+
+/* `value >= 0` for a value `number_conforms` accepted. */
+static int number_nonnegative(PyObject *value)
+{
+    if (PyLong_CheckExact(value))
+        return PyLong_AsLongLong(value) >= 0;  /* within 2**53: no overflow */
+    return PyFloat_AS_DOUBLE(value) >= 0.0;
+}
+
+/* `schema._optional_str`. */
+static int optional_str(PyObject *value)
+{
+    return value == Py_None || PyUnicode_CheckExact(value);
+}
+
+/* `schema._timestamp`: None, a string, or a conforming number with |value| <= 8.64e15. */
+static int timestamp_conforms(PyObject *value)
+{
+    if (value == Py_None || PyUnicode_CheckExact(value))
+        return 1;
+    if (!number_conforms(value))
+        return 0;
+    if (PyLong_CheckExact(value)) {
+        long long x = PyLong_AsLongLong(value);  /* within 2**53: no overflow */
+        return x >= -MAX_DATE_MS_I && x <= MAX_DATE_MS_I;
+    }
+    return fabs(PyFloat_AS_DOUBLE(value)) <= MAX_DATE_MS_F;
+}
+
+/* `schema._content_conforms`: None, a string, or a list of dicts whose block fields have
+ * their types (`_BLOCK_STR`: None or str; `arguments`: dict; `text`, `thinking`: str).
+ * 1 / 0, -1 with an exception set. */
+static int content_conforms(PyObject *content)
+{
+    Py_ssize_t i, n;
+    if (content == Py_None || PyUnicode_CheckExact(content))
+        return 1;
+    if (!PyList_CheckExact(content))
+        return 0;
+    n = PyList_GET_SIZE(content);
+    for (i = 0; i < n; i++) {
+        PyObject *block = PyList_GET_ITEM(content, i), *key, *value;
+        Py_ssize_t pos = 0;
+        if (!PyDict_CheckExact(block))
+            return 0;
+        while (PyDict_Next(block, &pos, &key, &value)) {
+            int code = key_code(key);
+            switch (code) {
+            case -1:
+                return -1;
+            case K_TYPE: case K_ID: case K_NAME: case K_MIMETYPE: case K_DATA:
+                if (!optional_str(value))
+                    return 0;
+                break;
+            case K_ARGUMENTS:
+                if (!PyDict_CheckExact(value))
+                    return 0;
+                break;
+            case K_TEXT: case K_THINKING:
+                if (!PyUnicode_CheckExact(value))
+                    return 0;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
+/* `schema._usage_conforms`: a dict whose counts are conforming numbers >= 0 and whose `cost`
+ * (when present) is a dict of conforming numbers. 1 / 0, -1 with an exception set. */
+static int usage_conforms(PyObject *usage)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    if (!PyDict_CheckExact(usage))
+        return 0;
+    while (PyDict_Next(usage, &pos, &key, &value)) {
+        int code = key_code(key);
+        switch (code) {
+        case -1:
+            return -1;
+        case K_INPUT: case K_OUTPUT: case K_CACHEREAD: case K_CACHEWRITE: case K_TOTALTOKENS:
+            if (!number_conforms(value) || !number_nonnegative(value))
+                return 0;
+            break;
+        case K_COST: {
+            PyObject *ckey, *cvalue;
+            Py_ssize_t cpos = 0;
+            if (!PyDict_CheckExact(value))
+                return 0;
+            while (PyDict_Next(value, &cpos, &ckey, &cvalue)) {
+                int ccode = key_code(ckey);
+                if (ccode == -1)
+                    return -1;
+                if ((ccode == K_INPUT || ccode == K_OUTPUT || ccode == K_CACHEREAD ||
+                     ccode == K_CACHEWRITE || ccode == K_TOTAL) && !number_conforms(cvalue))
+                    return 0;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return 1;
+}
+
+/* `schema._message_conforms`: every field of `_MESSAGE_CHECKS` present has its type.
+ * 1 / 0, -1 with an exception set. */
+static int message_conforms(PyObject *message)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int ok;
+    while (PyDict_Next(message, &pos, &key, &value)) {
+        int code = key_code(key);
+        switch (code) {
+        case -1:
+            return -1;
+        case K_ROLE: case K_PROVIDER: case K_MODEL: case K_API: case K_STOPREASON:
+        case K_ERRORMESSAGE: case K_TOOLCALLID: case K_TOOLNAME: case K_COMMAND: case K_OUTPUT:
+        case K_CUSTOMTYPE: case K_FULLOUTPUTPATH:
+            if (!optional_str(value))
+                return 0;
+            break;
+        case K_SUMMARY:
+            if (!PyUnicode_CheckExact(value))
+                return 0;
+            break;
+        case K_CONTENT:
+            ok = content_conforms(value);
+            if (ok <= 0)
+                return ok;
+            break;
+        case K_USAGE:
+            ok = usage_conforms(value);
+            if (ok <= 0)
+                return ok;
+            break;
+        case K_TIMESTAMP:
+            if (!timestamp_conforms(value))
+                return 0;
+            break;
+        case K_EXITCODE:
+            if (value != Py_None && !number_conforms(value))
+                return 0;
+            break;
+        default:
+            break;
+        }
+    }
+    return 1;
+}
+
+/* `schema.has_surrogate_escape`: the bytes hold `\u` + [dD] + [89a-fA-F]. */
+static int has_surrogate_escape(const char *p, Py_ssize_t n)
+{
+    const char *end = p + n, *q = p;
+    while (end - q >= 4) {
+        const char *hit = memchr(q, '\\', (size_t)(end - q - 3));
+        char c;
+        if (hit == NULL)
+            return 0;
+        c = hit[3];
+        if (hit[1] == 'u' && (hit[2] == 'd' || hit[2] == 'D') &&
+            ((c >= '8' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return 1;
+        q = hit + 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ strings */
+
+/* `ds4core.jsjson.utf16_len`: JavaScript's `s.length`. */
+static Py_ssize_t utf16_len(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), i, extra = 0;
+    if (PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
+        for (i = 0; i < n; i++)
+            extra += data[i] > 0xFFFF;
+    }
+    return n + extra;
+}
+
+/* `estimate.text_tokens` = `CharsV1Counter.text`: ceil(UTF-16 length / 4), 0 when empty. */
+static long long chars_text_tokens(PyObject *s)
+{
+    Py_ssize_t n = utf16_len(s);
+    return n ? (n + 3) / 4 : 0;
+}
+
+/* A growable byte buffer (UTF-8 text under construction). */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n)
+{
+    if (b->len + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 256;
+        char *p;
+        while (cap < b->len + n)
+            cap *= 2;
+        p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ JSON.stringify */
+
+/* The JSON text of a string as `json.JSONEncoder(ensure_ascii=False)` writes it (= JavaScript's
+ * `JSON.stringify` for a string without lone surrogates: `"`, `\` and C0 controls escaped,
+ * `\u00XX` in lowercase hex). 1 written, 0 not plain (a lone surrogate), -1 error. */
+static int js_quote(Buf *b, PyObject *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t n, i, start = 0;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return -1;
+        PyErr_Clear();  /* lone surrogates: JavaScript escapes them; the exact path decides */
+        return 0;
+    }
+    if (buf_put(b, "\"", 1) < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        char esc[6];
+        Py_ssize_t k = 2;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (buf_put(b, u + start, i - start) < 0)
+            return -1;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+            k = 6;
+        }
+        if (buf_put(b, esc, k) < 0)
+            return -1;
+        start = i + 1;
+    }
+    if (buf_put(b, u + start, n - start) < 0 || buf_put(b, "\"", 1) < 0)
+        return -1;
+    return 1;
+}
+
+/* `ds4core.jsjson.stringify` for a value `_plain` accepts: None, bools, strings, ints within
+ * ±(2**53 - 1), dicts with string keys that do not start with a digit (`str.isdigit`: a key
+ * that may be an array index, which JavaScript orders first, is not plain here) and lists of
+ * those. 1 written, 0 not plain (the caller uses the Python function), -1 error. */
+static int js_stringify_plain(Buf *b, PyObject *value)
+{
+    if (value == Py_None)
+        return buf_put(b, "null", 4) < 0 ? -1 : 1;
+    if (value == Py_True)
+        return buf_put(b, "true", 4) < 0 ? -1 : 1;
+    if (value == Py_False)
+        return buf_put(b, "false", 5) < 0 ? -1 : 1;
+    if (PyUnicode_CheckExact(value))
+        return js_quote(b, value);
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        char digits[32];
+        long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || x < -JS_MAX_SAFE_INTEGER || x > JS_MAX_SAFE_INTEGER)
+            return 0;
+        return buf_put(b, digits, snprintf(digits, sizeof digits, "%lld", x)) < 0 ? -1 : 1;
+    }
+    if (PyDict_CheckExact(value)) {
+        PyObject *key, *member;
+        Py_ssize_t pos = 0;
+        int first = 1, r;
+        if (buf_put(b, "{", 1) < 0)
+            return -1;
+        while (PyDict_Next(value, &pos, &key, &member)) {
+            if (!PyUnicode_CheckExact(key))
+                return 0;
+            if (PyUnicode_GET_LENGTH(key) && Py_UNICODE_ISDIGIT(PyUnicode_READ_CHAR(key, 0)))
+                return 0;
+            if (!first && buf_put(b, ",", 1) < 0)
+                return -1;
+            first = 0;
+            r = js_quote(b, key);
+            if (r <= 0)
+                return r;
+            if (buf_put(b, ":", 1) < 0)
+                return -1;
+            r = js_stringify_plain(b, member);
+            if (r <= 0)
+                return r;
+        }
+        return buf_put(b, "}", 1) < 0 ? -1 : 1;
+    }
+    if (PyList_CheckExact(value)) {
+        Py_ssize_t i, n = PyList_GET_SIZE(value);
+        int r;
+        if (buf_put(b, "[", 1) < 0)
+            return -1;
+        for (i = 0; i < n; i++) {
+            if (i && buf_put(b, ",", 1) < 0)
+                return -1;
+            r = js_stringify_plain(b, PyList_GET_ITEM(value, i));
+            if (r <= 0)
+                return r;
+        }
+        return buf_put(b, "]", 1) < 0 ? -1 : 1;
+    }
+    return 0;  /* floats, big ints, other types: the exact path */
+}
+
+/* ------------------------------------------------------------------ the preparer */
+
+enum { COUNTER_CL100K = 1, COUNTER_CHARS_V1 = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *loads;            /* orjson.loads */
+    PyObject *decode_error;     /* orjson.JSONDecodeError */
+    PyObject *standin;          /* entries.StandIn */
+    PyObject *part_count;       /* tokens.PartCount */
+    PyObject *message_count;    /* tokens.MessageCount */
+    PyObject *shared;           /* the reader's `_shared` dict */
+    PyObject *ledger;           /* the reader's ledger (a TokenLedger) */
+    PyObject *counter;          /* ledger.counter */
+    PyObject *counter_name;     /* counter.name */
+    PyObject *known;            /* Cl100kCounter._known, else NULL */
+    PyObject *encode;           /* counter._encoding.encode_ordinary, fetched on first use */
+    PyObject *js_stringify;     /* ds4core.categories.js_stringify */
+    int kind;                   /* COUNTER_CL100K / COUNTER_CHARS_V1 */
+    Py_ssize_t digest_above;    /* Cl100kCounter._digest_above, -1 for None */
+    Py_ssize_t max_line_bytes;  /* limits.MAX_LINE_BYTES */
+    Py_ssize_t max_depth;       /* limits.MAX_DEPTH */
+    Py_ssize_t defer_bytes;     /* slim.DEFER_BYTES */
+    Py_ssize_t taken;           /* lines answered with a tuple */
+    Py_ssize_t rejected;        /* lines answered with None */
+    Py_ssize_t handed_back;     /* lines answered with False (the Python route runs) */
+} Preparer;
+
+/* One part of `message_parts`: (category, child, payload) and its tokens. `category` and
+ * `child` are borrowed (constants or strings of the message), `payload` is owned. */
+typedef struct {
+    PyObject *category;
+    PyObject *child;
+    PyObject *payload;
+    long long tokens;
+} Part;
+
+typedef struct {
+    Part *items;
+    Py_ssize_t n, cap;
+} Parts;
+
+static void parts_clear(Parts *parts)
+{
+    Py_ssize_t i;
+    for (i = 0; i < parts->n; i++)
+        Py_XDECREF(parts->items[i].payload);
+    PyMem_Free(parts->items);
+    parts->items = NULL;
+    parts->n = parts->cap = 0;
+}
+
+/* Append a part; steals `payload`. */
+static int parts_add(Parts *parts, PyObject *category, PyObject *child, PyObject *payload)
+{
+    if (payload == NULL)
+        return -1;
+    if (parts->n == parts->cap) {
+        Py_ssize_t cap = parts->cap ? parts->cap * 2 : 4;
+        Part *items = PyMem_Realloc(parts->items, (size_t)cap * sizeof(Part));
+        if (items == NULL) {
+            Py_DECREF(payload);
+            PyErr_NoMemory();
+            return -1;
+        }
+        parts->items = items;
+        parts->cap = cap;
+    }
+    parts->items[parts->n].category = category;
+    parts->items[parts->n].child = child;
+    parts->items[parts->n].payload = payload;
+    parts->items[parts->n].tokens = 0;
+    parts->n++;
+    return 0;
+}
+
+/* `dict.get(key)` with a borrowed result (NULL when absent, or with an exception set). */
+static PyObject *get(PyObject *dict, int code)
+{
+    return PyDict_GetItemWithError(dict, key_str[code]);
+}
+
+/* Equality of a string with a constant (both exact str). */
+static int str_is(PyObject *value, PyObject *constant)
+{
+    if (value == constant)
+        return 1;
+    if (value == NULL || !PyUnicode_CheckExact(value))
+        return 0;
+    return PyUnicode_GET_LENGTH(value) == PyUnicode_GET_LENGTH(constant) &&
+           PyUnicode_KIND(value) == PyUnicode_KIND(constant) &&
+           memcmp(PyUnicode_DATA(value), PyUnicode_DATA(constant),
+                  (size_t)(PyUnicode_GET_LENGTH(value) * PyUnicode_KIND(value))) == 0;
+}
+
+/* `categories.in_llm_context`. 1 / 0, -1 with an exception set. */
+static int in_llm_context(PyObject *message, PyObject *role)
+{
+    if (str_is(role, s_bashExecution)) {
+        PyObject *exclude = PyDict_GetItemWithError(message, s_excludeFromContext);
+        if (exclude == NULL)
+            return PyErr_Occurred() ? -1 : 1;
+        int truth = PyObject_IsTrue(exclude);
+        return truth < 0 ? -1 : !truth;
+    }
+    if (role == NULL || !PyUnicode_CheckExact(role))
+        return 0;  /* None (or no role) is no context role */
+    return PySet_Contains(context_roles, role);
+}
+
+/* The block's `type` is `constant` (`block.get("type") == constant`). */
+static int block_type_is(PyObject *block, PyObject *constant, int *error)
+{
+    PyObject *kind = get(block, K_TYPE);
+    if (kind == NULL && PyErr_Occurred()) {
+        *error = 1;
+        return 0;
+    }
+    return str_is(kind, constant);
+}
+
+/* `categories._content_parts` for the content of a user or tool-result message with a count
+ * to make: a string is one part; a list gives one part per `{"type": "text", "text": str}`
+ * block. 1 done, 0 not ported (an image, a block whose part is its JSON), -1 error. */
+static int content_parts(PyObject *content, PyObject *category, PyObject *child, Parts *parts)
+{
+    Py_ssize_t i, n;
+    if (content == NULL)
+        return 1;  /* no content: `content or ()` gives no part */
+    if (PyUnicode_CheckExact(content)) {
+        Py_INCREF(content);
+        return parts_add(parts, category, child, content) < 0 ? -1 : 1;
+    }
+    /* conforming: a list of dicts (None was kept whole by `stand_in`) */
+    n = PyList_GET_SIZE(content);
+    for (i = 0; i < n; i++) {
+        PyObject *block = PyList_GET_ITEM(content, i), *text;
+        int error = 0;
+        if (!block_type_is(block, key_str[K_TEXT], &error))
+            return error ? -1 : 0;  /* an image or another kind: the Python route */
+        text = get(block, K_TEXT);
+        if (text == NULL)
+            return PyErr_Occurred() ? -1 : 0;  /* no text: its JSON is the part */
+        Py_INCREF(text);  /* a str: the message conforms */
+        if (parts_add(parts, category, child, text) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* `categories.message_parts` for an assistant message: one part per text, thinking or
+ * toolCall block (payload = name + `js_stringify(arguments)`), `("assistant_text", None, "")`
+ * without any. 1 done, 0 not ported, -1 error. */
+static int assistant_parts(Preparer *self, PyObject *content, Parts *parts)
+{
+    Py_ssize_t i, n;
+    if (content != NULL) {
+        if (!PyList_CheckExact(content))
+            return 0;  /* a string: each character is a block (its JSON); the Python route */
+        n = PyList_GET_SIZE(content);
+        for (i = 0; i < n; i++) {
+            PyObject *block = PyList_GET_ITEM(content, i), *kind;
+            kind = get(block, K_TYPE);
+            if (kind == NULL && PyErr_Occurred())
+                return -1;
+            if (str_is(kind, key_str[K_TEXT]) || str_is(kind, key_str[K_THINKING])) {
+                int code = str_is(kind, key_str[K_TEXT]) ? K_TEXT : K_THINKING;
+                PyObject *text = get(block, code);
+                if (text == NULL)
+                    return PyErr_Occurred() ? -1 : 0;  /* `str(block.get(...,""))`: estimate differs */
+                Py_INCREF(text);
+                if (parts_add(parts, code == K_TEXT ? s_assistant_text : key_str[K_THINKING], Py_None, text) < 0)
+                    return -1;
+            } else if (str_is(kind, s_toolCall)) {
+                PyObject *name = get(block, K_NAME), *arguments, *payload;
+                Buf b = {NULL, 0, 0};
+                int r;
+                if (name == NULL && PyErr_Occurred())
+                    return -1;
+                if (name == NULL || !PyUnicode_CheckExact(name))
+                    name = s_empty;
+                arguments = get(block, K_ARGUMENTS);
+                if (arguments == NULL)
+                    return PyErr_Occurred() ? -1 : 0;  /* "null" here, "" in estimate: Python */
+                /* name + js_stringify(arguments) */
+                {
+                    Py_ssize_t name_len;
+                    const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+                    if (name_utf8 == NULL) {
+                        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                            return -1;
+                        PyErr_Clear();
+                        r = 0;
+                    } else {
+                        r = buf_put(&b, name_utf8, name_len) < 0 ? -1 : js_stringify_plain(&b, arguments);
+                    }
+                }
+                if (r < 0) {
+                    PyMem_Free(b.p);
+                    return -1;
+                }
+                if (r == 1) {
+                    payload = PyUnicode_DecodeUTF8(b.p, b.len, NULL);
+                } else {
+                    PyObject *json = PyObject_CallOneArg(self->js_stringify, arguments);
+                    payload = json == NULL ? NULL : PyUnicode_Concat(name, json);
+                    Py_XDECREF(json);
+                }
+                PyMem_Free(b.p);
+                if (parts_add(parts, s_tool_calls, PyUnicode_GET_LENGTH(name) ? name : s_question, payload) < 0)
+                    return -1;
+            } else {
+                return 0;  /* another kind: its JSON is the part */
+            }
+        }
+    }
+    if (parts->n == 0) {
+        Py_INCREF(s_empty);
+        if (parts_add(parts, s_assistant_text, Py_None, s_empty) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* `categories.message_parts` for the roles ported (user, assistant, toolResult).
+ * 1 done, 0 not ported, -1 error. */
+static int message_parts(Preparer *self, PyObject *message, PyObject *role, Parts *parts)
+{
+    PyObject *content = get(message, K_CONTENT);
+    if (content == NULL && PyErr_Occurred())
+        return -1;
+    if (str_is(role, s_user))
+        return content_parts(content, s_user, Py_None, parts);
+    if (str_is(role, s_assistant))
+        return assistant_parts(self, content, parts);
+    if (str_is(role, s_toolResult)) {
+        PyObject *name = get(message, K_TOOLNAME);
+        int r;
+        if (name == NULL && PyErr_Occurred())
+            return -1;
+        if (name == NULL || !PyUnicode_CheckExact(name))
+            name = s_question;
+        r = content_parts(content, s_tool_results, name, parts);
+        if (r == 1 && parts->n == 0) {
+            Py_INCREF(s_empty);
+            if (parts_add(parts, s_tool_results, name, s_empty) < 0)
+                return -1;
+        }
+        return r;
+    }
+    return 0;
+}
+
+/* `estimate.message_tokens` of a message whose parts are `parts` (ported roles only: a string
+ * content is the one part, a list content has one part per block, each a text, thinking or
+ * toolCall block with its string: `text_tokens(payload) + 4` each, as `_content_tokens`). */
+static long long chars_message_tokens(PyObject *message, PyObject *role, const Parts *parts)
+{
+    static const int fields[] = {K_SUMMARY, K_COMMAND, K_OUTPUT, K_TOOLNAME};
+    long long total = MESSAGE_WRAPPER_TOKENS;
+    PyObject *content = get(message, K_CONTENT);
+    size_t i;
+    if (role != NULL && PyUnicode_CheckExact(role))
+        total += chars_text_tokens(role);
+    if (content != NULL) {
+        if (PyUnicode_CheckExact(content)) {
+            total += chars_text_tokens(content);
+        } else {
+            Py_ssize_t k, n = PyList_GET_SIZE(content);
+            for (k = 0; k < n; k++)
+                total += chars_text_tokens(parts->items[k].payload) + CONTENT_BLOCK_WRAPPER_TOKENS;
+        }
+    }
+    for (i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        PyObject *value = get(message, fields[i]);
+        if (value != NULL && PyUnicode_CheckExact(value))
+            total += chars_text_tokens(value);
+    }
+    return total;
+}
+
+/* `int(value)` of a memo's count. */
+static int count_of(PyObject *value, long long *tokens)
+{
+    *tokens = PyLong_AsLongLong(value);
+    return (*tokens == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* `Cl100kCounter.text(s)`: the memo (`_known`, by the text or by the BLAKE2b digest of its
+ * UTF-8 above `digest_above` characters), else one encode (`encodes` + 1, the count kept);
+ * a text longer than `CL100K_CHUNK_CHARS` is left to the Python method (chunks). */
+static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
+{
+    PyObject *key, *known, *ids, *total, *encodes, *more;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int r;
+    if (n == 0) {
+        *tokens = 0;
+        return 0;
+    }
+    if (n > CL100K_CHUNK_CHARS) {
+        PyObject *result = PyObject_CallMethodOneArg(self->counter, s_text_method, s);
+        if (result == NULL)
+            return -1;
+        r = count_of(result, tokens);
+        Py_DECREF(result);
+        return r;
+    }
+    if (self->digest_above >= 0 && n > self->digest_above) {
+        Py_ssize_t size;
+        uint8_t digest[16];
+        const char *utf8 = PyUnicode_AsUTF8AndSize(s, &size);
+        if (utf8 == NULL) {  /* lone surrogates ("surrogatepass"): the Python method */
+            PyObject *result;
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                return -1;
+            PyErr_Clear();
+            result = PyObject_CallMethodOneArg(self->counter, s_text_method, s);
+            if (result == NULL)
+                return -1;
+            r = count_of(result, tokens);
+            Py_DECREF(result);
+            return r;
+        }
+        blake2b_16((const uint8_t *)utf8, (size_t)size, digest);
+        key = PyBytes_FromStringAndSize((const char *)digest, 16);
+        if (key == NULL)
+            return -1;
+    } else {
+        key = Py_NewRef(s);
+    }
+    known = PyDict_GetItemWithError(self->known, key);
+    if (known != NULL) {
+        Py_DECREF(key);
+        return count_of(known, tokens);
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    /* self.encodes += 1 */
+    encodes = PyObject_GetAttr(self->counter, s_encodes);
+    if (encodes == NULL)
+        goto fail;
+    more = PyNumber_Add(encodes, one);
+    Py_DECREF(encodes);
+    if (more == NULL)
+        goto fail;
+    r = PyObject_SetAttr(self->counter, s_encodes, more);
+    Py_DECREF(more);
+    if (r < 0)
+        goto fail;
+    if (self->encode == NULL) {
+        PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding);
+        if (encoding == NULL)
+            goto fail;
+        self->encode = PyObject_GetAttr(encoding, s_encode_ordinary);
+        Py_DECREF(encoding);
+        if (self->encode == NULL)
+            goto fail;
+    }
+    ids = PyObject_CallOneArg(self->encode, s);
+    if (ids == NULL)
+        goto fail;
+    n = PyObject_Length(ids);
+    Py_DECREF(ids);
+    if (n < 0)
+        goto fail;
+    total = PyLong_FromSsize_t(n);
+    if (total == NULL)
+        goto fail;
+    r = PyDict_SetItem(self->known, key, total);
+    Py_DECREF(total);
+    Py_DECREF(key);
+    *tokens = n;
+    return r;
+fail:
+    Py_DECREF(key);
+    return -1;
+}
+
+/* A named tuple made as `tuple.__new__(kind, items)` makes it (its Python `__new__` is not run). */
+static PyObject *named_tuple(PyObject *kind, PyObject **items, Py_ssize_t n)
+{
+    PyTypeObject *type = (PyTypeObject *)kind;
+    PyObject *result = type->tp_alloc(type, n);
+    Py_ssize_t i;
+    if (result == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(result, i, Py_NewRef(items[i]));
+    return result;
+}
+
+/* `TokenLedger.count_split(message, parts)` for this preparer's counter: each part counted with
+ * `counter.text`, the overhead (`Cl100kCounter.overhead`: 4; `CharsV1Counter.overhead`:
+ * `max(message_tokens(message) - parts, 0)`) added to the first part (or an ("other", None, …)
+ * part), `ledger.counted` + 1 when the counter did real work. New reference or NULL. */
+static PyObject *count_split(Preparer *self, PyObject *message, PyObject *role, Parts *parts)
+{
+    PyObject *encodes_before = NULL, *tuple_parts = NULL, *result = NULL, *items[3];
+    long long parts_total = 0, overhead;
+    Py_ssize_t i, n = parts->n;
+    int counted = 1;
+    if (self->kind == COUNTER_CL100K) {
+        encodes_before = PyObject_GetAttr(self->counter, s_encodes);
+        if (encodes_before == NULL)
+            return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        Part *part = &parts->items[i];
+        if (self->kind == COUNTER_CL100K) {
+            if (cl100k_text(self, part->payload, &part->tokens) < 0)
+                goto done;
+        } else {
+            part->tokens = chars_text_tokens(part->payload);
+        }
+        parts_total += part->tokens;
+    }
+    if (self->kind == COUNTER_CL100K) {
+        overhead = CL100K_MESSAGE_OVERHEAD;
+    } else {
+        overhead = chars_message_tokens(message, role, parts) - parts_total;
+        if (overhead < 0)
+            overhead = 0;
+    }
+    tuple_parts = PyTuple_New(n ? n : (overhead ? 1 : 0));
+    if (tuple_parts == NULL)
+        goto done;
+    for (i = 0; i < n; i++) {
+        PyObject *part;
+        long long tokens = parts->items[i].tokens + (i == 0 ? overhead : 0);
+        items[0] = parts->items[i].category;
+        items[1] = parts->items[i].child;
+        items[2] = PyLong_FromLongLong(tokens);
+        if (items[2] == NULL)
+            goto done;
+        part = named_tuple(self->part_count, items, 3);
+        Py_DECREF(items[2]);
+        if (part == NULL)
+            goto done;
+        PyTuple_SET_ITEM(tuple_parts, i, part);
+    }
+    if (n == 0 && overhead) {
+        PyObject *part;
+        items[0] = s_other;
+        items[1] = Py_None;
+        items[2] = PyLong_FromLongLong(overhead);
+        if (items[2] == NULL)
+            goto done;
+        part = named_tuple(self->part_count, items, 3);
+        Py_DECREF(items[2]);
+        if (part == NULL)
+            goto done;
+        PyTuple_SET_ITEM(tuple_parts, 0, part);
+    }
+    items[0] = PyLong_FromLongLong(parts_total + overhead);
+    if (items[0] == NULL)
+        goto done;
+    items[1] = tuple_parts;
+    result = named_tuple(self->message_count, items, 2);
+    Py_DECREF(items[0]);
+    if (result == NULL)
+        goto done;
+    if (encodes_before != NULL) {  /* `counter.encodes != encodes` */
+        PyObject *now = PyObject_GetAttr(self->counter, s_encodes);
+        if (now == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        counted = PyObject_RichCompareBool(now, encodes_before, Py_NE);
+        Py_DECREF(now);
+        if (counted < 0) {
+            Py_CLEAR(result);
+            goto done;
+        }
+    }
+    if (counted) {  /* self.counted += 1 */
+        PyObject *was = PyObject_GetAttr(self->ledger, s_counted), *more;
+        if (was == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        more = PyNumber_Add(was, one);
+        Py_DECREF(was);
+        if (more == NULL || PyObject_SetAttr(self->ledger, s_counted, more) < 0) {
+            Py_XDECREF(more);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(more);
+    }
+done:
+    Py_XDECREF(encodes_before);
+    Py_XDECREF(tuple_parts);
+    return result;
+}
+
+/* Append the whitespace-separated words of `text` to `out` (at most PREVIEW_KEPT characters,
+ * one space between words; `started`: a word was written before). Part of `user_stand_in`. */
+static void preview_words(PyObject *text, Py_UCS4 *out, Py_ssize_t *len, int *started)
+{
+    Py_ssize_t i, n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text), in_word = 0;
+    const void *data = PyUnicode_DATA(text);
+    for (i = 0; i < n && *len < PREVIEW_KEPT; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(ch)) {
+            in_word = 0;
+            continue;
+        }
+        if (!in_word) {
+            if (*started) {
+                out[(*len)++] = ' ';
+                if (*len >= PREVIEW_KEPT)
+                    break;
+            }
+            in_word = *started = 1;
+        }
+        out[(*len)++] = ch;
+    }
+}
+
+/* `slim._user_stand_in(content)`: `" ".join(prompt_text(content).split())[:PREVIEW_KEPT]`,
+ * with `prompt_text`: the string, or the `text` of the `"type": "text"` blocks joined by
+ * spaces, or "[image]" for a non-empty list whose joined text is empty. New reference. */
+static PyObject *user_stand_in(PyObject *content)
+{
+    Py_UCS4 out[PREVIEW_KEPT];
+    Py_ssize_t len = 0;
+    int started = 0;
+    if (PyUnicode_CheckExact(content)) {
+        preview_words(content, out, &len, &started);
+    } else {
+        Py_ssize_t i, n = PyList_GET_SIZE(content), texts = 0, joined = 0;
+        for (i = 0; i < n; i++) {
+            PyObject *block = PyList_GET_ITEM(content, i), *text;
+            int error = 0;
+            if (!block_type_is(block, key_str[K_TEXT], &error)) {
+                if (error)
+                    return NULL;
+                continue;
+            }
+            text = get(block, K_TEXT);  /* `b.get("text", "")`: a str when present */
+            if (text == NULL && PyErr_Occurred())
+                return NULL;
+            texts++;
+            if (text != NULL) {
+                joined += PyUnicode_GET_LENGTH(text);
+                preview_words(text, out, &len, &started);
+            }
+        }
+        if (texts)
+            joined += texts - 1;  /* the separators */
+        if (joined == 0 && n > 0)
+            return Py_NewRef(s_image_preview);
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+}
+
+/* The `content` of an assistant stand-in: one `{"type": "toolCall", "id": b.get("id")}` per
+ * tool-call block, else `()` (`stand_in`). New reference. */
+static PyObject *assistant_stand_in(PyObject *content)
+{
+    PyObject *calls = NULL;
+    Py_ssize_t i, n;
+    if (!PyList_CheckExact(content))
+        return PyTuple_New(0);
+    n = PyList_GET_SIZE(content);
+    for (i = 0; i < n; i++) {
+        PyObject *block = PyList_GET_ITEM(content, i), *call, *id;
+        int error = 0;
+        if (!block_type_is(block, s_toolCall, &error)) {
+            if (error)
+                goto fail;
+            continue;
+        }
+        id = get(block, K_ID);
+        if (id == NULL && PyErr_Occurred())
+            goto fail;
+        if (calls == NULL && (calls = PyList_New(0)) == NULL)
+            goto fail;
+        call = PyDict_New();
+        if (call == NULL || PyDict_SetItem(call, key_str[K_TYPE], s_toolCall) < 0 ||
+            PyDict_SetItem(call, key_str[K_ID], id ? id : Py_None) < 0 || PyList_Append(calls, call) < 0) {
+            Py_XDECREF(call);
+            goto fail;
+        }
+        Py_DECREF(call);
+    }
+    return calls ? calls : PyTuple_New(0);
+fail:
+    Py_XDECREF(calls);
+    return NULL;
+}
+
+/* `slim.stand_in(message, shared)` for a message whose content is not null: a `StandIn` copy
+ * without `details` and `isError`, shared strings for `_SHARED_VALUES`, its content replaced
+ * by the role's stand-in. New reference. */
+static PyObject *stand_in(Preparer *self, PyObject *message, PyObject *role)
+{
+    PyObject *slim = PyObject_CallOneArg(self->standin, message), *content, *value, *key, *one_value;
+    Py_ssize_t pos = 0;
+    if (slim == NULL)
+        return NULL;
+    if ((PyDict_Contains(slim, s_details) == 1 && PyDict_DelItem(slim, s_details) < 0) ||
+        (PyDict_Contains(slim, s_isError) == 1 && PyDict_DelItem(slim, s_isError) < 0))
+        goto fail;
+    while (PyDict_Next(slim, &pos, &key, &one_value)) {  /* `_SHARED_VALUES.intersection(slim)`, in its order */
+        int code = key_code(key);
+        if (code < 0)
+            goto fail;
+        if ((code == K_ROLE || code == K_PROVIDER || code == K_MODEL || code == K_API || code == K_STOPREASON ||
+             code == K_TOOLNAME) && PyUnicode_CheckExact(one_value)) {
+            PyObject *kept = PyDict_SetDefault(self->shared, one_value, one_value);
+            if (kept == NULL || (kept != one_value && PyDict_SetItem(slim, key, kept) < 0))
+                goto fail;  /* (a value replaced: the dict keeps its size and order) */
+        }
+    }
+    content = get(slim, K_CONTENT);
+    if (content == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        return slim;
+    }
+    if (str_is(role, s_user))
+        value = user_stand_in(content);
+    else if (str_is(role, s_assistant))
+        value = assistant_stand_in(content);
+    else
+        value = Py_NewRef(s_empty);
+    if (value == NULL || PyDict_SetItem(slim, key_str[K_CONTENT], value) < 0) {
+        Py_XDECREF(value);
+        goto fail;
+    }
+    Py_DECREF(value);
+    return slim;
+fail:
+    Py_DECREF(slim);
+    return NULL;
+}
+
+#define HAND_BACK(self) ((self)->handed_back++, Py_NewRef(Py_False))
+#define REJECT(self) ((self)->rejected++, Py_NewRef(Py_None))
+
+/* `SlimReader._prepare(offset, raw)`: see the module comment. */
+static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *offset, *raw, *obj = NULL, *message, *role, *key, *value, *slim = NULL, *result = NULL;
+    const char *data;
+    Py_ssize_t size, i, brackets = 0, pos = 0;
+    Parts parts = {NULL, 0, 0};
+    int in_context, r;
+
+    if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
+        return NULL;
+    if (self->loads == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(raw))
+        return REJECT(self);
+    if (!PyLong_CheckExact(offset))
+        return HAND_BACK(self);
+    r = PyObject_Not(offset);  /* offset == 0: the first line (a BOM) */
+    if (r != 0)
+        return r < 0 ? NULL : REJECT(self);
+    data = PyBytes_AS_STRING(raw);
+    size = PyBytes_GET_SIZE(raw);
+    if (size > self->max_line_bytes)
+        return REJECT(self);
+    for (i = 0; i < size; i++)
+        brackets += data[i] == '[' || data[i] == '{';
+    if (brackets > self->max_depth || has_surrogate_escape(data, size))
+        return REJECT(self);
+
+    obj = PyObject_CallOneArg(self->loads, raw);
+    if (obj == NULL) {
+        if (!PyErr_ExceptionMatches(self->decode_error))
+            return NULL;
+        PyErr_Clear();
+        return REJECT(self);
+    }
+    if (!PyDict_CheckExact(obj) || !str_is(get(obj, K_TYPE), s_message)) {
+        if (PyErr_Occurred())
+            goto done;
+        result = REJECT(self);
+        goto done;
+    }
+    while (PyDict_Next(obj, &pos, &key, &value)) {  /* `obj.keys() <= _PLAIN_MESSAGE_KEYS` */
+        int code = key_code(key);
+        if (code < 0)
+            goto done;
+        if (code != K_TYPE && code != K_ID && code != K_PARENTID && code != K_TIMESTAMP && code != K_MESSAGE) {
+            result = REJECT(self);
+            goto done;
+        }
+    }
+    message = get(obj, K_MESSAGE);
+    if (message == NULL) {
+        if (!PyErr_Occurred())
+            result = HAND_BACK(self);  /* no `message` key: whatever the Python route does */
+        goto done;
+    }
+    if (!PyDict_CheckExact(message)) {
+        result = REJECT(self);
+        goto done;
+    }
+    r = message_conforms(message);
+    if (r <= 0) {
+        if (r == 0)
+            result = REJECT(self);
+        goto done;
+    }
+    value = get(message, K_CONTENT);  /* stand_in: a null content is kept whole */
+    if (value == Py_None) {
+        result = REJECT(self);
+        goto done;
+    }
+    if (value == NULL && PyErr_Occurred())
+        goto done;
+    role = get(message, K_ROLE);
+    if (role == NULL && PyErr_Occurred())
+        goto done;
+    in_context = in_llm_context(message, role);
+    if (in_context < 0)
+        goto done;
+    if (in_context && size + 1 <= self->defer_bytes) {  /* counted now: its parts first */
+        r = message_parts(self, message, role, &parts);
+        if (r <= 0) {
+            if (r == 0)
+                result = HAND_BACK(self);
+            goto done;
+        }
+    }
+    /* From here on: no hand-back (the shared dict, the memo and the ledger change). */
+    slim = stand_in(self, message, role);
+    if (slim == NULL)
+        goto done;
+    if (in_context) {
+        PyObject *counted;
+        if (size + 1 > self->defer_bytes) {
+            counted = Py_BuildValue("(OOn)", Py_None, offset, size + 1);
+        } else {
+            PyObject *count = count_split(self, message, role, &parts), *kept;
+            if (count == NULL)
+                goto done;
+            counted = PyTuple_Pack(2, self->counter_name, count);
+            Py_DECREF(count);
+            if (counted != NULL) {
+                kept = PyDict_SetDefault(self->shared, counted, counted);
+                Py_XINCREF(kept);
+                Py_DECREF(counted);
+                counted = kept;
+            }
+        }
+        if (counted == NULL)
+            goto done;
+        r = PyObject_SetAttr(slim, s_counted, counted);
+        Py_DECREF(counted);
+        if (r < 0)
+            goto done;
+    }
+    {
+        PyObject *id = get(obj, K_ID), *parent;
+        if (id == NULL && PyErr_Occurred())
+            goto done;
+        parent = get(obj, K_PARENTID);
+        if (parent == NULL && PyErr_Occurred())
+            goto done;
+        result = PyTuple_Pack(3, id ? id : Py_None, parent ? parent : Py_None, slim);
+        if (result != NULL)
+            self->taken++;
+    }
+done:
+    parts_clear(&parts);
+    Py_XDECREF(slim);
+    Py_XDECREF(obj);
+    return result;
+}
+
+static int Preparer_init(Preparer *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"loads", "decode_error", "standin", "part_count", "message_count", "shared",
+                            "ledger", "kind", "js_stringify", "max_line_bytes", "max_depth", "defer_bytes", NULL};
+    PyObject *loads, *decode_error, *standin, *part_count, *message_count, *shared, *ledger, *js_stringify;
+    PyObject *counter, *digest_above;
+    int kind;
+    Py_ssize_t max_line_bytes, max_depth, defer_bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO!OiOnnn:Preparer", names, &loads, &decode_error, &standin,
+                                     &part_count, &message_count, &PyDict_Type, &shared, &ledger, &kind,
+                                     &js_stringify, &max_line_bytes, &max_depth, &defer_bytes))
+        return -1;
+    if (kind != COUNTER_CL100K && kind != COUNTER_CHARS_V1) {
+        PyErr_SetString(PyExc_ValueError, "kind: 1 (cl100k) or 2 (chars-v1)");
+        return -1;
+    }
+    if (!PyType_Check(standin) || !PyType_IsSubtype((PyTypeObject *)standin, &PyDict_Type) ||
+        !PyType_Check(part_count) || !PyType_IsSubtype((PyTypeObject *)part_count, &PyTuple_Type) ||
+        !PyType_Check(message_count) || !PyType_IsSubtype((PyTypeObject *)message_count, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "standin: a dict subclass; part_count, message_count: tuple subclasses");
+        return -1;
+    }
+    counter = PyObject_GetAttrString(ledger, "counter");
+    if (counter == NULL)
+        return -1;
+    Py_XSETREF(self->counter, counter);
+    Py_XSETREF(self->counter_name, PyObject_GetAttrString(counter, "name"));
+    if (self->counter_name == NULL)
+        return -1;
+    self->digest_above = -1;
+    Py_CLEAR(self->known);
+    if (kind == COUNTER_CL100K) {
+        self->known = PyObject_GetAttrString(counter, "_known");
+        if (self->known == NULL)
+            return -1;
+        if (!PyDict_CheckExact(self->known)) {
+            PyErr_SetString(PyExc_TypeError, "counter._known: a dict");
+            return -1;
+        }
+        digest_above = PyObject_GetAttrString(counter, "_digest_above");
+        if (digest_above == NULL)
+            return -1;
+        if (digest_above != Py_None) {
+            self->digest_above = PyLong_AsSsize_t(digest_above);
+            if (self->digest_above < 0) {
+                Py_DECREF(digest_above);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "counter._digest_above: None or an int >= 0");
+                return -1;
+            }
+        }
+        Py_DECREF(digest_above);
+    }
+    Py_XSETREF(self->loads, Py_NewRef(loads));
+    Py_XSETREF(self->decode_error, Py_NewRef(decode_error));
+    Py_XSETREF(self->standin, Py_NewRef(standin));
+    Py_XSETREF(self->part_count, Py_NewRef(part_count));
+    Py_XSETREF(self->message_count, Py_NewRef(message_count));
+    Py_XSETREF(self->shared, Py_NewRef(shared));
+    Py_XSETREF(self->ledger, Py_NewRef(ledger));
+    Py_XSETREF(self->js_stringify, Py_NewRef(js_stringify));
+    Py_CLEAR(self->encode);
+    self->kind = kind;
+    self->max_line_bytes = max_line_bytes;
+    self->max_depth = max_depth;
+    self->defer_bytes = defer_bytes;
+    return 0;
+}
+
+static int Preparer_traverse(Preparer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->loads);
+    Py_VISIT(self->decode_error);
+    Py_VISIT(self->standin);
+    Py_VISIT(self->part_count);
+    Py_VISIT(self->message_count);
+    Py_VISIT(self->shared);
+    Py_VISIT(self->ledger);
+    Py_VISIT(self->counter);
+    Py_VISIT(self->counter_name);
+    Py_VISIT(self->known);
+    Py_VISIT(self->encode);
+    Py_VISIT(self->js_stringify);
+    return 0;
+}
+
+static int Preparer_clear(Preparer *self)
+{
+    Py_CLEAR(self->loads);
+    Py_CLEAR(self->decode_error);
+    Py_CLEAR(self->standin);
+    Py_CLEAR(self->part_count);
+    Py_CLEAR(self->message_count);
+    Py_CLEAR(self->shared);
+    Py_CLEAR(self->ledger);
+    Py_CLEAR(self->counter);
+    Py_CLEAR(self->counter_name);
+    Py_CLEAR(self->known);
+    Py_CLEAR(self->encode);
+    Py_CLEAR(self->js_stringify);
+    return 0;
+}
+
+static void Preparer_dealloc(Preparer *self)
+{
+    PyObject_GC_UnTrack(self);
+    Preparer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef Preparer_members[] = {
+    {"taken", T_PYSSIZET, offsetof(Preparer, taken), READONLY, "Lines answered with (id, parentId, stand-in)."},
+    {"rejected", T_PYSSIZET, offsetof(Preparer, rejected), READONLY, "Lines answered with None (the general route)."},
+    {"handed_back", T_PYSSIZET, offsetof(Preparer, handed_back), READONLY,
+     "Lines answered with False (not ported: the Python `_prepare` runs)."},
+    {NULL},
+};
+
+static PyTypeObject PreparerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ds4sessions.agents.pi._cprep.Preparer",
+    .tp_basicsize = sizeof(Preparer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Preparer(loads, decode_error, standin, part_count, message_count, shared, ledger, kind,\n"
+              "         js_stringify, max_line_bytes, max_depth, defer_bytes)\n\n"
+              "Called as `preparer(offset, raw)`: what `SlimReader._prepare(offset, raw)` returns\n"
+              "((id, parentId, StandIn) or None, with the same effects on `shared`, the ledger and its\n"
+              "counter), or False for a line it does not port (nothing changed: run the Python route).\n"
+              "`kind`: 1 for `Cl100kCounter`, 2 for `CharsV1Counter` (`ledger.counter`).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Preparer_init,
+    .tp_call = (ternaryfunc)Preparer_call,
+    .tp_traverse = (traverseproc)Preparer_traverse,
+    .tp_clear = (inquiry)Preparer_clear,
+    .tp_dealloc = (destructor)Preparer_dealloc,
+    .tp_members = Preparer_members,
+};
+
+/* `blake2b_16(data)` for the tests (equal to `hashlib.blake2b(data, digest_size=16).digest()`). */
+static PyObject *py_blake2b_16(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    uint8_t digest[16];
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    blake2b_16((const uint8_t *)view.buf, (size_t)view.len, digest);
+    PyBuffer_Release(&view);
+    return PyBytes_FromStringAndSize((const char *)digest, 16);
+}
+
+/* `js_stringify(value)` by the C writer, or None where it hands back to Python (for the tests). */
+static PyObject *py_js_stringify_plain(PyObject *module, PyObject *value)
+{
+    Buf b = {NULL, 0, 0};
+    PyObject *result;
+    int r = js_stringify_plain(&b, value);
+    if (r < 0)
+        result = NULL;
+    else if (r == 0)
+        result = Py_NewRef(Py_None);
+    else
+        result = PyUnicode_DecodeUTF8(b.p, b.len, NULL);
+    PyMem_Free(b.p);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"blake2b_16", py_blake2b_16, METH_O, "16-byte BLAKE2b digest of a bytes-like object (tests)."},
+    {"js_stringify_plain", py_js_stringify_plain, METH_O,
+     "`js_stringify(value)` by the C writer, or None where the Python function is needed (tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_cprep",
+    "`SlimReader._prepare` for the common line, in C (see `ds4sessions.agents.pi.slim`).", -1, module_methods,
+};
+
+/* The constants and field lists the rules above are written for, as the Python modules spell
+ * them: `slim.c_preparer` compares them with the Python values and does not use this module when
+ * one differs (a rule changed in Python and not here). Keep in step with the switches above. */
+static PyObject *rules(void)
+{
+    return Py_BuildValue(
+        "{s:i,s:i,s:i,s:i,s:i,s:L,s:d,"
+        "s:(ssssssssssss),s:(sssss),s:(sssss),s:(sssss),s:(sssss),s:(sss),s:(sssss),s:(ssssss),s:(sssssss)}",
+        "PREVIEW_KEPT", PREVIEW_KEPT, "CL100K_CHUNK_CHARS", CL100K_CHUNK_CHARS,
+        "CL100K_MESSAGE_OVERHEAD", CL100K_MESSAGE_OVERHEAD, "MESSAGE_WRAPPER_TOKENS", MESSAGE_WRAPPER_TOKENS,
+        "CONTENT_BLOCK_WRAPPER_TOKENS", CONTENT_BLOCK_WRAPPER_TOKENS, "MAX_SAFE", MAX_SAFE_I, "MAX_DATE_MS", MAX_DATE_MS_F,
+        "STR_FIELDS_MESSAGE", "role", "provider", "model", "api", "stopReason", "errorMessage", "toolCallId", "toolName",
+        "command", "output", "customType", "fullOutputPath",
+        "STR_FIELDS_BLOCK", "type", "id", "name", "mimeType", "data",
+        "USAGE_FIELDS", "input", "output", "cacheRead", "cacheWrite", "totalTokens",
+        "COST_FIELDS", "input", "output", "cacheRead", "cacheWrite", "total",
+        "MESSAGE_CHECKS_OTHER", "summary", "content", "usage", "timestamp", "exitCode",
+        "BLOCK_CHECKED_OTHER", "text", "thinking", "arguments",
+        "PLAIN_MESSAGE_KEYS", "type", "id", "parentId", "timestamp", "message",
+        "SHARED_VALUES", "role", "provider", "model", "api", "stopReason", "toolName",
+        "CONTEXT_ROLES", "system", "user", "assistant", "toolResult", "custom", "branchSummary", "compactionSummary");
+}
+
+static PyObject *intern(const char *s)
+{
+    return PyUnicode_InternFromString(s);
+}
+
+PyMODINIT_FUNC PyInit__cprep(void)
+{
+    PyObject *module;
+    int i;
+    static const char *roles[] = {"system", "user", "assistant", "toolResult", "custom", "branchSummary",
+                                  "compactionSummary"};
+    key_codes = PyDict_New();
+    if (key_codes == NULL)
+        return NULL;
+    for (i = 1; i < K_COUNT; i++) {
+        PyObject *code;
+        key_str[i] = intern(key_names[i]);
+        code = PyLong_FromLong(i);
+        if (key_str[i] == NULL || code == NULL || PyDict_SetItem(key_codes, key_str[i], code) < 0)
+            return NULL;
+        Py_DECREF(code);
+    }
+    if (!(s_message = intern("message")) || !(s_details = intern("details")) || !(s_isError = intern("isError")) ||
+        !(s_user = intern("user")) || !(s_assistant = intern("assistant")) || !(s_toolResult = intern("toolResult")) ||
+        !(s_toolCall = intern("toolCall")) || !(s_image = intern("image")) ||
+        !(s_bashExecution = intern("bashExecution")) || !(s_excludeFromContext = intern("excludeFromContext")) ||
+        !(s_counted = intern("counted")) || !(s_encodes = intern("encodes")) ||
+        !(s_assistant_text = intern("assistant_text")) || !(s_tool_calls = intern("tool_calls")) ||
+        !(s_tool_results = intern("tool_results")) || !(s_other = intern("other")) || !(s_question = intern("?")) ||
+        !(s_empty = PyUnicode_New(0, 0)) || !(s_image_preview = intern("[image]")) ||
+        !(s_encode_ordinary = intern("encode_ordinary")) || !(s_encoding = intern("_encoding")) ||
+        !(s_text_method = intern("text")))
+        return NULL;
+    one = PyLong_FromLong(1);
+    if (one == NULL)
+        return NULL;
+    context_roles = PySet_New(NULL);
+    if (context_roles == NULL)
+        return NULL;
+    for (i = 0; i < (int)(sizeof roles / sizeof roles[0]); i++) {
+        PyObject *role = intern(roles[i]);
+        if (role == NULL || PySet_Add(context_roles, role) < 0)
+            return NULL;
+        Py_DECREF(role);
+    }
+    if (PyType_Ready(&PreparerType) < 0)
+        return NULL;
+    module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    {
+        PyObject *table = rules();
+        if (table == NULL || PyModule_AddObject(module, "RULES", table) < 0) {
+            Py_XDECREF(table);
+            Py_DECREF(module);
+            return NULL;
+        }
+    }
+    Py_INCREF(&PreparerType);
+    if (PyModule_AddObject(module, "Preparer", (PyObject *)&PreparerType) < 0) {
+        Py_DECREF(&PreparerType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
