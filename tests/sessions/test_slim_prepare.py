@@ -36,6 +36,7 @@ from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
 from ds4sessions.ingest.limits import iter_lines
 
 from tests.conftest import FIXTURES, ROOT, SHARED, SKIP_NO_SHARED
+from tests.sessions.test_schema_fast import _containers
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_planner import synthetic_session  # noqa: E402
@@ -287,18 +288,6 @@ def _value_for(key: str, rng: random.Random) -> Any:
             blocks.append(block)
         return blocks
     return copy.deepcopy(rng.choice(VALUES))
-
-
-def _containers(value: Any) -> list[Any]:
-    found = []
-    if isinstance(value, dict):
-        found.append(value)
-        for member in value.values():
-            found += _containers(member)
-    elif isinstance(value, list):
-        for member in value:
-            found += _containers(member)
-    return found
 
 
 def _base_entries() -> list[dict[str, Any]]:
