@@ -71,3 +71,17 @@ def test_waiting_for_a_file_that_does_not_exist_yet(snap_compare, tmp_path: Path
         await pilot.pause(0.3)
 
     assert snap_compare(app(tmp_path / "not-yet.jsonl"), terminal_size=(80, 24), run_before=wait)
+
+
+def test_dashboard_highlight_moved_in_the_plan_view(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The map after the highlight moved from the newest message to an earlier one in the
+    "ds4" view: only the rows of the two messages are repainted (issue 10), so what Textual
+    kept of the other rows must still be right on screen."""
+    async def move(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _ready(pilot)
+        await pilot.press("v")
+        await pilot.pause()
+        pilot.app._select_message(3, sync_turns=True)
+        await pilot.pause()
+
+    assert snap_compare(app(), terminal_size=(120, 36), run_before=move)
