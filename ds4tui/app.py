@@ -36,6 +36,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 from textual.widgets import DataTable, Footer, TabbedContent, TabPane, Tabs
 
+from ds4core import pause
 from ds4tui import viewmodel
 from ds4tui.gcpace import GcPacer
 
@@ -119,6 +120,11 @@ class _Requests:
         with self._lock:
             return self._pending
 
+    def running(self) -> bool:
+        """True from a request that starts a loop until that loop's `take()` finds nothing."""
+        with self._lock:
+            return self._running
+
     def stopped(self) -> None:
         with self._lock:
             self._running = False
@@ -198,6 +204,7 @@ class Ds4App(App[None]):
         self._derive_requests = _Requests()
         self._painted = threading.Condition()
         self._painted_version = -1  # the newest snapshot version the screen has painted (guarded by _painted)
+        self._woken = False  # the watcher saw a change the UI thread has not started reading yet
         self._posted_version = -1  # the newest snapshot version posted to the screen (guarded by _painted)
         self._derive_rest_until = 0.0  # time.monotonic() before which the next derive pass rests
         self._generation = 0
@@ -277,7 +284,7 @@ class Ds4App(App[None]):
         self.query_one(SessionHeader).show(None, demo=self.demo, following=self.following)
         self.query_one(EntryInspector).update("Loading…")
         if self._watch:
-            self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
+            self._watcher = SessionWatcher(self.session_path, self._file_changed)
             self._watcher.start()
         self.refresh_session()
         self.set_interval(2.0, self._poll_bridge)
@@ -323,6 +330,13 @@ class Ds4App(App[None]):
 
     # --- ingest -----------------------------------------------------------------------------
 
+    def _file_changed(self) -> None:
+        """The watcher's wake-up (on its thread): a derive pass pauses at once (not after the UI
+        thread gets the GIL to handle the message), then the UI thread starts the read."""
+        self._woken = True
+        pause.request()
+        self.post_message(FileChanged())
+
     def on_file_changed(self, _: FileChanged) -> None:
         self.refresh_session()
 
@@ -330,7 +344,14 @@ class Ds4App(App[None]):
         """Read the file's new lines and show them (fast counts first, then exact cl100k, then
         the derived views), in the ingest worker; a request while it runs is one more pass."""
         merge = lambda old, new: bool(old) or bool(new)  # noqa: E731 - a forced pass stays forced
-        if self._ingest_requests.request(force, merge):
+        started = self._ingest_requests.request(force, merge)
+        self._woken = False  # the ingest loop runs now (`_derive_may_run`)
+        if not started:
+            with self._painted:
+                self._painted.notify_all()  # the running loop stops waiting to prepare (`_prepare_next`)
+        # a derive pass pauses at its next pause point until this line is read and painted
+        pause.request()
+        if started:
             self._ingest_worker()
 
     @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
@@ -339,6 +360,8 @@ class Ds4App(App[None]):
             while True:
                 more, force = self._ingest_requests.take()
                 if not more:
+                    with self._painted:
+                        self._painted.notify_all()  # a paused derive pass may go on (`_derive_may_run`)
                     return
                 with self._ingest_lock:
                     pipeline, generation = self._session
@@ -352,6 +375,8 @@ class Ds4App(App[None]):
                         continue
                 if snap is not None and self._derive_requests.request((pipeline, generation, snap)):
                     self._derive_worker()
+                if snap is not None:
+                    self._prepare_next(pipeline, generation, snap)
         except BaseException:
             self._ingest_requests.stopped()
             raise
@@ -380,17 +405,25 @@ class Ds4App(App[None]):
                 if self._derive_requests.pending():
                     continue  # a newer snapshot arrived while resting: derive that one
                 started = time.monotonic()
+                may_run = partial(self._derive_may_run, generation)
+
                 def checkpoint() -> None:
-                    # between stages: a newer snapshot on its way to the screen paints first;
-                    # then the young garbage of the stages so far is collected (nothing waits)
+                    # between stages: a line being read, or a newer snapshot on its way to the
+                    # screen, goes first; then the young garbage of the stages so far is
+                    # collected (nothing waits)
+                    pause.take_request()
                     with self._painted:
-                        self._painted.wait_for(
-                            lambda: self._painted_version >= self._posted_version or generation != self._generation,
-                            timeout=DERIVE_WAIT_S,
-                        )
+                        self._painted.wait_for(may_run, timeout=DERIVE_WAIT_S)
                     self._gc.at_checkpoint()
 
-                with self._derive_lock:
+                def pause_hook() -> None:
+                    # inside a stage (`ds4core.pause.pause_point`, every few hundred items): the
+                    # same wait, asked for by `refresh_session` (a line to read)
+                    if pause.take_request():
+                        with self._painted:
+                            self._painted.wait_for(may_run, timeout=DERIVE_WAIT_S)
+
+                with self._derive_lock, pause.hooked(pause_hook):
                     for derived in pipeline.derive(snap, now=self._now(), checkpoint=checkpoint):  # type: ignore[arg-type]
                         self._publish(generation, derived=derived)
                         if self._derive_requests.pending():
@@ -406,6 +439,30 @@ class Ds4App(App[None]):
         except BaseException:
             self._derive_requests.stopped()
             raise
+
+    def _prepare_next(self, pipeline: SessionPipeline, generation: int, snap: Snapshot) -> None:
+        """Once the screen has painted `snap` and no other line waits, copy what the next append
+        extends (`LiveSession.prepare`, a few ms at 10,000 turns), so that append reaches the
+        screen in O(new) (the derive pass waits meanwhile: this worker still runs)."""
+        with self._painted:
+            self._painted.wait_for(
+                lambda: self._painted_version >= snap.version or generation != self._generation
+                or self._ingest_requests.pending(),
+                timeout=DERIVE_WAIT_S,
+            )
+        if generation != self._generation or self._ingest_requests.pending():
+            return
+        with self._ingest_lock:
+            if self._session[1] == generation:
+                pipeline.prepare()
+
+    def _derive_may_run(self, generation: int) -> bool:
+        """Whether a derive pass of `generation` may go on (call with `_painted` held): no line
+        is being read and the screen has painted the newest snapshot posted (or the session
+        was switched away from)."""
+        if generation != self._generation:
+            return True
+        return not self._woken and not self._ingest_requests.running() and self._painted_version >= self._posted_version
 
     def _publish(self, generation: int, *, snapshot: Snapshot | None = None, derived: Derived | None = None) -> None:
         """Build the view model of the workers' newest snapshot and derived views (on the
@@ -759,7 +816,7 @@ class Ds4App(App[None]):
         if generation != self._generation:
             return
         if self._watch:
-            self._watcher = SessionWatcher(self.session_path, lambda: self.post_message(FileChanged()))
+            self._watcher = SessionWatcher(self.session_path, self._file_changed)
             self._watcher.start()
         self.refresh_session()
 

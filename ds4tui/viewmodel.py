@@ -25,6 +25,7 @@ costs O(changed rows) per append, not O(turns), apart from identity checks.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Sequence
@@ -260,6 +261,8 @@ class ViewModel:
     _turn_inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     _message_ids: Any = field(default=(), repr=False, compare=False)
     _times: tuple[tuple[str, ...], bool, Any] = field(default=((), False, None), repr=False, compare=False)
+    _lineage: tuple[int, str] | None = field(default=None, repr=False, compare=False)
+    """`Snapshot.lineage` of the snapshot this was built from (what the next build may extend)."""
 
 
     @property
@@ -340,14 +343,20 @@ def legend(snap: Any, cal: Calibration | None = None) -> LegendModel:
 
 
 def map_model(
-    snap: Any, overlays: Overlays = Overlays(), cal: Calibration | None = None, previous: MapModel | None = None
+    snap: Any,
+    overlays: Overlays = Overlays(),
+    cal: Calibration | None = None,
+    previous: MapModel | None = None,
+    *,
+    extends: bool = False,
 ) -> MapModel:
     """The map of `snap` (see `MapModel`): the best breakdown's segments indexed (extending
     `previous`'s index after an append) and drawn at the calibrated totals (issue 17), whose sum
-    is the header's and legend's total."""
+    is the header's and legend's total. `extends`: the caller knows the segments start with
+    those `previous` indexed (`MapIndex.of`)."""
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
-    index = MapIndex.of(snap.best.segments, previous.index if previous is not None else None)
+    index = MapIndex.of(snap.best.segments, previous.index if previous is not None else None, extends=extends)
     totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free")
     window = snap.context_window or max(cal.calibrated.used, 1)
     return MapModel(index, totals, window, overlays, cal.calibrated)
@@ -375,14 +384,15 @@ def _cache_marks(cache: Any) -> tuple[int | None, bool]:
 
 
 def _moved_marks(
-    before: frozenset[int], changed: set[str], now: frozenset[str], positions: dict[str, int]
+    before: frozenset[int], changed: set[str], now: frozenset[str], positions: dict[str, int], limit: int
 ) -> frozenset[int]:
     """`before` (message indices marked) with the marks of the `changed` entry ids set as in
-    `now` (the new marked ids); `positions`: entry id → message index. O(changed)."""
+    `now` (the new marked ids); `positions`: entry id → message index, of which only indices
+    below `limit` (the messages of the snapshot) count. O(changed)."""
     out = set(before)
     for eid in changed:
         index = positions.get(eid)
-        if index is None:
+        if index is None or index >= limit:
             continue
         if eid in now:
             out.add(index)
@@ -405,25 +415,29 @@ def turn_times(turns: Any, today: Any = None) -> list[str]:
     return out
 
 
-def _turn_times(turns: Sequence[Any], previous: "ViewModel | None") -> tuple[tuple[str, ...], bool, Any]:
-    """`turn_times(turns)` as `(times, dated, today)`, reusing `previous`'s times for the leading
-    turns that are the same objects (an append changes the last turn and may add one): O(new
-    turns) unless the date format flips (a turn not from today, or midnight passed)."""
+def _turn_times(
+    turns: Sequence[Any], previous: "ViewModel | None", same: int | None = None
+) -> tuple[tuple[tuple[str, ...], bool, Any], int]:
+    """`(turn_times(turns), dated, today)` and how many leading times are `previous`'s (0: none
+    reused), reusing `previous`'s times for the leading turns that are the same objects (an
+    append changes the last turn and may add one): O(new turns) unless the date format flips (a
+    turn not from today, or midnight passed), plus one copy of the references. `same`: that
+    run's length when the caller knows it (`Snapshot.lineage`), else it is found."""
     today = dt.date.today()
     if previous is not None:
         old_times, old_dated, old_today = previous._times
         old_turns = previous._turn_inputs
         if old_today == today and len(old_times) == len(old_turns):
-            k = _same_prefix(old_turns, turns)
+            k = _same_prefix(old_turns, turns) if same is None else same
             if k >= 2:
                 fresh = [t.time.astimezone() if isinstance(t.time, dt.datetime) else None for t in turns[k:]]
                 if old_dated or not any(when is not None and when.date() != today for when in fresh):
                     form = "%m-%d %H:%M" if old_dated else "%H:%M"
-                    tail = tuple(when.strftime(form) if when is not None else "" for when in fresh)
-                    return tuple(old_times[:k]) + tail, old_dated, today
+                    tail = (when.strftime(form) if when is not None else "" for when in fresh)
+                    return (tuple(itertools.chain(itertools.islice(old_times, k), tail)), old_dated, today), k
     times = tuple(turn_times(turns, today))
     local_dates = [t.time.astimezone().date() for t in turns if isinstance(t.time, dt.datetime)]
-    return times, any(d != today for d in local_dates), today
+    return (times, any(d != today for d in local_dates), today), 0
 
 
 def _turn_row(turn: Any, cal: Calibration, time: str, plan: PlanState = "", pinned: bool = False) -> TurnRow:
@@ -451,6 +465,7 @@ def turn_rows(
     *,
     times: Sequence[str] | None = None,
     changed: set[str] | None = None,
+    same: int | None = None,
 ) -> tuple[TurnRow, ...]:
     """One `TurnRow` per turn of `snap`; with `plan`, each row's plan state (`kept`,
     `partial`, `excluded`; `pinned`). `times`: the time column (default `turn_times`).
@@ -458,7 +473,9 @@ def turn_rows(
     Rows of `previous` are reused when their turn is the same object with the same estimator
     and time, and either the plan is the same object or (`changed`: the entry ids whose
     exclusion or pin differs between the two plans) none of the turn's entries changed and the
-    row was planned before. A new plan that moves a few entries touches only their rows."""
+    row was planned before. A new plan that moves a few entries touches only their rows.
+    `same`: how many leading turns of `snap` are `previous`'s turn objects with `previous`'s
+    times, when the caller knows (`build`: from `_turn_times`)."""
     pins = frozenset(plan.pinned_entry_ids) if plan is not None else frozenset()
     same_estimator = previous is not None and previous.calibration.estimator == cal.estimator
     old_turns = previous._turn_inputs if same_estimator and previous is not None else ()
@@ -470,11 +487,13 @@ def turn_rows(
     if same_plan and old_turns and len(old_rows) == len(old_turns):
         # the usual append: a run of the same turn objects with the same times, then a changed
         # tail; the run is found in C and its rows are taken as they are
-        start = _same_prefix(old_turns, snap.turns)
-        old_times = previous._times[0] if previous is not None else ()
-        if len(old_times) < start or tuple(old_times[:start]) != tuple(times[:start]):
-            start = 0  # the time column changed (a date appeared, or midnight passed)
-        rows = list(old_rows[:start])
+        if same is not None:
+            start = same  # the caller's run: same turns and same times
+        else:
+            start = _same_prefix(old_turns, snap.turns)
+            old_times = previous._times[0] if previous is not None else ()
+            if len(old_times) < start or tuple(old_times[:start]) != tuple(times[:start]):
+                start = 0  # the time column changed (a date appeared, or midnight passed)
     for i in range(start, len(snap.turns)):
         turn = snap.turns[i]
         if i < len(old_turns) and old_turns[i] is turn and old_rows[i].time == times[i]:
@@ -486,6 +505,8 @@ def turn_rows(
             rows.append(_turn_row(turn, cal, times[i], *_plan_state(turn, excluded_ids, pins)))
         else:
             rows.append(_turn_row(turn, cal, times[i]))
+    if start:
+        return tuple(itertools.chain(itertools.islice(old_rows, start), rows))  # one copy of the references
     return tuple(rows)
 
 
@@ -513,10 +534,17 @@ def manifest_rows(snap: Any, plan: Any, cal: Calibration) -> tuple[ManifestRow, 
     return tuple(rows)
 
 
-def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
+def _same_prefix(old: Sequence[Any], new: Sequence[Any], known: int = 0) -> int:
     """How many leading items of `new` are the same objects as `old`'s (an append keeps all but
-    the last few): the tail is walked back in Python, the rest checked in C."""
+    the last few): the tail is walked back in Python, the rest checked in C. `known`: a length
+    the caller knows to be shared (`Snapshot.lineage`): then only its last item is checked and
+    the run is walked on from there (O(1) for an append)."""
     n = min(len(old), len(new))
+    if 0 < known <= n and old[known - 1] is new[known - 1]:
+        k = known
+        while k < n and old[k] is new[k]:
+            k += 1
+        return k
     k = n
     while k and old[k - 1] is not new[k - 1]:
         k -= 1
@@ -530,12 +558,18 @@ def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
     return k
 
 
-def _extends(old: Sequence[Any], new: Sequence[Any]) -> bool:
-    """True when `new` starts with `old` (C-level comparison: identical items compare at once)."""
+def _extends(old: Sequence[Any], new: Sequence[Any], known: bool = False) -> bool:
+    """True when `new` starts with `old` (C-level comparison: identical items compare at once).
+    `known`: the caller knows it does (`Snapshot.lineage`); then only the last item of `old` is
+    checked (O(1))."""
     n = len(old)
     if len(new) < n:
         return False
-    return n == 0 or (new[n - 1] == old[-1] and list(new[:n]) == list(old))
+    if n == 0:
+        return True
+    if new[n - 1] is not old[-1] and new[n - 1] != old[-1]:
+        return False
+    return known or list(new[:n]) == list(old)
 
 
 def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | None = None) -> ViewModel:
@@ -553,7 +587,13 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
     cal = calibration(snap)
     ids = snap.context.message_entry_ids
     old_ids, positions = previous._message_ids if previous is not None and previous._message_ids else ((), None)
-    extends = previous is not None and previous.version > 0 and bool(old_ids) and _extends(old_ids, ids)
+    # Snapshots of one lineage extend one another (`Snapshot.lineage`): the prefixes need not
+    # be compared item by item (40,000 messages: ~1 ms each, on every append).
+    lineage = getattr(snap, "lineage", None)
+    old_lineage = previous._lineage if previous is not None else None
+    same_epoch = lineage is not None and old_lineage is not None and lineage[0] == old_lineage[0]
+    same_counter = same_epoch and lineage == old_lineage
+    extends = previous is not None and previous.version > 0 and bool(old_ids) and _extends(old_ids, ids, same_epoch)
     base = previous if extends else None
     if derived is not None:
         plan, cache, plan_version = derived.plan, derived.cache, snap.version
@@ -574,6 +614,7 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
         changed |= pins.symmetric_difference(base.pinned_entry_ids)
     # entry id → message index, kept up to date while the messages extend (O(new ids) per append)
     positions = _positions(ids, old_ids, positions) if base is not None and positions is not None else None
+    n_ids = len(ids)
     # the map's marks
     if base is not None and base.plan is plan:
         marks = base.map.overlays
@@ -584,14 +625,18 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
             and (positions is not None or (positions := _positions(ids, (), None)) is not None):
         cached_end, cold = _cache_marks(cache)
         marks = Overlays(
-            _moved_marks(base.map.overlays.excluded, changed, excluded_ids, positions),
-            _moved_marks(base.map.overlays.pinned, changed, pins, positions),
+            _moved_marks(base.map.overlays.excluded, changed, excluded_ids, positions, n_ids),
+            _moved_marks(base.map.overlays.pinned, changed, pins, positions, n_ids),
             cached_end, cold,
         )
     else:
         marks = overlays(snap, plan, cache, excluded_ids=excluded_ids)
-    times = _turn_times(snap.turns, base)
-    turns = turn_rows(snap, cal, plan, excluded_ids, base, times=times[0], changed=changed)
+    same_turns = None
+    if base is not None and same_counter:
+        same_turns = _same_prefix(base._turn_inputs, snap.turns, max(len(base._turn_inputs) - 1, 0))
+    times, same_times = _turn_times(snap.turns, base, same_turns)
+    turns = turn_rows(snap, cal, plan, excluded_ids, base, times=times[0], changed=changed,
+                      same=min(same_turns, same_times) if same_turns is not None else None)
     if plan is None:
         manifest: LazyRows | None = None
     elif base is not None and base.plan is plan and (derived is None or base.calibration == cal):
@@ -602,7 +647,7 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
         version=snap.version,
         header=header(snap, cal),
         legend=legend(snap, cal),
-        map=map_model(snap, marks, cal, previous.map if previous is not None else None),
+        map=map_model(snap, marks, cal, previous.map if previous is not None else None, extends=same_counter and base is not None),
         turns=turns,
         manifest_rows=manifest,
         plan=plan,
@@ -613,23 +658,42 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
         _turn_inputs=snap.turns,
         _message_ids=(ids, positions),
         _times=times,
+        _lineage=lineage,
     )
 
 
+class _Positions(dict):  # type: ignore[type-arg]
+    """Entry id → context message index, shared by the view models of a growing context: `n`
+    is how many leading ids it covers (-1: no longer extended). A view model of `k` messages
+    reads only indices below `k` (`_moved_marks`' `limit`), so growing it in place for the
+    next append leaves what the older view models see unchanged."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+
 def _positions(
-    ids: Sequence[str | None], old_ids: Sequence[str | None], old: dict[str, int] | None
-) -> dict[str, int] | None:
-    """Entry id → context message index for `ids`, extending `old` (the positions of `old_ids`,
-    a prefix of `ids`; None: build from scratch): O(new ids) plus a C-level dict copy. None when
-    an entry id occurs twice (then the marks are computed in full)."""
+    ids: Sequence[str | None], old_ids: Sequence[str | None], old: "_Positions | None"
+) -> "_Positions | None":
+    """Entry id → context message index for `ids` (see `_Positions`), extending `old` (the
+    positions of `old_ids`, a prefix of `ids`; None: build from scratch) in place when it is
+    the newest (O(new ids)), else from scratch. None when an entry id occurs twice (then the
+    marks are computed in full)."""
     if old is not None and len(old_ids) == len(ids):
         return old
-    out: dict[str, int] = {} if old is None else dict(old)
-    start = 0 if old is None else len(old_ids)
+    if old is not None and old.n == len(old_ids) and isinstance(old, _Positions):
+        out, start = old, len(old_ids)
+    else:
+        out, start = _Positions(), 0
     for i in range(start, len(ids)):
         eid = ids[i]
         if eid is not None:
             if eid in out:
+                out.n = -1  # a partial extension: older readers keep their prefix, nobody extends it
                 return None
             out[eid] = i
+    out.n = len(ids)
     return out

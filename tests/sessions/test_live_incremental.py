@@ -39,11 +39,14 @@ def _same(snap: Snapshot, ref: Snapshot, exact: bool) -> None:
 
 
 def _replay(
-    source: Path, tmp: Path, *, twin_every: int = 1, reference_every: int = 1, refine_every: int = 1
+    source: Path, tmp: Path, *, twin_every: int = 1, reference_every: int = 1, refine_every: int = 1,
+    prepare_every: int = 0,
 ) -> dict[str, int]:
     """Append `source` line by line to a live session; compare with the twin every `twin_every`
     lines and with `open_snapshot` every `reference_every` lines (and at the last line); refine
-    every `refine_every` lines. Returns how many steps extended the previous snapshot."""
+    every `refine_every` lines; copy ahead for the next append (`LiveSession.prepare`, as the app
+    does after a paint) every `prepare_every` lines (0: never). Returns how many steps extended
+    the previous snapshot (and, with `prepare_every`, how many prepared copies were used)."""
     lines = source.read_bytes().splitlines(keepends=True)
     live_path, twin_path, ref_path = tmp / "live.jsonl", tmp / "twin.jsonl", tmp / "ref.jsonl"
     for p in (live_path, twin_path):
@@ -84,6 +87,8 @@ def _replay(
             exact_before = refined
             if checked:
                 _same(refined, twin.refine(ref_twin), exact=True)
+        if prepare_every and number % prepare_every == 0:
+            live.prepare()
         if number % reference_every == 0 or last:
             ref_path.write_bytes(b"".join(lines[:number]))
             _same(snap, open_snapshot(ref_path), exact=False)
@@ -91,6 +96,8 @@ def _replay(
                 assert exact_before is not None
                 _same(exact_before, open_snapshot(ref_path, exact=True), exact=True)
             stats["compared"] += 1
+    if prepare_every:
+        stats["copies_prepared_and_used"] = live._spares.taken
     return stats
 
 
@@ -99,6 +106,20 @@ def test_fixture_appended_line_by_line(tmp_path: Path) -> None:
     # 23 lines: the header, then 22 entries that each extend the branch (the first entry
     # has no previous leaf, so it is read in full like the header).
     assert stats == {"steps": 23, "extended": 21, "exact_extended": 21, "compared": 23}
+
+
+def test_copies_prepared_ahead_give_the_same_snapshots(tmp_path: Path) -> None:
+    """`LiveSession.prepare` after every line: each append extends prepared copies of the
+    context's four lists and both counters' tokens and segments, and every snapshot still equals
+    the full rebuild's (a copy used for the wrong list, or extended twice, would show here)."""
+    stats = _replay(FIXTURE, tmp_path, prepare_every=1)
+    # 21 extended appends after a prepare: 4 context lists + 3 per counter (segments, tokens,
+    # the breakdown's segments) each; the first extension follows the full read of entry 1,
+    # refined: prepared too
+    assert stats == {"steps": 23, "extended": 21, "exact_extended": 21, "compared": 23, "copies_prepared_and_used": 21 * 10}
+    (tmp_path / "half").mkdir()
+    half = _replay(FIXTURE, tmp_path / "half", prepare_every=2)
+    assert half["copies_prepared_and_used"] == 10 * 11  # lines 3, 5, ..., 23 follow a prepare
 
 
 def test_refine_skipping_snapshots_extends_the_last_refined(tmp_path: Path) -> None:
@@ -216,9 +237,10 @@ def _samples() -> list[str]:
 @pytest.mark.parametrize("name", _samples())
 def test_shared_sample_appended_line_by_line(shared_dir: Path, tmp_path: Path, name: str) -> None:
     source = shared_dir / "sessions-pi" / name
-    stats = _replay(source, tmp_path)
+    stats = _replay(source, tmp_path, prepare_every=2)  # half the appends extend prepared copies
     assert stats["compared"] == stats["steps"] == len(source.read_bytes().splitlines())
     assert stats["extended"] == EXTENDED[name]
+    assert stats["copies_prepared_and_used"] > 0
 
 
 #: Appends that extended the previous snapshot, per sample (the rest rebuilt in full: the header

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ds4core.pause import pausing
 from ds4core.budgets import CacheAwareConfig, ModelCost
 from ds4core.estimate import CHARS_V1, Estimator
 from ds4core.jsjson import js_to_fixed, number_to_string, round6, stable_stringify
@@ -476,8 +477,8 @@ class CandidatePlan:
         (DS4 runtime: `estimateMessagesTokens([message])`)."""
         return cls(
             managed=plan.mode == "managed",
-            message_hashes=tuple(map(fingerprint, plan.messages)),
-            message_tokens=tuple(estimator.message_tokens(message) for message in plan.messages),
+            message_hashes=tuple(map(fingerprint, pausing(plan.messages))),
+            message_tokens=tuple(estimator.message_tokens(message) for message in pausing(plan.messages)),
             fixed_tokens=plan.planning.fixed_tokens,
             original_message_tokens=plan.planning.original_message_tokens,
             recent_tail_token_limit=plan.planning.recent_tail_token_limit,

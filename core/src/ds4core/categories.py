@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from ds4core.jsjson import stringify
 from ds4core.tokens import MessageCount, TokenLedger
@@ -227,6 +227,7 @@ def attribute(
     entry_ids: Sequence[str | None],
     ledger: TokenLedger,
     previous: Attribution | None = None,
+    copy: Callable[[Sequence[Any]], list[Any]] = list,
 ) -> Attribution:
     """Attribute every token of `messages` to a category and build their map segments.
 
@@ -235,7 +236,9 @@ def attribute(
     entry ids, same counter) only the messages after those are counted and `previous` is
     extended (a copy; `previous` itself is not modified): the result equals attributing the
     whole list, since segments never span two messages and totals are sums. O(new messages)
-    plus list copies. Raises ValueError when `previous` covers more messages than given.
+    plus list copies, made by `copy` (`list`, or copies prepared off the latency path:
+    `ds4core.spare.Spares.copy`). Raises ValueError when `previous` covers more messages than
+    given.
     """
     start = len(previous.message_tokens) if previous is not None else 0
     if start > len(messages):
@@ -249,8 +252,8 @@ def attribute(
     else:
         totals = dict(previous.totals)
         children = dict(previous.children)
-        segments = list(previous.segments)
-        per_message = list(previous.message_tokens)
+        segments = copy(previous.segments)
+        per_message = copy(previous.message_tokens)
         total = previous.total
     copied: set[str] = set()  # categories whose children dict is already this result's own
     # The loop runs once per context message (200,000 for a 50,000-turn session): `counted_parts`
@@ -292,16 +295,36 @@ def compose_breakdown(
     context_window: int | None,
     provider_tokens: int | None = None,
     inferred_fixed_tokens: int | None = None,
+    base: list[Segment] | None = None,
 ) -> Breakdown:
     """The `Breakdown` of an attribution: inferred system tokens first, then the messages'
     segments, then `unattributed`; rows and free space. See `breakdown` for the rules.
-    O(segments) for the list copy plus O(children) for sorting them; no counting."""
+    O(segments) for the list copy plus O(children) for sorting them; no counting. The
+    breakdown's `message_tokens` is the attribution's list itself (neither is ever changed).
+
+    `base`: a list the caller gives away, equal to the first `len(base)` segments the
+    breakdown will have (its inferred system prompt segment when there is one, then a prefix of
+    the attribution's segments: e.g. a prepared copy of the previous breakdown's segments
+    without their `unattributed`, after an append). The segments are then `base` extended by the
+    rest, O(new segments), instead of a copy of all. Its ends are checked (the system prompt
+    segment equal, its last segment the attribution's at that place); when they do not match,
+    `base` is ignored."""
     totals = dict(attribution.totals)
-    segments: list[Segment] = []
-    if inferred_fixed_tokens:
-        segments.append(Segment("system_prompt", inferred_fixed_tokens, None, None))
-        totals["system_prompt"] = totals.get("system_prompt", 0) + inferred_fixed_tokens
-    segments.extend(attribution.segments)
+    system = Segment("system_prompt", inferred_fixed_tokens, None, None) if inferred_fixed_tokens else None
+    if system is not None:
+        totals["system_prompt"] = totals.get("system_prompt", 0) + inferred_fixed_tokens  # type: ignore[operator]
+    head = 1 if system is not None else 0
+    own = attribution.segments
+    if base is not None and head <= len(base) <= head + len(own) and (
+        (system is None or base[0] == system)
+        and (len(base) == head or base[-1] is own[len(base) - head - 1])
+        and (system is not None or not base or base[0] is own[0])
+    ):
+        segments = base
+        segments.extend(own[len(base) - head :])
+    else:
+        segments = [system] if system is not None else []
+        segments.extend(own)
     estimate = sum(totals.values())
     unattributed = max((provider_tokens or 0) - estimate, 0)
     if unattributed:
@@ -324,7 +347,7 @@ def compose_breakdown(
         inferred = cat == "system_prompt" and bool(inferred_fixed_tokens)
         rows.append(CategoryRow(cat, label + (" + tools (inferred)" if inferred else ""), tokens, kids, inferred))
     return Breakdown(
-        attribution.counter, rows, segments, list(attribution.message_tokens), estimate, context_window, unattributed, free
+        attribution.counter, rows, segments, attribution.message_tokens, estimate, context_window, unattributed, free
     )
 
 
@@ -542,7 +565,12 @@ class MapIndex:
 
     @classmethod
     def of(
-        cls, segments: Sequence[Segment], previous: "MapIndex | None" = None, skip: tuple[str, ...] = _SKIP
+        cls,
+        segments: Sequence[Segment],
+        previous: "MapIndex | None" = None,
+        skip: tuple[str, ...] = _SKIP,
+        *,
+        extends: bool = False,
     ) -> "MapIndex":
         """The index of `segments` (see the class), extending `previous` when it can (built with
         the same `skip`: categories left out, by default `unattributed` and `free`).
@@ -550,7 +578,13 @@ class MapIndex:
         The lists live in a store shared along a chain of extensions: when `previous` is the
         newest index of its store and `segments` extends its segments, the new segments are
         appended to the store in place (O(new segments), no copy) and `previous` keeps seeing
-        its own prefix (its counts), so it stays valid and unchanged. Otherwise a new store."""
+        its own prefix (its counts), so it stays valid and unchanged. Otherwise a new store.
+
+        `extends=True`: the caller knows that `segments` starts with the segments `previous`
+        indexed (e.g. `Snapshot.lineage` says so); then only the first and the last of them are
+        compared (O(1)) instead of the whole prefix (O(segments), the cost of an append at
+        40,000 messages). A wrong claim that those two checks catch falls back to the full
+        comparison."""
         end = len(segments)
         while end and segments[end - 1].category in skip:
             end -= 1
@@ -560,7 +594,8 @@ class MapIndex:
             store, k = previous._store, previous.n_source
             if k <= end and len(store.source) == k and len(store.cells) == previous.n_cells \
                     and (k == 0 or segments[k - 1] is store.source[-1] or segments[k - 1] == store.source[-1]) \
-                    and list(segments[:k]) == store.source:
+                    and ((extends and (k == 0 or segments[0] is store.source[0] or segments[0] == store.source[0]))
+                         or list(segments[:k]) == store.source):
                 if k == end:
                     return previous  # nothing new to index
                 start = k

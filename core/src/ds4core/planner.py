@@ -38,6 +38,7 @@ from ds4core.budgets import (
 )
 from ds4core.estimate import CHARS_V1, Estimator
 from ds4core.jsjson import round6
+from ds4core.pause import pause_point, pausing
 
 __all__ = [
     "AtomicGroup",
@@ -300,7 +301,7 @@ class AtomicGrouper:
         touched: dict[str, None] = {}
         components, parent, draft_of = self._components, self._parent, self._draft_of
         calls, results = self._calls, self._results
-        for index in range(start, len(messages)):
+        for index in pausing(range(start, len(messages))):
             role, call_ids, result_id = _links(messages[index])
             if role == "user" or role in _SUMMARY_ROLES or (self._turn is None and self._prefix is None):
                 # A user message opens a turn, a summary stands alone, anything else before the
@@ -340,7 +341,7 @@ class AtomicGrouper:
                 self._union(draft_of[call_index], draft_of[result_index])
             components[self._find(draft_of[call_index])].exchange = True
 
-        for component in components.values():
+        for component in pausing(components.values()):
             if component.group is None:
                 component.group = component.build()
         self._messages.extend(messages[start:])
@@ -604,7 +605,7 @@ def _items(
             dict(c.project_snippet) if c.project_snippet is not None else None,
             c.group.message_indices,
         )
-        for c in choices
+        for c in pausing(choices)
     ]
     if classifications is None and privacy_reasons is None:
         # The hot loop (one item per message): `tuple.__new__` builds the named tuple in C,
@@ -614,7 +615,7 @@ def _items(
                 PlanItem,
                 (index, group_id, kind, tokens[index], score, reason, source_id, event_ids, snippet, None, None),
             )
-            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in per_group
+            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in pausing(per_group)
             for index in indices
         ]
     else:
@@ -632,10 +633,12 @@ def _items(
                 _at(classifications, index),
                 _at(privacy_reasons, index),
             )
-            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in per_group
+            for group_id, kind, score, reason, source_id, event_ids, snippet, indices in pausing(per_group)
             for index in indices
         ]
+    pause_point()
     items.sort(key=_ORIGINAL_INDEX)
+    pause_point()
     return items
 
 
@@ -696,7 +699,7 @@ def _fallback_plan(
     }
     current, pinned_groups = _current_and_pinned(groups, _last_user_index(messages), pinned)
     choices: list[_Choice] = []
-    for pos, group in enumerate(groups):
+    for pos, group in enumerate(pausing(groups)):
         if pos in current:
             kind, priority = "current", PRIORITY_CURRENT
         elif pos in pinned_groups:
@@ -808,7 +811,9 @@ def plan_managed_context(
     """
     with paused_gc():
         native = list(messages)
+        pause_point()
         native_token_list = list(_tokens_for(native, estimator, native_tokens))
+        pause_point()
         native_last_user = _last_user_index(native)
         supplements = (
             [s for s in supplemental_messages if len(s.source_ids) > 0] if native_last_user >= 0 else []
@@ -866,7 +871,9 @@ def plan_managed_context(
                 reason=reason,
             )
 
+        pause_point()
         groups, relations = (grouper or AtomicGrouper()).update(planned, tokens)
+        pause_point()
         count = len(planned)
         shifted = [
             v + n_supp if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= insertion else v
@@ -875,6 +882,7 @@ def plan_managed_context(
         pinned = {i for i in (_valid_index(v, count) for v in shifted) if i is not None}
         last_user = _last_user_index(planned)
         current, pinned_groups = _current_and_pinned(groups, last_user, pinned)
+        pause_point()
 
         def supplement_of(group: AtomicGroup) -> SupplementalMessage | None:
             for index in group.message_indices:
@@ -891,7 +899,7 @@ def plan_managed_context(
 
         # Mandatory: current and pinned groups (spec §3.4).
         chosen: dict[int, _Choice] = {}
-        for pos, group in enumerate(groups):
+        for pos, group in enumerate(pausing(groups)):
             is_current = pos in current
             supplement = group_supplement[pos]
             persistent_pin = supplement is not None and supplement.kind == "pin"
@@ -934,7 +942,7 @@ def plan_managed_context(
             reverse=True,
         )
         rescued = False
-        for rank, pos in enumerate(candidates):
+        for rank, pos in enumerate(pausing(candidates)):
             group = groups[pos]
             t = group.estimated_tokens
             fits_tail = recent_tokens + t <= recent_tail_limit
@@ -1053,7 +1061,7 @@ def plan_managed_context(
 
         # Excluded metadata (spec §3.9).
         excluded_choices: list[_Choice] = []
-        for pos, group in enumerate(groups):
+        for pos, group in enumerate(pausing(groups)):
             if pos in chosen:
                 continue
             s = group_supplement[pos]
@@ -1101,6 +1109,7 @@ def plan_managed_context(
             if recent_tail_limit > 0
             else 0
         )
+        pause_point()
         return ManagedContextPlan(
             mode="managed",
             original_messages=tuple(planned),

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ds4core.pause import pausing
 from ds4core.estimate import CHARS_V1, Estimator, message_tokens, text_tokens
 from ds4core.jsjson import UNDEFINED, js_to_fixed, round6, stringify, utf16_len
 from ds4core.planner import ManagedContextPlan, SupplementalMessage
@@ -916,7 +917,7 @@ def committed_entry_ids(plan: ManagedContextPlan, native_entry_ids: Sequence[str
     message i (None for a message without one)."""
     return frozenset(
         entry_id
-        for source in plan.sent_sources
+        for source in pausing(plan.sent_sources)
         if isinstance(source, int) and (entry_id := native_entry_ids[source]) is not None
     )
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ds4core.pause import pausing
 from ds4core.budgets import ModelCost
 from ds4core.cache_policy import (
     CacheAwareDecision,
@@ -848,7 +849,7 @@ class CacheMonitor:
         """How many leading messages of `messages` have the fingerprints `meta` sent (the memo
         hashes each message once per session)."""
         count = 0
-        for sent, message in zip(meta.messages, messages):
+        for sent, message in zip(meta.messages, pausing(messages)):
             if self._fingerprints(message) != sent.fp:
                 break
             count += 1

@@ -15,6 +15,7 @@ from itertools import islice, repeat
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
 
+from ds4core.pause import pause_point
 from ds4core.budgets import ContextBudget, ModelProfile, ResolvedModelAwareness
 from ds4core.planner import AtomicGroup, ManagedContextPlan, SupplementalMessage
 from ds4core.usage import Usage
@@ -467,7 +468,9 @@ def _message_items(
     is the manifest's hot loop."""
     if not entries:
         return []
+    pause_point()
     index, group_id, kind, tokens, score, reason = islice(zip(*entries), 6)
+    pause_point()
     entry_id = list(map(columns.entry_ids.__getitem__, index))
     fields = zip(
         map(columns.keys.__getitem__, index),

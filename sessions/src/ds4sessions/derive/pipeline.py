@@ -168,6 +168,11 @@ class SessionPipeline:
             yield snap  # the fast counts first: the exact ones take a while
         yield self.live.refine(snap)
 
+    def prepare(self) -> None:
+        """Copy, while nothing waits, what the next append extends (`LiveSession.prepare`);
+        from the thread that drives `snapshots`."""
+        self.live.prepare()
+
     def derive(self, snap: Snapshot, now: float | None = None, checkpoint: Callable[[], None] | None = None) -> Iterator[Derived]:
         """The derive half of `updates` for snapshot `snap` (an exact one from `snapshots`): a
         `Derived` with the nominal plan and the cache view, then (with retrieval) the same with

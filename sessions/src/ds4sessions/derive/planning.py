@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ds4core.pause import pause_point, pausing
 from ds4core.budgets import ContextConfig
 from ds4core.config import Ds4Config
 from ds4core.planner import (
@@ -223,8 +224,10 @@ class LivePlanner:
             checkpoint()
 
         included, excluded, groups = self._items(snapshot, plan, inputs, supplements)
+        pause_point()
         items = (*included, *excluded)
         totals = _totals(included, excluded)
+        pause_point()
         provider = snapshot.provider
         awareness = inputs.awareness
         return PlanView(
@@ -296,10 +299,12 @@ class LivePlanner:
         columns = _spliced_columns(native, sources, supplements) if spliced else _native_columns(native)
         included += _message_items(plan.selected, True, columns, pinned)
         excluded = _message_items(plan.excluded, False, columns, pinned)
+        pause_point()
         excluded += self._pi_excluded.update(snapshot.session, ctx.context_entry_ids, frozenset(pinned))
-
+        pause_point()
         selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
         kind_of = {**dict(map(_GROUP_AND_KIND, plan.excluded)), **selected_kinds}
+        pause_point()
         groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
         tail_limit = plan.planning.recent_tail_token_limit
         rescue_reason = "Immediate-predecessor turn rescued"
@@ -310,7 +315,7 @@ class LivePlanner:
         )
         refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
         previous_refs = self._refs[bool(supplements)]
-        for group in plan.groups:
+        for group in pausing(plan.groups):
             plan_kind = kind_of.get(group.id, group.kind)
             cached = previous_refs.get(id(group))
             if cached is None or cached[0] is not group:

@@ -243,7 +243,12 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
 RESHAPING_TYPES = frozenset({COMPACTION, BRANCH_SUMMARY, CONTEXT_EDIT})
 
 
-def extend_context(previous: SessionContext, session: PiSession, new_entries: Sequence[Entry]) -> SessionContext | None:
+def extend_context(
+    previous: SessionContext,
+    session: PiSession,
+    new_entries: Sequence[Entry],
+    copy: Callable[[Sequence[Any]], list[Any]] = list,
+) -> SessionContext | None:
     """The context `build_context(session)` would build, derived from `previous`, or None.
 
     `previous` is `build_context` (or `extend_context`) of the same session before
@@ -256,7 +261,9 @@ def extend_context(previous: SessionContext, session: PiSession, new_entries: Se
     session name, model and thinking level are updated as `build_context` would; `system`
     messages append like any other. The result equals `build_context(session)`, warnings
     included (Pi session format §7). O(new entries) plus copies of the id and message lists;
-    `previous` is not modified.
+    `previous` is not modified. `copy(lst)` makes those copies (a list equal to `lst` that the
+    result owns): `list` by default, or copies prepared off the latency path
+    (`ds4core.spare.Spares.copy`).
     """
     entries = session.entries
     k = len(new_entries)
@@ -278,8 +285,8 @@ def extend_context(previous: SessionContext, session: PiSession, new_entries: Se
 
     thinking_level = previous.thinking_level
     model = previous.model
-    messages = list(previous.messages)
-    message_entry_ids = list(previous.message_entry_ids)
+    messages = copy(previous.messages)
+    message_entry_ids = copy(previous.message_entry_ids)
     edits = previous.context_edits
     unknown: list[ContextWarning] = []
     for entry in new_entries:
@@ -307,12 +314,16 @@ def extend_context(previous: SessionContext, session: PiSession, new_entries: Se
     warnings.extend(w for w in previous.warnings if w.kind == "tool_pairing")
     warnings.extend(_tool_pairing_warnings(messages[n:], message_entry_ids[n:], _open_tool_calls(previous.messages)))
     new_ids = [entry.id for entry in new_entries]
+    branch_entry_ids = copy(previous.branch_entry_ids)
+    branch_entry_ids.extend(new_ids)
+    context_entry_ids = copy(previous.context_entry_ids)
+    context_entry_ids.extend(new_ids)
     return SessionContext(
         messages=messages,
         message_entry_ids=message_entry_ids,
         leaf_id=leaf.id,
-        branch_entry_ids=previous.branch_entry_ids + new_ids,
-        context_entry_ids=previous.context_entry_ids + new_ids,
+        branch_entry_ids=branch_entry_ids,
+        context_entry_ids=context_entry_ids,
         labels=dict(session.labels),
         model=model,
         thinking_level=thinking_level,
