@@ -291,8 +291,10 @@ class Ds4App(App[None]):
 
     def _poll_bridge(self) -> None:
         """Show the bridge state of the open session (cheap: one small heartbeat file and a pid
-        check, so it runs on the UI thread, every 2 s and with each snapshot)."""
-        from ds4sessions.bridge import channel as bridge
+        check, so it runs on the UI thread, every 2 s and with each snapshot). Imports only the
+        status module: the bridge's facade (`channel`) loads the steering and planner modules,
+        ~100 ms inside the first paint."""
+        from ds4sessions.bridge import status as bridge
 
         snap = self.snapshot
         header = self.query_one_optional(SessionHeader) if self.screen_stack else None
