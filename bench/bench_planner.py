@@ -2,7 +2,7 @@
 """Planner timings (issue 3): DS4 re-plan cost at 100 / 1,000 / 10,000 atomic groups, and the
 re-plan after one appended line of `../shared/sessions-pi/99-large.jsonl`.
 
-    uv run python bench/bench_planner.py [--runs 7]
+    uv run python bench/bench_planner.py [--runs 7] [--sizes 100,1000,10000] [--app-gc]
 
 Synthetic sessions are Pi JSONL files of N turns (user prompt, assistant tool call, tool result,
 assistant answer: one atomic group each) with a 200k-token model. Reported, as medians over
@@ -20,7 +20,9 @@ the new snapshot), over the last `--runs` lines appended one at a time.
 `pipeline` (issue 10): the whole derive step of `SessionPipeline.updates()` (retrieval off) after
 one appended line at 1,000 groups, with the planner runs it made (`plan_managed_context` calls)
 per append. `cpu` columns are this process's CPU time (`time.process_time`), steadier than wall
-time on a shared machine. `--sizes 100,1000` limits the synthetic sizes.
+time on a shared machine. `--sizes 100,1000` limits the synthetic sizes. `--app-gc` runs with
+the dashboard's collector thresholds (`ds4tui.gcpace.THRESHOLD`; the app collects the young
+generation between paints, so a plan does not pay for it); the default is Python's.
 The load average (1 min) is printed before and after: the machine may be shared.
 """
 
@@ -197,14 +199,30 @@ def bench_append(runs: int, workdir: Path) -> tuple[float, float, int, int]:
     return statistics.median(refresh_ms), statistics.median(plan_ms), groups, max(estimated)
 
 
+def gc_thresholds() -> str:
+    """The cyclic collector's thresholds, as `gc.get_threshold()` prints them."""
+    import gc
+
+    return str(gc.get_threshold())
+
+
 def main() -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description="DS4 planner timings")
     parser.add_argument("--runs", type=int, default=7, help="runs per measurement (median)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes (groups), comma-separated")
+    parser.add_argument("--app-gc", action="store_true",
+                        help="the dashboard's collector thresholds (ds4tui.gcpace.THRESHOLD): there the young "
+                             "collections run between paints (GcPacer), not inside a plan")
     args = parser.parse_args()
     sizes = tuple(int(x) for x in args.sizes.split(",") if x)
-    print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}")
+    if args.app_gc:
+        import gc
+
+        from ds4tui.gcpace import THRESHOLD
+
+        gc.set_threshold(*THRESHOLD)
+    print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}; collector thresholds {gc_thresholds()}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = bench_sizes(args.runs, Path(tmp), sizes)
         print(f"Planner time, median of {args.runs} runs (ms)")

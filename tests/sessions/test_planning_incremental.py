@@ -118,3 +118,26 @@ def test_unchanged_snapshot_replans_identically(sample01: Path) -> None:
     assert _without_timings(first) == _without_timings(second)
     assert second.estimated_messages == 0
     assert all(a is b for a, b in zip(first.plan.groups, second.plan.groups))
+
+
+def test_group_lists_are_made_when_read_and_equal_a_cold_plans(tmp_path: Path) -> None:
+    """The explain panel's group lists (`selected_groups`, ...) are not built by a re-plan (one
+    `GroupRef` per group: ~1.5 ms of each re-plan at 1,000 groups); read later, even after
+    newer plans were made, they are those of their own plan, and an unchanged group keeps its
+    `GroupRef` object from one read plan to the next."""
+    planner = LivePlanner()
+    views = [planner.plan(snap) for snap in _appended(FIXTURE, tmp_path, 12, 1)]
+    assert all(v.group_refs is not None and v.group_refs._value is None for v in views)
+    (tmp_path / "again").mkdir()
+    snapshots = _appended(FIXTURE, tmp_path / "again", 12, 1)
+    for view, snap in zip(views[:3], snapshots[:3]):  # the oldest first, after all were planned
+        cold = LivePlanner().plan(snap)
+        assert (view.selected_groups, view.excluded_groups, view.oversized_exclusions, view.rescued_predecessor) == \
+            (cold.selected_groups, cold.excluded_groups, cold.oversized_exclusions, cold.rescued_predecessor)
+        assert view.selected_groups  # a user turn is always selected
+    fresh = LivePlanner()
+    a = fresh.plan(snapshots[-2])
+    first = {g.id: g for g in a.selected_groups + a.excluded_groups}
+    b = fresh.plan(snapshots[-1])
+    reused = [g for g in b.selected_groups + b.excluded_groups if first.get(g.id) is g]
+    assert reused, "no GroupRef was reused between consecutive plans"

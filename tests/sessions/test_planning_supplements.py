@@ -294,3 +294,34 @@ def test_shared_sessions_totals_equal_items_with_evidence(shared_dir: Path, name
         assert len(evidence) == 8 and view.totals.by_kind["retrieval"] == 1_066
         assert view.rescued_predecessor is not None and view.rescued_predecessor.tokens == 24_884
         assert view.totals.estimated_input_tokens == 50_464
+
+
+def _slow_excluded_entry_ids(plan: PlanView) -> frozenset[str]:
+    """`PlanView.excluded_entry_ids` by its definition, on the made manifest items."""
+    items = plan.items
+    sent = {i.entry_id for i in items if i.included and i.entry_id and i.message_index is not None}
+    return frozenset(i.entry_id for i in items if not i.included and i.entry_id and i.entry_id not in sent)
+
+
+def test_map_marks_come_without_making_the_manifest(tmp_path: Path, shared_dir: Path) -> None:
+    """A re-plan does not make its manifest items (one per message); the map's marks
+    (`excluded_entry_ids`) come from the plan's items and the planned messages' entry ids, and
+    equal the definition on the made items: with retrieval evidence spliced in (the demo), and on
+    every real Pi sample (compactions, branches, Pi's own exclusions)."""
+    paths = [DEMO] + sorted((shared_dir / "sessions-pi").glob("0*.jsonl"))
+    checked = 0
+    for path in paths:
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes())
+        seen: set[int] = set()  # a first paint and its final plan may share one manifest (no evidence)
+        for derived in [u for u in SessionPipeline(copy).updates(now=0) if isinstance(u, Derived)]:
+            plan = derived.plan
+            if plan is None or id(plan.manifest) in seen:
+                continue
+            seen.add(id(plan.manifest))
+            assert plan.manifest._items is None  # not made by the plan, the cache view or retrieval
+            fast = plan.excluded_entry_ids
+            assert plan.manifest._items is None  # nor by the marks
+            assert fast == _slow_excluded_entry_ids(plan)
+            checked += 1
+    assert checked >= len(paths)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import re
+from math import floor
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -582,6 +583,9 @@ _ORIGINAL_INDEX = attrgetter("original_index")
 _new_tuple = tuple.__new__
 
 
+_EXCLUDED_RECENT_REASON = "Excluded outside the contiguous recent-tail or input budget"
+
+
 def _score(group: AtomicGroup, priority: float, message_count: int) -> float:
     """`round6(priority + (end + 1) / max(1, N + 1))` (spec §3.3); N >= 0, so the max is N + 1."""
     return round6(priority + (group.end_index + 1) / (message_count + 1))
@@ -594,18 +598,18 @@ def _items(
     privacy_reasons: Sequence[str | None] | None,
 ) -> list[PlanItem]:
     """The `PlanItem`s of classified groups, one per message, sorted by original index."""
-    per_group = [
+    per_group = [  # a `_Choice` unpacked as the tuple it is (no attribute lookups)
         (
-            c.group.id,
-            c.kind,
-            c.score,
-            f"{c.reason}; {c.group.reason}",
-            c.source_id,
-            c.retrieved_event_ids,
-            dict(c.project_snippet) if c.project_snippet is not None else None,
-            c.group.message_indices,
+            group.id,
+            kind,
+            score,
+            f"{reason}; {group.reason}",
+            source_id,
+            event_ids,
+            dict(snippet) if snippet is not None else None,
+            group.message_indices,
         )
-        for c in pausing(choices)
+        for group, kind, score, reason, source_id, event_ids, snippet in pausing(choices)
     ]
     if classifications is None and privacy_reasons is None:
         # The hot loop (one item per message): `tuple.__new__` builds the named tuple in C,
@@ -1076,12 +1080,14 @@ def plan_managed_context(
                     project_snippet=s.project_snippet,
                 )
             elif group.kind == "turn":
-                choice = _Choice(
-                    group,
-                    "recent",
-                    _score(group, PRIORITY_RECENT, count),
-                    "Excluded outside the contiguous recent-tail or input budget",
-                )
+                # the common case (one per excluded turn): `_Choice(...)` and `_score` inlined,
+                # the same value (`tuple.__new__` is what the named tuple's `__new__` runs)
+                scaled = (PRIORITY_RECENT + (group.end_index + 1) / (count + 1)) * 1_000_000
+                low = floor(scaled)
+                choice = _new_tuple(_Choice, (
+                    group, "recent", (low + 1 if scaled - low >= 0.5 else low) / 1_000_000,
+                    _EXCLUDED_RECENT_REASON, None, None, None,
+                ))
             elif group.kind == "summary":
                 choice = _Choice(
                     group, "summary", _score(group, PRIORITY_SUMMARY, count), "Excluded by summary or input budget"

@@ -57,6 +57,8 @@ from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.explain import explain_lines, tokens_lines
 from ds4sessions.derive.inputs import InputsBuilder, PlannerInputs
 from ds4sessions.derive.manifest import (
+    LazyGroups,
+    LazyItems,
     _GROUP_AND_KIND,
     PI_EXCLUDED_REASON,
     SUPPLEMENT_KINDS,
@@ -71,7 +73,6 @@ from ds4sessions.derive.manifest import (
     _message_items,
     _native_columns,
     _spliced_columns,
-    _totals,
 )
 
 __all__ = [
@@ -223,17 +224,13 @@ class LivePlanner:
         if checkpoint is not None:
             checkpoint()
 
-        included, excluded, groups = self._items(snapshot, plan, inputs, supplements)
-        pause_point()
-        items = (*included, *excluded)
-        totals = _totals(included, excluded)
+        manifest, groups = self._items(snapshot, plan, inputs, supplements)
         pause_point()
         provider = snapshot.provider
         awareness = inputs.awareness
         return PlanView(
             plan=plan,
-            items=items,
-            totals=totals,
+            manifest=manifest,
             config_mode=self._context.mode,
             config_enabled=self.config.config.enabled,
             session_id=snapshot.session.session_id,
@@ -246,10 +243,7 @@ class LivePlanner:
             fixed_tokens=inputs.fixed_tokens,
             fixed_source=inputs.fixed_source,
             calibration_samples=inputs.calibration_samples,
-            rescued_predecessor=groups["rescued"][0] if groups["rescued"] else None,
-            oversized_exclusions=tuple(groups["oversized"]),
-            selected_groups=tuple(groups["selected"]),
-            excluded_groups=tuple(groups["excluded"]),
+            group_refs=groups,
             pinned_entry_ids=inputs.pinned_entry_ids,
             unmapped_pins=inputs.unmapped_pins,
             provider_usage=inputs.provider_usage,
@@ -270,9 +264,13 @@ class LivePlanner:
         plan: ManagedContextPlan,
         inputs: PlannerInputs,
         supplements: tuple[SupplementalMessage, ...],
-    ) -> tuple[list[ManifestItem], list[ManifestItem], dict[str, list[GroupRef]]]:
-        """The included items in sent order, the excluded ones (the planner's, then Pi's) and the
-        group references for the explain panel."""
+    ) -> tuple[LazyItems, LazyGroups]:
+        """The manifest items (the included ones in sent order, then the excluded ones: the
+        planner's, then Pi's) and the group references for the explain panel, both made when
+        first read (`LazyItems`, `LazyGroups`: one `ManifestItem` per message and one `GroupRef`
+        per group, ~2.5 ms of every re-plan at 1,000 groups, read only by the manifest tab, the
+        explain panel and `plan --json`; the map's marks read `excluded_entry_ids`, answered
+        without them)."""
         ctx = snapshot.context
         pinned = set(inputs.pinned_entry_ids)
         included: list[ManifestItem] = []
@@ -297,45 +295,71 @@ class LivePlanner:
         spliced = len(sources) != len(inputs.messages)  # supplements kept (managed mode)
         native = inputs.columns
         columns = _spliced_columns(native, sources, supplements) if spliced else _native_columns(native)
-        included += _message_items(plan.selected, True, columns, pinned)
-        excluded = _message_items(plan.excluded, False, columns, pinned)
-        pause_point()
-        excluded += self._pi_excluded.update(snapshot.session, ctx.context_entry_ids, frozenset(pinned))
-        pause_point()
-        selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
-        kind_of = {**dict(map(_GROUP_AND_KIND, plan.excluded)), **selected_kinds}
-        pause_point()
-        groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
-        tail_limit = plan.planning.recent_tail_token_limit
-        rescue_reason = "Immediate-predecessor turn rescued"
-        rescued_group = (
-            next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
-            if plan.planning.rescued_immediate_predecessor
-            else None
+        pi_rows = tuple(self._pi_excluded.update(snapshot.session, ctx.context_entry_ids, frozenset(pinned)))
+        head = tuple(included)
+
+        def make_items() -> tuple[ManifestItem, ...]:
+            return (*head, *_message_items(plan.selected, True, columns, pinned),
+                    *_message_items(plan.excluded, False, columns, pinned), *pi_rows)
+
+        manifest = LazyItems(
+            make_items, selected=plan.selected, excluded=plan.excluded,
+            entry_ids=columns.entry_ids, ctx_index=columns.ctx_index, pi_rows=pi_rows,
         )
-        refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
         previous_refs = self._refs[bool(supplements)]
-        for group in pausing(plan.groups):
-            plan_kind = kind_of.get(group.id, group.kind)
-            cached = previous_refs.get(id(group))
-            if cached is None or cached[0] is not group:
-                ref = _group_ref(group, plan_kind, columns.entry_ids)
-            else:
-                ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
-            refs[id(group)] = (group, ref)
-            if group.id in selected_kinds:
-                groups["selected"].append(ref)
-            else:
-                groups["excluded"].append(ref)
-                if (
-                    tail_limit > 0
-                    and group.kind == "turn"
-                    and group.estimated_tokens >= tail_limit
-                    and plan.mode == "managed"
-                    and not (spliced and isinstance(sources[group.start_index], str))  # spec §3.12
-                ):
-                    groups["oversized"].append(ref)
-            if group.id == rescued_group:
-                groups["rescued"].append(ref)
-        self._refs[bool(supplements)] = refs
-        return included, excluded, groups
+        memo = self._refs
+        key = bool(supplements)
+
+        def make_groups() -> dict[str, list[GroupRef]]:
+            refs, groups = _group_refs(plan, columns, sources, spliced, previous_refs)
+            if memo is self._refs:  # not reset meanwhile (a new context)
+                memo[key] = refs
+            return groups
+
+        return manifest, LazyGroups(make_groups)
+
+
+def _group_refs(
+    plan: ManagedContextPlan,
+    columns: Any,
+    sources: Sequence[Any],
+    spliced: bool,
+    previous_refs: dict[int, tuple[AtomicGroup, GroupRef]],
+) -> tuple[dict[int, tuple[AtomicGroup, GroupRef]], dict[str, list[GroupRef]]]:
+    """(the refs memo by group identity, the explain panel's group lists: selected, excluded,
+    rescued, oversized) of `plan`; a group whose object and kind are unchanged since the
+    previous plan keeps its `GroupRef` (`previous_refs`)."""
+    selected_kinds = dict(map(_GROUP_AND_KIND, plan.selected))
+    kind_of = {**dict(map(_GROUP_AND_KIND, plan.excluded)), **selected_kinds}
+    groups: dict[str, list[GroupRef]] = {"selected": [], "excluded": [], "rescued": [], "oversized": []}
+    tail_limit = plan.planning.recent_tail_token_limit
+    rescue_reason = "Immediate-predecessor turn rescued"
+    rescued_group = (
+        next((e.group_id for e in plan.selected if e.reason.startswith(rescue_reason)), None)
+        if plan.planning.rescued_immediate_predecessor
+        else None
+    )
+    refs: dict[int, tuple[AtomicGroup, GroupRef]] = {}
+    for group in pausing(plan.groups):
+        plan_kind = kind_of.get(group.id, group.kind)
+        cached = previous_refs.get(id(group))
+        if cached is None or cached[0] is not group:
+            ref = _group_ref(group, plan_kind, columns.entry_ids)
+        else:
+            ref = cached[1] if cached[1].plan_kind == plan_kind else cached[1]._replace(plan_kind=plan_kind)
+        refs[id(group)] = (group, ref)
+        if group.id in selected_kinds:
+            groups["selected"].append(ref)
+        else:
+            groups["excluded"].append(ref)
+            if (
+                tail_limit > 0
+                and group.kind == "turn"
+                and group.estimated_tokens >= tail_limit
+                and plan.mode == "managed"
+                and not (spliced and isinstance(sources[group.start_index], str))  # spec §3.12
+            ):
+                groups["oversized"].append(ref)
+        if group.id == rescued_group:
+            groups["rescued"].append(ref)
+    return refs, groups
