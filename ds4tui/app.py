@@ -205,6 +205,7 @@ class Ds4App(App[None]):
         self._painted = threading.Condition()
         self._painted_version = -1  # the newest snapshot version the screen has painted (guarded by _painted)
         self._woken = False  # the watcher saw a change the UI thread has not started reading yet
+        self._manifest_shown = False  # the Manifest tab is on screen (its plan items are made by the derive worker)
         self._posted_version = -1  # the newest snapshot version posted to the screen (guarded by _painted)
         self._derive_rest_until = 0.0  # time.monotonic() before which the next derive pass rests
         self._generation = 0
@@ -427,6 +428,8 @@ class Ds4App(App[None]):
 
                 with self._derive_lock, pause.hooked(pause_hook):
                     for derived in pipeline.derive(snap, now=self._now(), checkpoint=checkpoint):  # type: ignore[arg-type]
+                        if derived.plan is not None and self._manifest_shown:
+                            derived.plan.items  # noqa: B018 - the manifest is on screen: its rows are made here, not in the paint
                         self._publish(generation, derived=derived)
                         if self._derive_requests.pending():
                             break  # a newer snapshot waits: its pass replaces the rest of this one
@@ -578,6 +581,7 @@ class Ds4App(App[None]):
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._manifest_shown = event.pane.id == "manifest"
         update = self._stale_tabs.pop(event.pane.id or "", None)
         if update is not None:
             update()
