@@ -508,6 +508,7 @@ class Ds4App(App[None]):
         """Render `message`'s view model: each widget touches only what changed."""
         before, view = self.view, message.view
         previous_derived = self.derived
+        shown = len(self.snapshot.context.messages) if self.snapshot is not None else 0
         # The previous snapshot and view are freed after this frame is painted, not during it
         # (at 10,000 turns, freeing a snapshot's per-message lists takes milliseconds).
         self._retire(self.snapshot, previous_derived, before)
@@ -529,8 +530,10 @@ class Ds4App(App[None]):
         if derived is not None and derived is not previous_derived and derived.version == snap.version:
             self._show_derived(derived, previous_derived)
         self._apply_overlays()  # after the cache panels: the boundary takes the countdown's status
-        if self._selected is None or self._selected >= len(snap.context.messages):
-            self._selected = len(snap.context.messages) - 1 if snap.context.messages else None
+        newest = len(snap.context.messages) - 1
+        if self._selected is None or self._selected > newest or (self.following and self._selected == shown - 1):
+            # the newest message stays selected while following (the user did not move away)
+            self._selected = newest if newest >= 0 else None
         if self._selected is not None:
             self._select_message(self._selected, sync_turns=True, refresh=False)
         else:
@@ -720,7 +723,8 @@ class Ds4App(App[None]):
         self.notify("following the session" if self.following else "paused: updates are held")
 
     def action_refresh_session(self) -> None:
-        """Re-read and rebuild now."""
+        """Read the whole session file again from its start and rebuild (`LiveSession.refresh`
+        with `force`): what the tail cannot see, e.g. a rewrite in place of the same size."""
         self.refresh_session(force=True)
 
     def action_toggle_inspector(self) -> None:
@@ -792,6 +796,7 @@ class Ds4App(App[None]):
         self._generation += 1
         with self._painted:
             self._painted_version = -1  # the new session's versions start again
+            self._posted_version = -1  # (else a derive pass of the new session waits at each checkpoint)
             self._painted.notify_all()
         self.session_path = Path(path)
         self.demo = False

@@ -194,9 +194,12 @@ class TurnList(ScrollView, can_focus=True):
     def _column_widths(self) -> tuple[int, ...]:
         width = self.size.width or 80
         time_width = self._view.time_width if self._view is not None else 5
-        # index 4, time 5 (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side
-        prompt_width = max(width - 4 - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
-        return (4, time_width, prompt_width, 5, 7, 8)
+        # index 4 (more for turn 10,000 and on: the last turn has the largest number), time 5
+        # (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side
+        rows = self._view.turns if self._view is not None else ()
+        index_width = max(4, len(str(rows[-1].index))) if rows else 4
+        prompt_width = max(width - index_width - time_width - 5 - 7 - 8 - 2 * 6 - 1, 10)
+        return (index_width, time_width, prompt_width, 5, 7, 8)
 
     def _refresh_row(self, index: int, top: int) -> None:
         y = index - top + 1

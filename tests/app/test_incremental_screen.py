@@ -162,3 +162,48 @@ async def test_the_map_repaints_only_rows_whose_drawing_changed(sample01: Path, 
             after = [pixel_map.render_line(y) for y in range(rows)]
             assert [y for y in range(rows) if y not in repainted and after[y] != before[y]] == []
         assert partial > 100 and 0 < repainted_rows < partial * rows / 2
+
+
+async def test_turn_numbers_past_9999_keep_every_digit(sample01: Path, tmp_path: Path) -> None:
+    """The turn list's number column widens for turn 10,000 and on (it was 4 cells: 10,090 was
+    drawn ` 1008`; found by a new-user trial on a 10,000-turn session)."""
+    import dataclasses
+
+    path = copy_of(sample01, tmp_path)
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        turns = app.query_one(TurnList)
+        view = app.view
+        big = dataclasses.replace(view, turns=tuple(dataclasses.replace(r, index=10_087 + k) for k, r in enumerate(view.turns)))
+        turns.show(big)
+        await pilot.pause()
+        last = len(big.turns) - 1
+        line = "".join(seg.text for seg in turns.render_line(last + 1 - int(turns.scroll_offset.y)))
+        assert f"{10_087 + last}" in line, line
+        assert turns._widths[0] == 5
+
+
+async def test_the_inspector_follows_the_newest_message_unless_moved(sample01: Path, tmp_path: Path) -> None:
+    """While following, the inspector shows the newest message after each append (it stayed on
+    the one that was newest at start: found by a new-user trial); a message the user selected
+    stays selected."""
+    path = copy_of(sample01, tmp_path)
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        assert app.following and app._selected == len(app.snapshot.context.messages) - 1
+        for k, moved in ((1, False), (2, True)):
+            if moved:
+                app._select_message(0, sync_turns=True)
+            leaf = app.snapshot.context.branch_entry_ids[-1]
+            count = len(app.snapshot.context.messages)
+            with path.open("ab") as f:
+                f.write(_reply(leaf, f"follow{k}", f"question {k}"))
+            app.refresh_session()
+            for _ in range(200):
+                await pilot.pause(0.01)
+                if len(app.snapshot.context.messages) > count:
+                    break
+            newest = len(app.snapshot.context.messages) - 1
+            assert app._selected == (0 if moved else newest)

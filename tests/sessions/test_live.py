@@ -165,3 +165,26 @@ print(n, bad)
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
         n, bad = map(int, out.split())
         assert (n, bad) == (2 * 4 * 31 * 48 * 3, 0), zone
+
+
+def test_force_reads_the_file_again_from_its_start(sample01: Path, tmp_path: Path) -> None:
+    """`refresh(force=True)` (the TUI's `r`) reads the whole file again: a rewrite in place that
+    kept the size and the modification time is invisible to the tail, not to a re-read."""
+    import os
+
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    live = LiveSession(path)
+    first = live.refresh()
+    assert first is not None and first.model_key == "anthropic/claude-sonnet-4-5"
+    stat = path.stat()
+    data = path.read_bytes()
+    assert data.count(b"claude-sonnet-4-5") > 0
+    path.write_bytes(data.replace(b"claude-sonnet-4-5", b"claude-sonnet-4-0"))  # same length
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    assert live.refresh() is None  # the tail sees nothing new
+    again = live.refresh(force=True)
+    assert again is not None and again.model_key == "anthropic/claude-sonnet-4-0"
+    assert again.context.messages == open_snapshot(path).context.messages
+    assert again.lineage is not None and again.lineage[0] != first.lineage[0]  # a new epoch

@@ -591,8 +591,13 @@ class LiveSession:
     def refresh(self, force: bool = False) -> Snapshot | None:
         """Poll the file; on new lines or a reset, update and return a snapshot (else None).
 
-        `force` rebuilds in full even when nothing changed (e.g. after the model table changed).
+        `force` reads the whole file again from byte 0 with a new reader and rebuilds in full,
+        even when nothing seems changed (the user's "re-read": a rewrite in place that kept the
+        file's size and times is invisible to the tail; also after the model table changed).
         """
+        if force and self.last is not None:
+            self._tailer = Tailer(self.path)
+            self._start_over()
         batch = self._tailer.poll()
         with bulk_gc(len(batch.lines) >= BULK_LINES):
             return self._refresh(batch, force)
@@ -603,11 +608,7 @@ class LiveSession:
             self._deleted = True
         elif reset:
             self._deleted = False
-            self._reader = PiSessionReader(self.path)
-            self._replies = []  # a new list: older snapshots keep theirs
-            self._generation += 1
-            self._fast.forget_identities()
-            self._exact.forget_identities()
+            self._start_over()
         new_entries = self._reader.feed(batch.lines) if batch.lines else []
         self._note_replies(new_entries)
         self._reader.set_pending_tail(batch.pending_bytes)
@@ -619,6 +620,15 @@ class LiveSession:
             return None
         self.last = self._build(batch.pending_bytes, batch.size, None if reset or force else new_entries)
         return self.last
+
+    def _start_over(self) -> None:
+        """A new reader (the file is read again from its start): nothing read before is kept."""
+        self._reader = PiSessionReader(self.path)
+        self._replies = []  # a new list: older snapshots keep theirs
+        self._generation += 1
+        self._fast.forget_identities()
+        self._exact.forget_identities()
+        self._spares.clear()
 
     def _note_replies(self, entries: Sequence[Entry]) -> None:
         self._replies.extend(e for e in entries if e.type == "message" and e.role == "assistant")
