@@ -43,6 +43,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 #: Sort orders `s` cycles through (None = manifest order: sent items, then exclusions).
 SORTS: tuple[str | None, ...] = (None, "tokens", "score", "kind", "entry", "group", "reason", "state")
 REASON_WIDTH = 72
+MAX_ROWS = 2_000
+"""The most rows the table holds: a 10,000-turn plan has 40,000 items, and filling a table of
+them froze the screen for seconds on every plan (a new-user trial). The rows past it, in the
+current order and filter, are counted under the table (`/` filters, `s` sorts, so any row can
+be brought into the first ones)."""
 KIND_STYLES = {
     "current": "bold #5fafff",
     "pin": "bold #d7af5f",
@@ -98,6 +103,7 @@ class ManifestView(Widget):
     ManifestView #manifest-filter { height: 3; }
     ManifestView #manifest-table { height: 1fr; }
     ManifestView #manifest-detail { height: 3; padding: 0 1; color: $text-muted; }
+    ManifestView #manifest-more { height: 1; padding: 0 1; color: $warning; display: none; }
     ManifestView #manifest-side { width: 38%; max-width: 58; border-left: solid $panel; padding: 0 1; }
     ManifestView #manifest-diff { margin-bottom: 1; }
     """
@@ -139,6 +145,7 @@ class ManifestView(Widget):
             with Vertical(id="manifest-main"):
                 yield Input(placeholder="/ filter: kind, entry, group, reason, included/excluded", id="manifest-filter")
                 yield DataTable(id="manifest-table", cursor_type="row")
+                yield Static("", id="manifest-more")
                 yield Static("", id="manifest-detail")
             with VerticalScroll(id="manifest-side"):
                 yield Static("", id="manifest-diff")
@@ -286,6 +293,13 @@ class ManifestView(Widget):
             rows.sort(key=_SORT_KEYS[self._sort], reverse=self._reverse)
         elif self._reverse:
             rows.reverse()
+        more = self.query_one("#manifest-more", Static)
+        if len(rows) > MAX_ROWS:
+            more.update(f"the first {MAX_ROWS:,} of {len(rows):,} rows: / filters, s sorts")
+            more.display = True
+            rows = rows[:MAX_ROWS]
+        elif more.display:
+            more.display = False
         previous = self._rows
         self._rows = rows
         self._quiet = True

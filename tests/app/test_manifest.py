@@ -210,3 +210,30 @@ def test_snapshot_retrieval_evidence(snap_compare, tmp_path: Path) -> None:  # t
         await pilot.pause()
 
     assert snap_compare(ManifestApp(final, before), terminal_size=(140, 40), run_before=sort_by_kind)
+
+
+async def test_a_long_manifest_holds_the_first_rows_and_counts_the_rest(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The table holds at most `MAX_ROWS` rows (40,000 items of a 10,000-turn plan froze the
+    screen for seconds at every plan); the rest are counted under it, and a filter or a sort
+    brings any row into the first ones."""
+    from textual.widgets import Static
+
+    import ds4tui.widgets.manifest as manifest_module
+
+    monkeypatch.setattr(manifest_module, "MAX_ROWS", 8)
+    view = _plan(SAMPLE, TIGHT)
+    assert len(view.items) > 8
+    app = ManifestApp(view)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        manifest = app.query_one(ManifestView)
+        table = app.query_one(DataTable)
+        more = app.query_one("#manifest-more", Static)
+        assert table.row_count == 8 and [r.key for r in manifest.rows] == [i.key for i in view.items[:8]]
+        assert more.display and f"the first 8 of {len(view.items):,} rows" in str(more.render())
+        last = view.items[-1]
+        await pilot.press("slash", *(last.entry_id or last.key))
+        await pilot.pause()
+        assert last.key in [r.key for r in manifest.rows]
+        if table.row_count < 8:  # the filter left fewer rows than the table holds: nothing is counted
+            assert not more.display
