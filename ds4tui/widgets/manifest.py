@@ -13,6 +13,7 @@ Session-derived text is always shown literally (`ds4tui.text.literal_text`).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
@@ -21,6 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
@@ -43,7 +45,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 #: Sort orders `s` cycles through (None = manifest order: sent items, then exclusions).
 SORTS: tuple[str | None, ...] = (None, "tokens", "score", "kind", "entry", "group", "reason", "state")
 REASON_WIDTH = 72
-MAX_ROWS = 2_000
+MAX_ROWS = 1_000
+SLOW_REDRAW_S = 0.05
+"""A redraw of the manifest slower than this (seconds) makes the next plans wait..."""
+SLOW_REDRAW_GAP = 4
+"""...until this many times its duration has passed since it ended (then the newest is drawn)."""
 """The most rows the table holds: a 10,000-turn plan has 40,000 items, and filling a table of
 them froze the screen for seconds on every plan (a new-user trial). The rows past it, in the
 current order and filter, are counted under the table (`/` filters, `s` sorts, so any row can
@@ -138,6 +144,9 @@ class ManifestView(Widget):
         self._all_rows: tuple[ManifestRow, ...] | None = ()
         self._rows: list[ManifestRow] = []
         self._quiet = False
+        self._pending: Timer | None = None  # a redraw scheduled for the newest plan (see `show`)
+        self._last_drawn = 0.0  # monotonic seconds when the last redraw ended
+        self._last_cost = 0.0  # seconds the last redraw took
         self._stale = False  # a plan arrived while the view was hidden: fill when shown
 
     def compose(self) -> ComposeResult:
@@ -187,8 +196,24 @@ class ManifestView(Widget):
         if self.is_mounted and not self._visible():
             self._stale = True
             return
+        if self._pending is not None:
+            return  # a redraw is scheduled: it draws this newest plan
+        wait = self._last_cost * SLOW_REDRAW_GAP - (time.monotonic() - self._last_drawn)
+        if self._last_cost > SLOW_REDRAW_S and wait > 0 and self.is_mounted:
+            # A long manifest takes a while to draw: while plans stream in (an agent at work),
+            # it is redrawn at most every few of its own draw times, so the screen keeps
+            # answering keys between redraws instead of redrawing back to back.
+            self._pending = self.set_timer(wait, self._redraw)
+            return
+        self._redraw()
+
+    def _redraw(self) -> None:
+        self._pending = None
+        started = time.monotonic()
         self._render_side()
         self._fill_table()
+        self._last_drawn = time.monotonic()
+        self._last_cost = self._last_drawn - started
 
     @property
     def _all(self) -> tuple[ManifestRow, ...]:
@@ -209,8 +234,7 @@ class ManifestView(Widget):
         """Fill the table and the side panels with a plan that arrived while hidden."""
         if self._stale:
             self._stale = False
-            self._render_side()
-            self._fill_table()
+            self._redraw()
 
     def select_entry(self, entry_id: str) -> bool:
         """Move the cursor to the first row of `entry_id` without posting `EntrySelected`.

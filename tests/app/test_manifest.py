@@ -237,3 +237,26 @@ async def test_a_long_manifest_holds_the_first_rows_and_counts_the_rest(monkeypa
         assert last.key in [r.key for r in manifest.rows]
         if table.row_count < 8:  # the filter left fewer rows than the table holds: nothing is counted
             assert not more.display
+
+
+async def test_a_slow_manifest_is_redrawn_at_most_every_few_draw_times() -> None:
+    """While plans stream in, a manifest that took long to draw (`SLOW_REDRAW_S`) waits
+    `SLOW_REDRAW_GAP` times its draw time before the next redraw, then draws the newest plan
+    (the screen answers keys in between: a 10,000-turn manifest took 0.3-0.8 s per plan)."""
+    import time
+
+    first, second = _plan(SAMPLE), _plan(SAMPLE, TIGHT)
+    app = ManifestApp(first)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        manifest = app.query_one(ManifestView)
+        assert manifest.view is first and manifest._pending is None
+        manifest._last_cost, manifest._last_drawn = 0.08, time.monotonic()  # as if it took 80 ms
+        manifest.show(second)
+        assert manifest._pending is not None
+        drawn = lambda: [(r.key, r.included) for r in manifest.rows]  # noqa: E731
+        assert drawn() != [(i.key, i.included) for i in second.items]  # the two plans differ
+        assert drawn() == [(i.key, i.included) for i in first.items]  # not redrawn yet
+        manifest.show(second)  # a newer plan while one waits: still one redraw
+        await pilot.pause(0.45)
+        assert manifest._pending is None and drawn() == [(i.key, i.included) for i in second.items]
