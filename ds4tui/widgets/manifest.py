@@ -319,7 +319,7 @@ class ManifestView(Widget):
             rows.reverse()
         more = self.query_one("#manifest-more", Static)
         if len(rows) > MAX_ROWS:
-            more.update(f"the first {MAX_ROWS:,} of {len(rows):,} rows: / filters, s sorts")
+            more.update(f"{MAX_ROWS:,} of {len(rows):,} rows shown · / filter · s sort")
             more.display = True
             rows = rows[:MAX_ROWS]
         elif more.display:
