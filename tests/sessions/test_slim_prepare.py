@@ -477,7 +477,9 @@ def test_c_equals_python_on_generated_messages(counter: str) -> None:
 
     check()
     pair.check_state()
-    assert pair.stats[0] > 150 and pair.stats[1] > 150 and pair.stats[2] > 50, pair.stats
+    # every outcome exercised plenty; Hypothesis's draws depend on which tests ran before in the
+    # process (seen: (156, 346, 98) alone or in the full suite, (144, 282, 174) after tests/sessions)
+    assert pair.stats[0] > 100 and pair.stats[1] > 100 and pair.stats[2] > 50, pair.stats
 
 
 # --- the C pieces on their own ------------------------------------------------------------

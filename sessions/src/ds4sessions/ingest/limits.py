@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from orjson import loads as _orjson_loads
 
@@ -59,8 +59,10 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     recursive in Python.
 
     Fast path: a line with at most `limit` brackets in total cannot be deeper. A line with more
-    (source code, tables in a tool result: a tenth of the lines of a large real session) is
-    parsed by orjson, whose own recursion stops at 1,024 levels with an error, and the depth of
+    (source code, tables in a tool result: a tenth of the lines of a large real session, most of
+    its bytes) is measured on its bytes in one C pass when the optional extension is built
+    (`_cprep.bytes_depth`, equal to `_bytes_depth`; string contents skipped with `memchr`: the
+    first read of 99-large 183 → 133 ms). Without it, such a line is parsed by orjson, whose own recursion stops at 1,024 levels with an error, and the depth of
     the parsed value is walked with a stack: it equals the text's depth when the value kept
     every container of the text (checked by counting brackets: a duplicate key drops the
     earlier value), and it costs about a fifth of blanking the strings out of a large line. A
@@ -71,13 +73,18 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
 
 def depth_and_value(raw: bytes, limit: int = MAX_DEPTH) -> tuple[int, object]:
     """(`json_depth(raw, limit)`, orjson's parse of `raw` when the depth was measured on it,
-    else `NOT_PARSED`): a reader that would parse the line anyway reuses the value instead of
+    else `NOT_PARSED`; with the C scan nothing is parsed here): a reader that would parse the line anyway reuses the value instead of
     parsing a large line twice (the lines with more than `limit` brackets are a tenth of a real
     session's lines and most of its bytes). The value is `orjson.loads(raw)`, so it exists only
     for valid UTF-8 JSON that orjson accepts."""
     opening = raw.count(b"[") + raw.count(b"{")
     if opening <= limit:
         return opening, NOT_PARSED
+    scan = _c_bytes_depth()
+    if scan is not None:
+        # one pass in C over the bytes (strings blanked as `_bytes_depth` does), ~4× faster than
+        # parsing the line and walking its value; the reader then parses the line itself
+        return scan(raw, limit), NOT_PARSED
     try:
         value = _orjson_loads(raw)
     except ValueError:  # orjson.JSONDecodeError: not JSON, or deeper than orjson's own limit
@@ -93,6 +100,21 @@ def depth_and_value(raw: bytes, limit: int = MAX_DEPTH) -> tuple[int, object]:
     if containers != opening - (in_strings - escaped):
         return _bytes_depth(raw, limit), NOT_PARSED
     return depth, value
+
+
+_C_SCAN: list[object] = []  # [the C scan or None], once looked up
+
+
+def _c_bytes_depth() -> Any:
+    """`_cprep.bytes_depth` (`_bytes_depth` in one C pass) when the optional extension is built,
+    else None. Looked up at the first deep line: `ds4sessions.agents.pi` imports this module."""
+    if not _C_SCAN:
+        try:
+            from ds4sessions.agents.pi._cprep import bytes_depth
+        except ImportError:
+            bytes_depth = None
+        _C_SCAN.append(bytes_depth)
+    return _C_SCAN[0]
 
 
 _BRACKET_ESCAPES = (b"\\u005b", b"\\u005B", b"\\u007b", b"\\u007B")

@@ -1474,7 +1474,61 @@ static PyObject *py_js_stringify_plain(PyObject *module, PyObject *value)
     return result;
 }
 
+/* `bytes_depth(raw, limit)`: `ds4sessions.ingest.limits._bytes_depth(raw, limit)`, the nesting
+ * depth of `[`/`{` outside strings, in one pass: a backslash followed by a backslash or a quote
+ * drops both (the Python's `replace(b"\\\\", b"").replace(b'\\"', b"")`, left to right), a
+ * quote toggles "in a string", a bracket outside strings moves the depth; the deepest depth
+ * reached, counting stopped once past `limit` (the Python's loop breaks there too). The GIL is
+ * released during the scan (the bytes object is immutable and held by the caller). */
+static PyObject *py_bytes_depth(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &limit))
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, i = 0, depth = 0, deepest = 0;
+    int in_string = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (i < n) {
+        if (in_string) {
+            /* inside a string only a backslash or a quote matters: jump to the first of them */
+            const unsigned char *q = memchr(p + i, '"', (size_t)(n - i));
+            Py_ssize_t end = q ? (Py_ssize_t)(q - p) : n;
+            const unsigned char *b = memchr(p + i, '\\', (size_t)(end - i));
+            i = b ? (Py_ssize_t)(b - p) : end;
+            if (i >= n)
+                break;
+        }
+        unsigned char c = p[i];
+        if (c == '\\' && i + 1 < n && (p[i + 1] == '\\' || p[i + 1] == '"')) {
+            i += 2;
+            continue;
+        }
+        i++;
+        if (c == '"') {
+            in_string = !in_string;
+        } else if (!in_string) {
+            if (c == '[' || c == '{') {
+                depth++;
+                if (depth > deepest) {
+                    deepest = depth;
+                    if (deepest > limit)
+                        break;
+                }
+            } else if (c == ']' || c == '}') {
+                depth--;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(deepest);
+}
+
 static PyMethodDef module_methods[] = {
+    {"bytes_depth", py_bytes_depth, METH_VARARGS,
+     "`limits._bytes_depth(raw, limit)` in one pass: the depth of [/{ outside strings, stopped past limit."},
     {"blake2b_16", py_blake2b_16, METH_O, "16-byte BLAKE2b digest of a bytes-like object (tests)."},
     {"js_stringify_plain", py_js_stringify_plain, METH_O,
      "`js_stringify(value)` by the C writer, or None where the Python function is needed (tests)."},
