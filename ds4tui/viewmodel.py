@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ds4core.categories import Calibrated, Cell, MapIndex, Segment, calibrated
+from ds4core.lazy import Lazy
 from ds4tui.header import first_prompt_of, session_display_name
 
 Estimator = Literal["chars-v1", "cl100k"]
@@ -220,23 +221,9 @@ class ManifestRow:
         return self.item.key
 
 
-class LazyRows:
-    """Rows computed on the first call and kept (thread-safe enough: two racing first calls
-    compute equal rows). `build` hands the same object on while its inputs are unchanged."""
-
-    __slots__ = ("_make", "_rows")
-
-    def __init__(self, make: Callable[[], tuple[Any, ...]]) -> None:
-        self._make: Callable[[], tuple[Any, ...]] | None = make
-        self._rows: tuple[Any, ...] | None = None
-
-    def __call__(self) -> tuple[Any, ...]:
-        if self._rows is None:
-            make = self._make
-            assert make is not None
-            self._rows = make()
-            self._make = None  # drop the snapshot it held
-        return self._rows
+LazyRows = Lazy
+"""Rows made on the first call and kept (`ds4core.lazy.Lazy`); `build` hands the same object on
+while its inputs are unchanged."""
 
 
 @dataclass(frozen=True)

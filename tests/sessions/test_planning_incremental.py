@@ -127,7 +127,7 @@ def test_group_lists_are_made_when_read_and_equal_a_cold_plans(tmp_path: Path) -
     `GroupRef` object from one read plan to the next."""
     planner = LivePlanner()
     views = [planner.plan(snap) for snap in _appended(FIXTURE, tmp_path, 12, 1)]
-    assert all(v.group_refs is not None and v.group_refs._value is None for v in views)
+    assert all(v.group_refs is not None and not v.group_refs.made for v in views)
     (tmp_path / "again").mkdir()
     snapshots = _appended(FIXTURE, tmp_path / "again", 12, 1)
     for view, snap in zip(views[:3], snapshots[:3]):  # the oldest first, after all were planned

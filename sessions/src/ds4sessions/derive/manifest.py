@@ -15,6 +15,7 @@ from itertools import islice, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Literal, NamedTuple
 
+from ds4core.lazy import Lazy
 from ds4core.pause import pause_point
 from ds4core.budgets import ContextBudget, ModelProfile, ResolvedModelAwareness
 from ds4core.planner import AtomicGroup, ManagedContextPlan, SupplementalMessage
@@ -228,58 +229,33 @@ class PlanDiff:
 
 class LazyItems:
     """A plan's manifest items (`PlanView.items`: one `ManifestItem` per message, ~1 ms of every
-    re-plan at 1,000 groups) and their totals, made by `make()` on first read, which only the
-    manifest tab, the explain panel and `plan --json` do. What the map's marks need
-    (`PlanView.excluded_entry_ids`) is answered from the plan's items and the planned messages'
-    entry ids without making them. Compares by its items."""
+    re-plan at 1,000 groups) and their totals, made by `make()` on first read (`Lazy`), which
+    only the manifest tab, the explain panel and `plan --json` do. What the map's marks need
+    (`PlanView.excluded_entry_ids`) is answered from the plan's items (`PlanItem`s: `selected`,
+    `excluded`), the planned messages' entry ids and context indices and Pi's excluded rows,
+    without making them. Compares by its items."""
 
-    __slots__ = ("_make", "_items", "_totals", "_selected", "_excluded", "_entry_ids", "_ctx_index", "_pi_rows")
+    __slots__ = ("items", "totals", "_selected", "_excluded", "_entry_ids", "_ctx_index", "_pi_rows")
 
     def __init__(
         self,
         make: Callable[[], tuple[ManifestItem, ...]],
         *,
-        selected: Sequence[Any] = (),
-        excluded: Sequence[Any] = (),
-        entry_ids: Sequence[str | None] = (),
-        ctx_index: Sequence[int | None] = (),
-        pi_rows: Sequence[ManifestItem] = (),
+        selected: Sequence[Any],
+        excluded: Sequence[Any],
+        entry_ids: Sequence[str | None],
+        ctx_index: Sequence[int | None],
+        pi_rows: Sequence[ManifestItem],
     ) -> None:
-        self._make: Callable[[], tuple[ManifestItem, ...]] | None = make
-        self._items: tuple[ManifestItem, ...] | None = None
-        self._totals: PlanTotals | None = None
-        self._selected, self._excluded = selected, excluded  # the planner's `PlanItem`s
+        self.items: Lazy[tuple[ManifestItem, ...]] = Lazy(make)
+        self.totals: Lazy[PlanTotals] = Lazy(lambda: _totals(
+            [i for i in self.items() if i.included], [i for i in self.items() if not i.included]
+        ))
+        self._selected, self._excluded = selected, excluded
         self._entry_ids, self._ctx_index, self._pi_rows = entry_ids, ctx_index, pi_rows
 
-    @classmethod
-    def of(cls, items: Sequence[ManifestItem]) -> "LazyItems":
-        """Items already made."""
-        made = tuple(items)
-        return cls(lambda: made)
-
-    def items(self) -> tuple[ManifestItem, ...]:
-        """The manifest items (made once)."""
-        make = self._make  # read before the items: they are set before `_make` is cleared
-        items = self._items
-        if items is None:
-            assert make is not None
-            items = make()
-            self._items, self._make = items, None
-        return items
-
-    def totals(self) -> PlanTotals:
-        """`_totals` of the items (made once)."""
-        totals = self._totals
-        if totals is None:
-            items = self.items()
-            totals = self._totals = _totals([i for i in items if i.included], [i for i in items if not i.included])
-        return totals
-
-    def excluded_entry_ids(self) -> frozenset[str] | None:
-        """`PlanView.excluded_entry_ids` from the plan's items (None when built from made items:
-        then the items answer). O(planned messages) in C."""
-        if not self._entry_ids:
-            return None
+    def excluded_entry_ids(self) -> frozenset[str]:
+        """`PlanView.excluded_entry_ids` from the plan's items. O(planned messages) in C."""
         ids, ctx = self._entry_ids, self._ctx_index
         first = _FIRST
         sent = {e for i in map(first, self._selected) if (e := ids[i]) and ctx[i] is not None}
@@ -294,29 +270,7 @@ class LazyItems:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"LazyItems({'made' if self._items is not None else 'not made'})"
-
-
-class LazyGroups:
-    """A plan's group lists by kind (`selected`, `excluded`, `rescued`, `oversized`), made by
-    `make()` on first read (then kept). Two threads reading it first may both make it: the
-    result is the same."""
-
-    __slots__ = ("_make", "_value")
-
-    def __init__(self, make: Callable[[], dict[str, list[GroupRef]]]) -> None:
-        self._make: Callable[[], dict[str, list[GroupRef]]] | None = make
-        self._value: dict[str, tuple[GroupRef, ...]] | None = None
-
-    def get(self, kind: str) -> tuple[GroupRef, ...]:
-        """The groups of `kind` (a tuple; () for a kind with none)."""
-        make = self._make  # read before the value: the value is set before `_make` is cleared
-        value = self._value
-        if value is None:
-            assert make is not None
-            value = {k: tuple(v) for k, v in make().items()}
-            self._value, self._make = value, None
-        return value.get(kind, ())
+        return f"LazyItems({'made' if self.items.made else 'not made'})"
 
 
 @dataclass(frozen=True)
@@ -368,7 +322,7 @@ class PlanView:
     inputs: Any = field(default=None, repr=False, compare=False)
     """The `ds4sessions.derive.inputs.PlannerInputs` this plan was made from (None when built
     elsewhere): the cache-aware candidates and retrieval read the same inputs."""
-    group_refs: "LazyGroups | None" = field(default=None, repr=False, compare=False)
+    group_refs: "Lazy[dict[str, tuple[GroupRef, ...]]] | None" = field(default=None, repr=False, compare=False)
     """The explain panel's group lists (`selected_groups`, `excluded_groups`,
     `oversized_exclusions`, `rescued_predecessor`), made when first read: they follow from
     `plan` (compared), and a re-plan need not build one `GroupRef` per group."""
@@ -406,7 +360,7 @@ class PlanView:
         return self._groups("excluded")
 
     def _groups(self, kind: str) -> tuple[GroupRef, ...]:
-        return self.group_refs.get(kind) if self.group_refs is not None else ()
+        return self.group_refs().get(kind, ()) if self.group_refs is not None else ()
 
     @property
     def mode(self) -> str:
@@ -433,12 +387,9 @@ class PlanView:
         """Entry ids none of whose messages is sent (for dimming on the map). An entry quoted by
         sent retrieval evidence stays here (its message is not sent; see
         `retrieved_entry_ids`). Computed once per plan (O(items)), without making the manifest
-        items when they are not made yet (`LazyItems.excluded_entry_ids`)."""
-        fast = self.manifest.excluded_entry_ids() if self.manifest._items is None else None
-        if fast is not None:
-            return fast
-        sent = {i.entry_id for i in self.items if i.included and i.entry_id and i.message_index is not None}
-        return frozenset(i.entry_id for i in self.items if not i.included and i.entry_id and i.entry_id not in sent)
+        items (`LazyItems.excluded_entry_ids`; tests compare it with the definition on the
+        items: included message items' entries are sent, excluded ones' not)."""
+        return self.manifest.excluded_entry_ids()
 
     @property
     def retrieved_entry_ids(self) -> tuple[str, ...]:

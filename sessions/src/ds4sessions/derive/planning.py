@@ -39,7 +39,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ds4core.pause import pause_point, pausing
+from ds4core.lazy import Lazy
+from ds4core.pause import pausing
 from ds4core.budgets import ContextConfig
 from ds4core.config import Ds4Config
 from ds4core.planner import (
@@ -57,7 +58,6 @@ from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.explain import explain_lines, tokens_lines
 from ds4sessions.derive.inputs import InputsBuilder, PlannerInputs
 from ds4sessions.derive.manifest import (
-    LazyGroups,
     LazyItems,
     _GROUP_AND_KIND,
     PI_EXCLUDED_REASON,
@@ -225,7 +225,6 @@ class LivePlanner:
             checkpoint()
 
         manifest, groups = self._items(snapshot, plan, inputs, supplements)
-        pause_point()
         provider = snapshot.provider
         awareness = inputs.awareness
         return PlanView(
@@ -264,10 +263,10 @@ class LivePlanner:
         plan: ManagedContextPlan,
         inputs: PlannerInputs,
         supplements: tuple[SupplementalMessage, ...],
-    ) -> tuple[LazyItems, LazyGroups]:
+    ) -> tuple[LazyItems, Lazy[dict[str, tuple[GroupRef, ...]]]]:
         """The manifest items (the included ones in sent order, then the excluded ones: the
         planner's, then Pi's) and the group references for the explain panel, both made when
-        first read (`LazyItems`, `LazyGroups`: one `ManifestItem` per message and one `GroupRef`
+        first read (`LazyItems`, `Lazy`: one `ManifestItem` per message and one `GroupRef`
         per group, ~2.5 ms of every re-plan at 1,000 groups, read only by the manifest tab, the
         explain panel and `plan --json`; the map's marks read `excluded_entry_ids`, answered
         without them)."""
@@ -310,13 +309,13 @@ class LivePlanner:
         memo = self._refs
         key = bool(supplements)
 
-        def make_groups() -> dict[str, list[GroupRef]]:
+        def make_groups() -> dict[str, tuple[GroupRef, ...]]:
             refs, groups = _group_refs(plan, columns, sources, spliced, previous_refs)
             if memo is self._refs:  # not reset meanwhile (a new context)
                 memo[key] = refs
-            return groups
+            return {kind: tuple(refs_of_kind) for kind, refs_of_kind in groups.items()}
 
-        return manifest, LazyGroups(make_groups)
+        return manifest, Lazy(make_groups)
 
 
 def _group_refs(
