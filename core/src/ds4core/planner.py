@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gc
 import re
-from math import floor
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1080,13 +1079,10 @@ def plan_managed_context(
                     project_snippet=s.project_snippet,
                 )
             elif group.kind == "turn":
-                # the common case (one per excluded turn): `_Choice(...)` and `_score` inlined,
-                # the same value (`tuple.__new__` is what the named tuple's `__new__` runs)
-                scaled = (PRIORITY_RECENT + (group.end_index + 1) / (count + 1)) * 1_000_000
-                low = floor(scaled)
+                # the common case (one per excluded turn): `tuple.__new__` is what the named
+                # tuple's Python-level `__new__` runs, without its call
                 choice = _new_tuple(_Choice, (
-                    group, "recent", (low + 1 if scaled - low >= 0.5 else low) / 1_000_000,
-                    _EXCLUDED_RECENT_REASON, None, None, None,
+                    group, "recent", _score(group, PRIORITY_RECENT, count), _EXCLUDED_RECENT_REASON, None, None, None,
                 ))
             elif group.kind == "summary":
                 choice = _Choice(
