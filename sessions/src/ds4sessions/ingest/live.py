@@ -387,12 +387,14 @@ class _Facts:
 @dataclass(frozen=True)
 class _Counted:
     """One counter's share of a context: the attribution, the tokens before the measurement
-    and before the anchor (`(message index, tokens)`), and the turns."""
+    and before the anchor (`(message index, tokens)`), the turns, and (the refined share
+    `LiveSession` keeps) the breakdown made of it, whose segments the next append extends."""
 
     attribution: Attribution
     measurement: tuple[int, int] | None
     anchor: tuple[int, int] | None
     turns: tuple[Turn, ...]
+    breakdown: Breakdown | None = None
 
 
 @dataclass(frozen=True)
@@ -577,7 +579,6 @@ class LiveSession:
         self._exact = TokenLedger(Cl100kCounter(), message_parts)
         self._version = 0
         self._exact_share: tuple[int, _Counted] | None = None  # (epoch, cl100k share) of the last refine
-        self._exact_breakdown: Breakdown | None = None  # the cl100k breakdown of the last refine
         self._spares = Spares()  # copies for the next append, made by `prepare` (off the latency path)
         self._deleted = False
         self.last: Snapshot | None = None
@@ -725,15 +726,15 @@ class LiveSession:
             previous = None
             if cached is not None and cached[0] == lineage.epoch and len(cached[1].attribution.message_tokens) <= len(ctx.messages):
                 previous = cached[1]
-                base = self._base(self._exact_breakdown)
+                base = self._base(previous.breakdown)
             exact = _count(ctx, facts, self._exact, previous, self._spares.copy)
             tokens = exact.attribution.message_tokens
             turns = _retokened(previous.turns if previous is not None else (), lineage.fast.turns, tokens)
             if turns is None:
                 turns = build_turns(ctx.messages, ctx.message_entry_ids, tokens, _turn_numbers(ctx, snapshot.reader))
-            self._exact_share = (lineage.epoch, replace(exact, turns=turns))
         result, provider_view, _ = _views(ctx, facts, exact, snapshot.model, base)
-        self._exact_breakdown = result
+        if lineage is not None and lineage.context is ctx:
+            self._exact_share = (lineage.epoch, replace(exact, turns=turns, breakdown=result))
         return _replace(snapshot, exact=result, provider=provider_view, turns=turns)
 
     def _base(self, previous: Breakdown | None) -> list[Segment] | None:
@@ -762,8 +763,8 @@ class LiveSession:
             lineage.fast.attribution.segments, lineage.fast.attribution.message_tokens, last.breakdown.segments,
         ]
         share = self._exact_share
-        if share is not None and share[0] == lineage.epoch and self._exact_breakdown is not None:
-            lists += [share[1].attribution.segments, share[1].attribution.message_tokens, self._exact_breakdown.segments]
+        if share is not None and share[0] == lineage.epoch and share[1].breakdown is not None:
+            lists += [share[1].attribution.segments, share[1].attribution.message_tokens, share[1].breakdown.segments]
         self._spares.prepare(lists)
 
 
