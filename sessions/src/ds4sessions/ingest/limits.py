@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from functools import cache
 from itertools import accumulate
 from typing import Any, BinaryIO
 
@@ -62,21 +63,21 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     (source code, tables in a tool result: a tenth of the lines of a large real session, most of
     its bytes) is measured on its bytes in one C pass when the optional extension is built
     (`_cprep.bytes_depth`, equal to `_bytes_depth`; string contents skipped with `memchr`: the
-    first read of 99-large 183 → 133 ms). Without it, such a line is parsed by orjson, whose own recursion stops at 1,024 levels with an error, and the depth of
-    the parsed value is walked with a stack: it equals the text's depth when the value kept
-    every container of the text (checked by counting brackets: a duplicate key drops the
-    earlier value), and it costs about a fifth of blanking the strings out of a large line. A
-    line orjson cannot parse, or whose value lost a container, is measured on its bytes
-    (strings blanked out, all in C, linear in the line)."""
+    first read of 99-large 183 → 133 ms). Without it, such a line is parsed by orjson, whose own
+    recursion stops at 1,024 levels with an error, and the depth of the parsed value is walked
+    with a stack: it equals the text's depth when the value kept every container of the text
+    (checked by counting brackets: a duplicate key drops the earlier value). A line orjson
+    cannot parse, or whose value lost a container, is measured on its bytes (`_bytes_depth`:
+    strings blanked out, linear in the line)."""
     return depth_and_value(raw, limit)[0]
 
 
 def depth_and_value(raw: bytes, limit: int = MAX_DEPTH) -> tuple[int, object]:
     """(`json_depth(raw, limit)`, orjson's parse of `raw` when the depth was measured on it,
-    else `NOT_PARSED`; with the C scan nothing is parsed here): a reader that would parse the line anyway reuses the value instead of
-    parsing a large line twice (the lines with more than `limit` brackets are a tenth of a real
-    session's lines and most of its bytes). The value is `orjson.loads(raw)`, so it exists only
-    for valid UTF-8 JSON that orjson accepts."""
+    else `NOT_PARSED`; with the C scan nothing is parsed here): a reader that would parse the
+    line anyway reuses the value instead of parsing a large line twice (the lines with more
+    than `limit` brackets are a tenth of a real session's lines and most of its bytes). The
+    value is `orjson.loads(raw)`, so it exists only for valid UTF-8 JSON that orjson accepts."""
     opening = raw.count(b"[") + raw.count(b"{")
     if opening <= limit:
         return opening, NOT_PARSED
@@ -102,19 +103,15 @@ def depth_and_value(raw: bytes, limit: int = MAX_DEPTH) -> tuple[int, object]:
     return depth, value
 
 
-_C_SCAN: list[object] = []  # [the C scan or None], once looked up
-
-
+@cache
 def _c_bytes_depth() -> Any:
     """`_cprep.bytes_depth` (`_bytes_depth` in one C pass) when the optional extension is built,
     else None. Looked up at the first deep line: `ds4sessions.agents.pi` imports this module."""
-    if not _C_SCAN:
-        try:
-            from ds4sessions.agents.pi._cprep import bytes_depth
-        except ImportError:
-            bytes_depth = None
-        _C_SCAN.append(bytes_depth)
-    return _C_SCAN[0]
+    try:
+        from ds4sessions.agents.pi._cprep import bytes_depth
+    except ImportError:
+        return None
+    return bytes_depth
 
 
 _BRACKET_ESCAPES = (b"\\u005b", b"\\u005B", b"\\u007b", b"\\u007B")
