@@ -46,14 +46,14 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 SORTS: tuple[str | None, ...] = (None, "tokens", "score", "kind", "entry", "group", "reason", "state")
 REASON_WIDTH = 72
 MAX_ROWS = 1_000
-SLOW_REDRAW_S = 0.05
-"""A redraw of the manifest slower than this (seconds) makes the next plans wait..."""
-SLOW_REDRAW_GAP = 4
-"""...until this many times its duration has passed since it ended (then the newest is drawn)."""
 """The most rows the table holds: a 10,000-turn plan has 40,000 items, and filling a table of
 them froze the screen for seconds on every plan (a new-user trial). The rows past it, in the
 current order and filter, are counted under the table (`/` filters, `s` sorts, so any row can
 be brought into the first ones)."""
+SLOW_REDRAW_S = 0.05
+"""A redraw of the manifest slower than this (seconds) makes the next plans wait..."""
+SLOW_REDRAW_GAP = 4
+"""...until this many times its duration has passed since it ended (then the newest is drawn)."""
 KIND_STYLES = {
     "current": "bold #5fafff",
     "pin": "bold #d7af5f",

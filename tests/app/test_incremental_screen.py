@@ -207,3 +207,27 @@ async def test_the_inspector_follows_the_newest_message_unless_moved(sample01: P
                     break
             newest = len(app.snapshot.context.messages) - 1
             assert app._selected == (0 if moved else newest)
+
+
+def test_snapshot_turn_numbers_past_9999(snap_compare, sample01: Path) -> None:  # type: ignore[no-untyped-def]
+    """The turn list with five-digit turn numbers (the number column widens to fit them)."""
+    import dataclasses
+
+    from textual.app import App, ComposeResult
+
+    from ds4sessions.ingest.live import open_snapshot
+    from ds4tui import viewmodel
+
+    view = viewmodel.build(open_snapshot(sample01, exact=True))
+    big = dataclasses.replace(view, turns=tuple(dataclasses.replace(r, index=10_087 + k) for k, r in enumerate(view.turns)))
+
+    class TurnsApp(App):
+        def compose(self) -> ComposeResult:
+            yield TurnList()
+
+        def on_mount(self) -> None:
+            # after the first layout, as the dashboard shows its first snapshot (the columns
+            # are fitted to the widget's width)
+            self.call_after_refresh(self.query_one(TurnList).show, big)
+
+    assert snap_compare(TurnsApp(), terminal_size=(100, 8))

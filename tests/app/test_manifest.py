@@ -156,6 +156,14 @@ def test_snapshot_filtered_and_sorted(snap_compare, shared_dir: Path) -> None:  
     assert snap_compare(ManifestApp(view), terminal_size=(120, 32), run_before=filter_and_sort)
 
 
+def test_snapshot_long_manifest_counts_the_rows_past_the_cap(snap_compare, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The note under the table when a plan has more rows than the table holds (`MAX_ROWS`)."""
+    import ds4tui.widgets.manifest as manifest_module
+
+    monkeypatch.setattr(manifest_module, "MAX_ROWS", 8)
+    assert snap_compare(ManifestApp(_plan(SAMPLE, TIGHT)), terminal_size=(120, 24))
+
+
 DEMO = Path(__file__).resolve().parents[2] / "ds4tui" / "data" / "demo-session.jsonl"
 
 
