@@ -80,10 +80,11 @@ def sessions(as_json: bool) -> None:
         from rich.text import Text
 
         console = Console(soft_wrap=True)
+        agent_width = max(len(s.agent) for s in summaries) + 1  # "claude-code" ran into its state
         for s in summaries:
             line = Text()
             line.append(dt.datetime.fromtimestamp(s.modified).strftime("%Y-%m-%d %H:%M"), style="bold")
-            line.append(f"  {s.agent:<11}")
+            line.append(f"  {s.agent:<{agent_width}}")
             line.append("live " if s.live else "idle ", style="green" if s.live else "dim")
             line.append(" " + literal(s.name or "(no name)", keep_newlines=False))
             line.append(f"  ·  {literal(s.project or '', keep_newlines=False)}", style="dim")

@@ -50,6 +50,8 @@ def test_sessions_json_has_every_agent_with_live_context_and_cache(home: dict[st
         assert codex["cache"]["status"] == "unknown" and codex["cache"]["expiresAt"] is None  # no retention configured
     text = runner.invoke(app, ["sessions"], terminal_width=250)
     assert "pi" in text.stdout and "live" in text.stdout and "Fix 404 for unknown widget ids" in text.stdout
+    for name in agents:  # the agent and the state are two words (`claude-code` ran into `idle`)
+        assert f"{name}live" not in text.stdout and f"{name}idle" not in text.stdout
 
 
 def test_usage_by_agent_json_and_table(home: dict[str, Path]) -> None:
