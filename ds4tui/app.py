@@ -11,6 +11,10 @@ appends is one more pass, the last request is never lost, and no thread waits on
 After each stage the worker builds the view model (`ds4tui.viewmodel.build`, pure, off the UI
 thread) and posts it in one `ViewUpdated` message (`can_replace`: a newer one replaces an older
 one still queued). The UI thread only renders it: each widget touches what changed.
+
+Opened by `ds4tui PATH` on a large file, the first paint comes from a forked copy of the process
+that read the file while this one imported Textual (`ds4tui.firstview`): its view model is
+painted first, then the ingest worker reads the file as above.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from ds4tui.widgets.retrieval import RetrievalView
 
 if TYPE_CHECKING:
     from ds4tui.actions.steering import SteeringController
+    from ds4tui.firstview import FirstView
 
 DERIVE_WAIT_S = 0.25
 """The longest the derive worker waits for the screen to paint a new snapshot before it plans."""
@@ -83,6 +88,14 @@ class ViewUpdated(Message):
     def can_replace(self, message: Message) -> bool:
         """A newer state replaces an older one still in the queue."""
         return isinstance(message, ViewUpdated)
+
+
+class FirstViewReady(Message):
+    """The forked copy's view model for the first paint (`ds4tui.firstview`), or None."""
+
+    def __init__(self, view: viewmodel.ViewModel | None) -> None:
+        super().__init__()
+        self.view = view
 
 
 class _Requests:
@@ -180,13 +193,17 @@ class Ds4App(App[None]):
         config_file: Path | None = None,
         retrieval: bool = True,
         now: Callable[[], float] = time.time,
+        first_view: FirstView | None = None,
     ) -> None:
         """`path`: the session file (it need not exist yet); `demo` shows the demo badge;
         `models`: the model table (default: bundled); `watch=False` disables the file watcher;
         `config_file` replaces the user's DS4 configuration; `retrieval=False` skips DS4's
         retrieval (no index is written); `now` is the clock (epoch seconds) for the prompt-cache
-        countdown (tests inject a fixed one)."""
+        countdown (tests inject a fixed one); `first_view`: a copy of the process reading
+        `path` for the first paint (`ds4tui.firstview.start`; the app paints its view model,
+        then reads the file itself)."""
         super().__init__()
+        self._first_view = first_view
         self._now = now
         self.session_path = Path(path)
         self.demo = demo
@@ -287,8 +304,37 @@ class Ds4App(App[None]):
         if self._watch:
             self._watcher = SessionWatcher(self.session_path, self._file_changed)
             self._watcher.start()
-        self.refresh_session()
+        if self._first_view is not None:
+            self._await_first_view(self._first_view)  # then the app's own read (`on_first_view_ready`)
+        else:
+            self.refresh_session()
         self.set_interval(2.0, self._poll_bridge)
+
+    @work(thread=True, group="first-view", exit_on_error=False)
+    def _await_first_view(self, first_view: FirstView) -> None:
+        """Wait (off the UI thread) for the forked copy's view model and post it."""
+        view = first_view.result()
+        self._first_view = None
+        self.post_message(FirstViewReady(view))
+
+    def on_first_view_ready(self, message: FirstViewReady) -> None:
+        """Paint the copy's view model if nothing newer is on screen, then read the file (after
+        that frame: the read would otherwise share the GIL with its paint)."""
+        view = message.view
+        if view is None or self.snapshot is not None or self._generation != 0 or not self.default_screen.query(CategoryList):
+            self.refresh_session()
+            return
+        self._show_first_view(view)
+        self.call_after_refresh(self.refresh_session)
+
+    def _show_first_view(self, view: viewmodel.ViewModel) -> None:
+        """Render the header, legend, map and turn list of `view` (the copy's first view: no
+        snapshot yet, so selections, the inspector and steering wait for the app's own read)."""
+        self.view = view
+        self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
+        self.query_one(CategoryList).show(view.legend)
+        self.query_one(PixelMap).set_data(view.map)
+        self.query_one(TurnList).show(view)
 
     def _poll_bridge(self) -> None:
         """Show the bridge state of the open session (cheap: one small heartbeat file and a pid
@@ -311,6 +357,8 @@ class Ds4App(App[None]):
             self._apply_overlays()  # the cache went cold (or warm) since the last overlay
 
     def on_unmount(self) -> None:
+        if self._first_view is not None:
+            self._first_view.cancel()
         if self._watcher is not None:
             self._watcher.stop()
         sys.setswitchinterval(getattr(self, "_switch_interval", sys.getswitchinterval()))
@@ -508,15 +556,16 @@ class Ds4App(App[None]):
         """Render `message`'s view model: each widget touches only what changed."""
         before, view = self.view, message.view
         previous_derived = self.derived
+        first = self.snapshot is None
         shown = len(self.snapshot.context.messages) if self.snapshot is not None else 0
         # The previous snapshot and view are freed after this frame is painted, not during it
         # (at 10,000 turns, freeing a snapshot's per-message lists takes milliseconds).
         self._retire(self.snapshot, previous_derived, before)
         self.snapshot, self.derived, self.view = message.snapshot, message.derived, view
         snap = message.snapshot
+        if first or before.header.session_id != view.header.session_id:
+            self._poll_bridge()  # a new session (or the first snapshot): its bridge now (then every 2 s)
         if before.version != view.version or before.header != view.header:
-            if before.header.session_id != view.header.session_id:
-                self._poll_bridge()  # a new session: its bridge now (then every 2 s)
             self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
         if view.legend is not before.legend:
             self.query_one(CategoryList).show(view.legend)

@@ -7,12 +7,9 @@ screen, the dashboard ends with that path as its result and `run_tui` opens it h
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-
-import typer
-
-from ds4tui.commands import session_file
-from ds4tui.commands.agents import agent_name
+from typing import Any
 
 
 def codex_open(path: Path) -> bool:
@@ -27,17 +24,29 @@ def codex_open(path: Path) -> bool:
     return True
 
 
+def dashboard(path: Path, models: Any = None, **options: Any) -> Any:
+    """`ds4tui.app.Ds4App(path, models=models, first_view=firstview.start(path, models),
+    **options)`: the copy that reads a large file for the first paint (`ds4tui.firstview`) is
+    forked before the app's modules (and Textual) are imported."""
+    from ds4tui.firstview import start
+
+    first = start(path, models)
+    from ds4tui.app import Ds4App
+
+    return Ds4App(path, models=models, first_view=first, **options)
+
+
 def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     """Run the dashboard on the Pi session `path` (`demo` marks the bundled demo; `config` replaces
     the user's DS4 configuration); afterwards open the other agent's session picked on its home
     screen, if any."""
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4tui.app import Ds4App
-
     models = load_model_table()
-    chosen = Ds4App(path, demo=demo, models=models, config_file=config).run()
+    # a large file is read for the first paint by a copy of this process, forked before Textual
+    # is imported (`ds4tui.firstview`)
+    chosen = dashboard(path, models, demo=demo, config_file=config).run()
     for warning in models.warnings:
-        typer.echo(f"ds4tui: {warning}", err=True)
+        print(f"ds4tui: {warning}", file=sys.stderr)
     if isinstance(chosen, Path):  # another agent's session picked on the home screen
         open_any(chosen, config)
 
@@ -46,6 +55,9 @@ def open_any(path: Path, config: Path | None = None) -> None:
     """Open `path` in the view of the agent that wrote it: a Codex rollout or a Claude Code
     transcript in its read-only live view, a Pi session in the dashboard. Exits 2 with one line
     for a file no agent recognizes."""
+    from ds4tui.commands import session_file
+    from ds4tui.commands.agents import agent_name
+
     path = session_file(path)
     if codex_open(path):
         return

@@ -4,7 +4,8 @@
 `--exact`, last one wins, as Typer reads them) on an existing file it computes and prints the
 JSON itself, importing neither Typer, Rich nor the command modules (~0.2 s of start-up, issue 14);
 every other command line, and every error, goes to the Typer CLI (`ds4tui.cli.main`), which
-prints the same JSON through the same `map_json` / `dumps_map`.
+prints the same JSON through the same `map_json` / `dumps_map`. `ds4tui PATH` (or `open PATH`)
+on a plain Pi session opens the dashboard without Typer too (`_fast_open_path`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,25 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     return path, exact
 
 
+def _fast_open_path(args: list[str]) -> Path | None:
+    """The path of `ds4tui PATH` or `ds4tui open PATH` when it is an existing regular file that
+    plainly starts with a Pi session header (it opens in the dashboard: `launch.run_tui`), else
+    None (options, other agents, errors and everything else go through the Typer CLI)."""
+    if args[:1] == ["open"]:
+        args = args[1:]
+    if len(args) != 1 or args[0].startswith("-") or not any(c in args[0] for c in "./"):
+        return None  # (a bare word may be a command: the CLI decides; command names have no . or /)
+    path = Path(args[0])
+    try:
+        if not path.is_file() or os.path.isdir(path):
+            return None
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    return path if _PI_HEADER.match(head) is not None else None
+
+
 def _load_cl100k_lean() -> None:
     """Load cl100k now and drop tiktoken's Python copy of its merge ranks (~12 MiB of bytes
     keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own tables),
@@ -64,6 +84,13 @@ def main() -> None:
     """Console entry point: `map --json` directly, everything else through `ds4tui.cli.main`."""
     fast = _fast_map_args(sys.argv[1:])
     if fast is None:
+        pi_path = _fast_open_path(sys.argv[1:])
+        if pi_path is not None:  # the dashboard without Typer's start-up (~0.1 s of the first paint)
+            from ds4tui.errors import run_guarded
+            from ds4tui.launch import run_tui
+
+            run_guarded(lambda: run_tui(pi_path, False))
+            return
         from ds4tui.cli import main as cli_main
 
         cli_main()
