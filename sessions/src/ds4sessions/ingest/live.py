@@ -38,7 +38,7 @@ from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
-from ds4sessions.agents.pi.slim import prompt_text
+from ds4sessions.agents.pi.slim import CountingLedger, c_parser, prompt_text
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
@@ -572,11 +572,12 @@ class LiveSession:
         self.path = Path(path)
         self.models = models or ModelTable.bundled()
         self._tailer = Tailer(self.path)
-        self._reader = PiSessionReader(self.path)
+        self._reader = PiSessionReader(self.path, c_parser())
         self._replies: list[Entry] = []  # assistant message entries of `_reader`, append-only
         self._generation = 0  # one number per reader (a reset starts a new one)
-        self._fast = TokenLedger(CharsV1Counter(), message_parts)
-        self._exact = TokenLedger(Cl100kCounter(), message_parts)
+        # lines checked and parsed, messages counted in C when the extension is built (`slim`)
+        self._fast: TokenLedger = CountingLedger(CharsV1Counter())
+        self._exact: TokenLedger = CountingLedger(Cl100kCounter())
         self._version = 0
         self._exact_share: tuple[int, _Counted] | None = None  # (epoch, cl100k share) of the last refine
         self._spares = Spares()  # copies for the next append, made by `prepare` (off the latency path)
@@ -624,7 +625,7 @@ class LiveSession:
 
     def _start_over(self) -> None:
         """A new reader (the file is read again from its start): nothing read before is kept."""
-        self._reader = PiSessionReader(self.path)
+        self._reader = PiSessionReader(self.path, c_parser())
         self._replies = []  # a new list: older snapshots keep theirs
         self._generation += 1
         self._fast.forget_identities()

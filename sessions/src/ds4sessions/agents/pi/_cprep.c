@@ -1172,12 +1172,84 @@ fail:
 #define HAND_BACK(self) ((self)->handed_back++, Py_NewRef(Py_False))
 #define REJECT(self) ((self)->rejected++, Py_NewRef(Py_None))
 
+/* The checks `SlimReader._prepare` and `PiSessionReader`'s short route share: `raw` is plainly
+ * a well-formed `message` entry (plain bytes under the cap, not the first line, at most
+ * `max_depth` brackets, no `\uD8..` escape, orjson parses it, an object with only the keys
+ * type/id/parentId/timestamp/message, type "message", a message that conforms). Returns
+ * PLAIN (`*obj_out`: the parsed entry, a new reference), NOT_PLAIN (the general route reads
+ * it), NOT_PORTED (no `message` key, a non-int offset: what the Python route does) or -1 (an
+ * error is set). Changes nothing. */
+enum { NOT_PLAIN = 0, PLAIN = 1, NOT_PORTED = 2 };
+
+static int plain_entry(Preparer *self, PyObject *offset, PyObject *raw, PyObject **obj_out)
+{
+    PyObject *obj, *message, *key, *value;
+    const char *data;
+    Py_ssize_t size, i, brackets = 0, pos = 0;
+    int r;
+
+    *obj_out = NULL;
+    if (!PyBytes_CheckExact(raw))
+        return NOT_PLAIN;
+    if (!PyLong_CheckExact(offset))
+        return NOT_PORTED;
+    r = PyObject_Not(offset);  /* offset == 0: the first line (a BOM) */
+    if (r != 0)
+        return r < 0 ? -1 : NOT_PLAIN;
+    data = PyBytes_AS_STRING(raw);
+    size = PyBytes_GET_SIZE(raw);
+    if (size > self->max_line_bytes)
+        return NOT_PLAIN;
+    for (i = 0; i < size; i++)
+        brackets += data[i] == '[' || data[i] == '{';
+    if (brackets > self->max_depth || has_surrogate_escape(data, size))
+        return NOT_PLAIN;
+
+    obj = PyObject_CallOneArg(self->loads, raw);
+    if (obj == NULL) {
+        if (!PyErr_ExceptionMatches(self->decode_error))
+            return -1;
+        PyErr_Clear();
+        return NOT_PLAIN;
+    }
+    r = NOT_PLAIN;
+    if (!PyDict_CheckExact(obj) || !str_is(get(obj, K_TYPE), s_message)) {
+        r = PyErr_Occurred() ? -1 : NOT_PLAIN;
+        goto done;
+    }
+    while (PyDict_Next(obj, &pos, &key, &value)) {  /* `obj.keys() <= _PLAIN_MESSAGE_KEYS` */
+        int code = key_code(key);
+        if (code < 0) {
+            r = -1;
+            goto done;
+        }
+        if (code != K_TYPE && code != K_ID && code != K_PARENTID && code != K_TIMESTAMP && code != K_MESSAGE)
+            goto done;
+    }
+    message = get(obj, K_MESSAGE);
+    if (message == NULL) {
+        r = PyErr_Occurred() ? -1 : NOT_PORTED;  /* no `message` key: whatever the Python route does */
+        goto done;
+    }
+    if (!PyDict_CheckExact(message))
+        goto done;
+    r = message_conforms(message);
+    if (r <= 0) {
+        r = r < 0 ? -1 : NOT_PLAIN;
+        goto done;
+    }
+    *obj_out = obj;
+    return PLAIN;
+done:
+    Py_DECREF(obj);
+    return r;
+}
+
 /* `SlimReader._prepare(offset, raw)`: see the module comment. */
 static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
 {
-    PyObject *offset, *raw, *obj = NULL, *message, *role, *key, *value, *slim = NULL, *result = NULL;
-    const char *data;
-    Py_ssize_t size, i, brackets = 0, pos = 0;
+    PyObject *offset, *raw, *obj = NULL, *message, *role, *value, *slim = NULL, *result = NULL;
+    Py_ssize_t size;
     Parts parts = {NULL, 0, 0};
     int in_context, r;
 
@@ -1187,60 +1259,11 @@ static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
         return NULL;
     }
-    if (!PyBytes_CheckExact(raw))
-        return REJECT(self);
-    if (!PyLong_CheckExact(offset))
-        return HAND_BACK(self);
-    r = PyObject_Not(offset);  /* offset == 0: the first line (a BOM) */
-    if (r != 0)
-        return r < 0 ? NULL : REJECT(self);
-    data = PyBytes_AS_STRING(raw);
+    r = plain_entry(self, offset, raw, &obj);
+    if (r != PLAIN)
+        return r < 0 ? NULL : r == NOT_PORTED ? HAND_BACK(self) : REJECT(self);
     size = PyBytes_GET_SIZE(raw);
-    if (size > self->max_line_bytes)
-        return REJECT(self);
-    for (i = 0; i < size; i++)
-        brackets += data[i] == '[' || data[i] == '{';
-    if (brackets > self->max_depth || has_surrogate_escape(data, size))
-        return REJECT(self);
-
-    obj = PyObject_CallOneArg(self->loads, raw);
-    if (obj == NULL) {
-        if (!PyErr_ExceptionMatches(self->decode_error))
-            return NULL;
-        PyErr_Clear();
-        return REJECT(self);
-    }
-    if (!PyDict_CheckExact(obj) || !str_is(get(obj, K_TYPE), s_message)) {
-        if (PyErr_Occurred())
-            goto done;
-        result = REJECT(self);
-        goto done;
-    }
-    while (PyDict_Next(obj, &pos, &key, &value)) {  /* `obj.keys() <= _PLAIN_MESSAGE_KEYS` */
-        int code = key_code(key);
-        if (code < 0)
-            goto done;
-        if (code != K_TYPE && code != K_ID && code != K_PARENTID && code != K_TIMESTAMP && code != K_MESSAGE) {
-            result = REJECT(self);
-            goto done;
-        }
-    }
-    message = get(obj, K_MESSAGE);
-    if (message == NULL) {
-        if (!PyErr_Occurred())
-            result = HAND_BACK(self);  /* no `message` key: whatever the Python route does */
-        goto done;
-    }
-    if (!PyDict_CheckExact(message)) {
-        result = REJECT(self);
-        goto done;
-    }
-    r = message_conforms(message);
-    if (r <= 0) {
-        if (r == 0)
-            result = REJECT(self);
-        goto done;
-    }
+    message = get(obj, K_MESSAGE);  /* (a dict: `plain_entry` checked it) */
     value = get(message, K_CONTENT);  /* stand_in: a null content is kept whole */
     if (value == Py_None) {
         result = REJECT(self);
@@ -1307,6 +1330,74 @@ done:
     Py_XDECREF(obj);
     return result;
 }
+
+/* `preparer.parse(offset, raw)`: the parsed entry when `raw` is plainly a well-formed message
+ * entry (`plain_entry`), else False (the general route reads the line). Changes nothing: the
+ * full reader's short route (`PiSessionReader.feed`), which then adds the entry as it is. */
+static PyObject *Preparer_parse(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *obj;
+    int r;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "parse(offset, raw) takes 2 arguments");
+        return NULL;
+    }
+    if (self->loads == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+        return NULL;
+    }
+    r = plain_entry(self, args[0], args[1], &obj);
+    if (r < 0)
+        return NULL;
+    return r == PLAIN ? obj : Py_NewRef(Py_False);
+}
+
+/* `preparer.count(message)`: `ledger.count_split(message, message_parts(message))` for a
+ * message dict that conforms, has a content that is not null and is in the LLM context, with the same effects on the ledger
+ * and its counter; False (nothing changed) for any other message or one whose parts are not
+ * ported (the Python route counts it). */
+static PyObject *Preparer_count(Preparer *self, PyObject *message)
+{
+    PyObject *role, *content, *result;
+    Parts parts = {NULL, 0, 0};
+    int r;
+    if (self->loads == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(message))
+        return Py_NewRef(Py_False);
+    r = message_conforms(message);
+    if (r <= 0)
+        return r < 0 ? NULL : Py_NewRef(Py_False);
+    content = get(message, K_CONTENT);  /* a null content: not what `Preparer_call` counts */
+    if (content == Py_None)
+        return Py_NewRef(Py_False);
+    if (content == NULL && PyErr_Occurred())
+        return NULL;
+    role = get(message, K_ROLE);
+    if (role == NULL && PyErr_Occurred())
+        return NULL;
+    r = in_llm_context(message, role);
+    if (r <= 0)
+        return r < 0 ? NULL : Py_NewRef(Py_False);
+    r = message_parts(self, message, role, &parts);
+    if (r <= 0) {
+        parts_clear(&parts);
+        return r < 0 ? NULL : Py_NewRef(Py_False);
+    }
+    result = count_split(self, message, role, &parts);
+    parts_clear(&parts);
+    return result;
+}
+
+static PyMethodDef Preparer_methods[] = {
+    {"parse", (PyCFunction)(void (*)(void))Preparer_parse, METH_FASTCALL,
+     "parse(offset, raw): the parsed entry of a plainly well-formed message line, else False."},
+    {"count", (PyCFunction)Preparer_count, METH_O,
+     "count(message): ledger.count_split(message, message_parts(message)), or False (not ported)."},
+    {NULL},
+};
 
 static int Preparer_init(Preparer *self, PyObject *args, PyObject *kwargs)
 {
@@ -1444,6 +1535,7 @@ static PyTypeObject PreparerType = {
     .tp_clear = (inquiry)Preparer_clear,
     .tp_dealloc = (destructor)Preparer_dealloc,
     .tp_members = Preparer_members,
+    .tp_methods = Preparer_methods,
 };
 
 /* `blake2b_16(data)` for the tests (equal to `hashlib.blake2b(data, digest_size=16).digest()`). */

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,11 +157,17 @@ class PiSessionReader(PiSession):
     content; everything is recorded in `diagnostics`.
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, parse: Callable[[int, bytes], Any] | None = None) -> None:
+        """`parse`: a check and parse of a line in C (`slim.c_parser()`, `_cprep.Preparer.parse`:
+        the parsed entry of a line that is plainly a well-formed message entry, else False); a
+        version-3 session's lines after its header then take that short route when it answers,
+        the others the general one (`_read_line`), with the same entries and diagnostics either
+        way. None: every line the general way."""
         super().__init__(path)
         self._shadowed: dict[str, list[Entry]] = {}  # id → earlier entries a later duplicate replaced
         self._migrator = Migrator(CURRENT_VERSION)
         self._first_content: tuple[int, int] | None = None  # (line, offset) of the first non-blank line
+        self._parse = parse
 
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> list[Entry]:
         """Read complete lines: (1-based line number, byte offset of the line start, the line's
@@ -173,7 +179,20 @@ class PiSessionReader(PiSession):
         """
         new: list[Entry] = []
         before = self.last_line_no
+        parse = self._parse
         for line_no, offset, raw in lines:
+            if parse is not None and self.status == "session" and self.version >= CURRENT_VERSION:
+                # a plain message line: every check of `_read_line` is known to pass (a plain
+                # `bytes` line under the size cap, not too deep, valid UTF-8 JSON, no lone
+                # surrogate, an object of the plain message keys whose message conforms, so
+                # `conform_entry` fixes nothing and a version-3 entry needs no migration)
+                obj = parse(offset, raw)
+                if obj is not False:
+                    length = len(raw) + 1
+                    self.last_line_no = line_no
+                    self.end_offset = offset + length
+                    new.append(self._add_entry(obj, line_no, offset, length))
+                    continue
             entry = self._read_line(line_no, offset, raw, line_length(raw) + 1)
             if entry is not None:
                 new.append(entry)

@@ -186,6 +186,42 @@ def c_preparer(ledger: TokenLedger, shared: dict[Any, Any]) -> Any:
     )
 
 
+def c_parser() -> Any:
+    """`_cprep.Preparer.parse` (called as `(offset, raw)`: the parsed entry of a line that is
+    plainly a well-formed message entry, else False; see `PiSessionReader.feed`), or None when
+    the extension does not apply (`c_preparer`)."""
+    preparer = c_preparer(TokenLedger(CharsV1Counter(), message_parts), {})
+    return preparer.parse if preparer is not None else None
+
+
+class CountingLedger(TokenLedger):
+    """A `TokenLedger` of `message_parts` whose counts are made in C (`_cprep.Preparer.count`:
+    `count_split(message, message_parts(message))` with the same effects on the ledger and its
+    counter) for every message the extension ports (a conforming message with a content that is
+    not null, in the LLM context, with no image or block counted as its JSON); any other message, and every message when the
+    extension does not apply (`c_preparer`), is counted by `TokenLedger.count`. Same answers
+    either way (tests/sessions/test_c_reader.py)."""
+
+    def __init__(self, counter: Any, split: Any = message_parts) -> None:
+        """See `TokenLedger`; the C route only for `split` = `message_parts`."""
+        super().__init__(counter, split)
+        preparer = c_preparer(self, {}) if split is message_parts else None
+        self._count_c = preparer.count if preparer is not None else None
+
+    def count(self, message: Mapping[str, Any]) -> MessageCount:
+        """See `TokenLedger.count`."""
+        memo = self._by_identity.get(id(message))
+        if memo is not None and memo[0] is message:
+            return memo[1]
+        count_c = self._count_c
+        if count_c is not None:
+            result = count_c(message)
+            if result is not False:
+                self._by_identity[id(message)] = (message, result)
+                return result
+        return super().count(message)
+
+
 class StaleSession(Exception):
     """A message read again from the file no longer matches what was read first (the file was
     rewritten meanwhile): the caller reads the file the full way (`open_snapshot`)."""
