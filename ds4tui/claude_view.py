@@ -187,6 +187,8 @@ class ClaudeApp(App[None]):
             f"[b]{title}[/b] · {m['model'] or 'model unknown'} · claude-code (read-only)",
             f"{fmt_tokens(total)} / {fmt_tokens(window)} ({100 * total / window:.0f}%)"
             + (" estimated" if m["totalSource"] != "provider" else "")
+            + (f" ({fmt_tokens(m['provider']['contextTokens'])} reported + {fmt_tokens(m['laterEstimate'])} est. since the last reply)"
+               if m["totalSource"] == "provider" and m["laterEstimate"] else "")
             + f" · {until} (at {fmt_tokens(ac['threshold'])}) · {countdown}",
         ]
         self.query_one("#head", Static).update("\n".join(lines))

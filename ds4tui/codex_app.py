@@ -72,13 +72,23 @@ def render_view(map_data: dict[str, Any], cache_data: dict[str, Any], read_only_
 
 
 class CodexApp(App[None]):
-    """Tails one rollout and shows `render_view` of its latest state."""
+    """Tails one rollout and shows `render_view` of its latest state.
+
+    The view model is `map_data` / `cache_data`: the very objects `ds4tui map --json` and
+    `ds4tui cache --json` print for the same file (`ds4sessions.agents.codex.view.map_json`,
+    `cache_json`), with the same token counter (`exact`: cl100k, the commands' default; False:
+    chars-v1, as `--fast`). Before, the app counted with chars-v1 while `map --json` counted with
+    cl100k, so the two showed different estimates and "unattributed" rows for one rollout.
+    """
 
     TITLE = "ds4tui · Codex"
     BINDINGS = [("q", "quit", "Quit")]
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, exact: bool = True) -> None:
         super().__init__()
+        self.exact = exact
+        self.map_data: dict[str, Any] | None = None
+        self.cache_data: dict[str, Any] | None = None
         from ds4sessions.agents.registry import agent_named
         from ds4sessions.ingest.tailer import Tailer
 
@@ -115,9 +125,10 @@ class CodexApp(App[None]):
         conv = self.reader.conversation()
         at = conv.extra.get("lastTime") or 0.0
         if self.map_state is None:
-            self.map_state = view.MapState(exact=False)
-        renderable = render_view(view.map_json(conv, state=self.map_state), view.cache_json(conv, at, view.configured_retention()),
-                                 conv.capabilities.read_only_reason)
+            self.map_state = view.MapState(exact=self.exact)
+        self.map_data = view.map_json(conv, state=self.map_state)
+        self.cache_data = view.cache_json(conv, at, view.configured_retention())
+        renderable = render_view(self.map_data, self.cache_data, conv.capabilities.read_only_reason)
         self.rendered = renderable
         self.query_one("#codex-view", Static).update(renderable)
         self.updates += 1

@@ -87,7 +87,9 @@ def claude_map(path: Path, as_json: bool) -> None:
 
     window = data["contextWindow"]
     lines = [f"{literal(conv.title or path.name, keep_newlines=False)} · {conv.model or 'model unknown'} · claude-code (read-only)",
-             f"{fmt_tokens(data['total'])} / {fmt_tokens(window)} ({100 * data['total'] / window:.0f}%)"]
+             f"{fmt_tokens(data['total'])} / {fmt_tokens(window)} ({100 * data['total'] / window:.0f}%)"
+             + (f" ({fmt_tokens(data['provider']['contextTokens'])} reported + {fmt_tokens(data['laterEstimate'])} est. "
+                "since the last reply)" if data["totalSource"] == "provider" and data["laterEstimate"] else "")]
     for term in data["categories"]:
         mark = " (inferred)" if term["inferred"] else ""
         lines.append(f"  {term['label']:<20} {fmt_tokens(term['tokens']):>8}{mark}")

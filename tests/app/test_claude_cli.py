@@ -36,7 +36,8 @@ def test_map_json() -> None:
     result = run("map", str(MAIN), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["agent"] == "claude-code" and data["total"] == 19875
+    assert data["agent"] == "claude-code" and data["provider"]["contextTokens"] == 19875
+    assert data["total"] == 19875 + data["laterEstimate"]
     for key in ("path", "model", "contextWindow", "estimator", "estimate", "unattributed", "free", "provider",
                 "systemInferred", "categories", "diagnostics", "problems"):
         assert key in data

@@ -7,6 +7,17 @@ Sources of the rules (cited per function):
 - `/context` categories and ids: Claude Code 2.1.197's own `/context` output for the shared
   sample (`sessions-claude/af1a7763-….claude-context.md`): System prompt, System tools, Skills,
   Messages, Free space; "Free space = window − sum of categories" (same file, and MAIN:65).
+- How 2.1.197 computes them (its bundled `analyzeContextUsage`, read in the npm package
+  `@anthropic-ai/claude-code-linux-x64@2.1.197`; the same in the published TypeScript of
+  `src/utils/analyzeContext.ts`): System prompt and the tool definitions by `count_tokens`;
+  Skills = Σ over skills of rough(`- name: description`) (the lines of the `skill_listing`
+  attachment); **System tools = tool definitions − Skills**; **Messages = the last reply's
+  `input + cache_creation + cache_read` − (System prompt + System tools + MCP tools + Custom
+  agents + Memory files + Skills) + rough(messages after that reply)**, i.e. the remainder of the
+  provider's count; rough(text) = round(len / b) with b = 4 for the model families in
+  `ROUGH_4_FAMILIES`, else 3. The "Autocompact buffer" row and its share of the window appear only
+  when the window was set by `CLAUDE_CODE_AUTO_COMPACT_WINDOW` (or settings / server data), not
+  for the model's own window (source "auto"), which is why the sample's Free space is 180.1k.
 - Autocompact: threshold = effective window − 13,000, and `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` can
   only lower it (`min(floor(effective × pct/100), effective − 13,000)`: anthropics/claude-code
   #31806); effective window = window − min(max output, 20,000) reserved for the summary, and
@@ -61,9 +72,16 @@ WINDOW_ENV_MIN = 100_000
 WINDOW_ENV_MAX = 1_000_000
 
 SYSTEM_PROMPT_SHARE = 1.5 / 16.2
-"""Share of the inferred fixed part (system prompt + tools) given to the system prompt when the
-transcript gives no finer structure: Claude Code 2.1.197's `/context` on the shared sample
-(System prompt 1.5k, System tools 14.7k). An inference, labelled as such."""
+"""Share of the inferred system prompt + tool definitions (Skills already taken out) given to the
+system prompt, as the transcript gives no finer structure: Claude Code 2.1.197's `/context` on
+the shared sample (System prompt 1.5k, System tools 14.7k). An inference, labelled as such."""
+
+ROUGH_4_FAMILIES = frozenset({
+    "claude-3-opus", "claude-3-sonnet", "claude-3-haiku", "claude-3-5-sonnet", "claude-3-5-haiku",
+    "claude-3-7-sonnet", "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6",
+    "claude-sonnet-4-0", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5"})
+"""Model families whose rough estimate is 4 characters per token in Claude Code 2.1.197 (its
+bundled set, read from the npm package); every other model (e.g. `claude-opus-4-8`) gets 3."""
 
 FIVE_MINUTES = 300.0
 ONE_HOUR = 3600.0
@@ -72,6 +90,48 @@ ONE_HOUR = 3600.0
 def chars_tokens(text: str) -> int:
     """Tokens of `text` by the common Anthropic rule of thumb, ceil(chars / 4) (0 for "")."""
     return math.ceil(len(text) / 4) if text else 0
+
+
+def rough_chars_per_token(model: str | None) -> int:
+    """Characters per token of Claude Code 2.1.197's rough estimate for `model`: 4 for a model id
+    that starts with a family of `ROUGH_4_FAMILIES` (a date or `[1m]` suffix allowed; `.`/`_` read
+    as `-`), 3 otherwise, 4 when the model is unknown (Claude Code's default)."""
+    if not model:
+        return 4
+    name = model.lower().split("[", 1)[0].replace(".", "-").replace("_", "-")
+    return 4 if any(name == f or name.startswith(f + "-") for f in ROUGH_4_FAMILIES) else 3
+
+
+def rough_tokens(text: str, chars_per_token: int = 4) -> int:
+    """Claude Code's rough token estimate of `text`: round(len / chars_per_token), halves up
+    (JavaScript `Math.round`); 0 for "". Length in UTF-16 code units, as JavaScript counts."""
+    if not text:
+        return 0
+    units = len(text.encode("utf-16-le")) // 2
+    return math.floor(units / chars_per_token + 0.5)
+
+
+def skill_listing_tokens(listing: str, chars_per_token: int) -> list[tuple[str, int]]:
+    """(skill name, tokens) of a `skill_listing` attachment's content, as `/context`'s Skills
+    table counts them: one entry per `- name: description` item (an item runs until the next line
+    that starts a new `- name:` item; descriptions may span lines), rough(item) each. Source:
+    Claude Code 2.1.197 `analyzeContextUsage` (skills counted as rough(`- ${name}: ${desc}`),
+    the very lines it writes into the listing); the shared sample's 13 skills give 1,480 tokens,
+    its `/context` says 1.5k and lists each within Claude Code's display rounding (~160, ~240…)."""
+    items: list[list[str]] = []
+    for line in listing.split("\n"):
+        if line.startswith("- ") and (": " in line or line[2:].strip() and " " not in line[2:].strip()):
+            name = line[2:].split(": ", 1)[0]
+            if name and " " not in name:
+                items.append([line])
+                continue
+        if items:
+            items[-1].append(line)
+    out = []
+    for item in items:
+        text = "\n".join(item).rstrip("\n")
+        out.append((item[0][2:].split(": ", 1)[0], rough_tokens(text, chars_per_token)))
+    return out
 
 
 def model_window(model: str | None) -> int:
@@ -226,36 +286,50 @@ def context_terms(
     mcp_tools: int = 0,
     child_tools: Mapping[str, Sequence[tuple[str, int]]] | None = None,
     buffer: int = 0,
+    skill_items: Sequence[tuple[str, int]] = (),
+    fixed_note: str | None = None,
+    messages_note: str = "",
 ) -> ContextTerms:
-    """Compose Claude Code's `/context` categories.
+    """Compose Claude Code's `/context` categories (tokens), by Claude Code 2.1.197's rules
+    (module doc).
 
-    `fixed`: the inferred system prompt + tools (tokens; None when no request anchors it; split
-    by `SYSTEM_PROMPT_SHARE`, minus `mcp_tools`); `message_children`: tokens per
-    `MESSAGE_CHILDREN` id; `skills`/`custom_agents`/`memory_files`: tokens of those listings in
-    the messages (taken out of `messages`); `child_tools`: per message child, (tool name, tokens)
-    grandchildren; `buffer`: the autocompact buffer (0 when auto-compaction is off). Free space =
-    window − every other category (Claude Code: window − sum of categories), floored at 0.
+    `fixed`: the inferred system prompt + tool definitions (None when no request anchors it). As
+    in `/context`, Skills are taken out of it (System tools = tool definitions − Skills, at most
+    `fixed`), the rest is split by `SYSTEM_PROMPT_SHARE`, and `mcp_tools` come out of the tools.
+    `message_children`: tokens per `MESSAGE_CHILDREN` id; Messages is their sum (the caller makes
+    them add up to the measured remainder). `custom_agents`/`memory_files`: tokens of those
+    listings, already out of the children. `skills`: the Skills row (`skill_items` its per-skill
+    children). `child_tools`: per message child, (name, tokens) grandchildren. `buffer`: the
+    "Autocompact buffer" row (0 when `/context` would not show one). Free space = window − every
+    other row, floored at 0. `estimated_total`: the sum of the rows above Free space, which is
+    `fixed` + agents + memory + Messages (Skills are inside `fixed` when it is known).
     """
     fixed_tokens = fixed or 0
-    tools_all = max(fixed_tokens - round(fixed_tokens * SYSTEM_PROMPT_SHARE), 0)
-    system_prompt = fixed_tokens - tools_all
+    skills_in_fixed = min(skills, fixed_tokens) if fixed is not None else 0
+    rest = fixed_tokens - skills_in_fixed
+    system_prompt = round(rest * SYSTEM_PROMPT_SHARE)
+    tools_all = rest - system_prompt
     system_tools = max(tools_all - mcp_tools, 0)
-    note = "inferred: first request after the start/compaction minus its messages" if fixed is not None else "unknown: no request yet"
+    mcp = tools_all - system_tools
+    note = fixed_note or ("inferred: first request after the start/compaction minus its messages" if fixed is not None
+                          else "unknown: no request yet")
     children = []
     for cid, label in MESSAGE_CHILDREN.items():
         grand = tuple(Term(f"{cid}:{name}", name, tok) for name, tok in (child_tools or {}).get(cid, ()))
         children.append(Term(cid, label, int(message_children.get(cid, 0)), children=grand))
     messages = sum(c.tokens for c in children)
-    used = system_prompt + system_tools + mcp_tools + custom_agents + memory_files + skills + messages
+    skills_row = skills_in_fixed if fixed is not None else skills
+    used = system_prompt + system_tools + mcp + custom_agents + memory_files + skills_row + messages
     free = max(window - used - buffer, 0)
+    skill_children = tuple(Term(f"skills:{name}", name, tok) for name, tok in skill_items)
     terms = (
         Term("system_prompt", CLAUDE_CATEGORIES["system_prompt"], system_prompt, inferred=True, note=note),
         Term("system_tools", CLAUDE_CATEGORIES["system_tools"], system_tools, inferred=True, note=note),
-        Term("mcp_tools", CLAUDE_CATEGORIES["mcp_tools"], mcp_tools),
+        Term("mcp_tools", CLAUDE_CATEGORIES["mcp_tools"], mcp),
         Term("custom_agents", CLAUDE_CATEGORIES["custom_agents"], custom_agents),
         Term("memory_files", CLAUDE_CATEGORIES["memory_files"], memory_files),
-        Term("skills", CLAUDE_CATEGORIES["skills"], skills),
-        Term("messages", CLAUDE_CATEGORIES["messages"], messages, children=tuple(children)),
+        Term("skills", CLAUDE_CATEGORIES["skills"], skills_row, children=skill_children),
+        Term("messages", CLAUDE_CATEGORIES["messages"], messages, note=messages_note, children=tuple(children)),
         Term("free_space", CLAUDE_CATEGORIES["free_space"], free),
         Term("autocompact_buffer", CLAUDE_CATEGORIES["autocompact_buffer"], buffer),
     )

@@ -7,7 +7,8 @@ in), returns JSON-safe dicts, and raises nothing for odd conversations.
 Token estimate of a message: ceil(chars / 4) of the JSON Claude Code sends for it (the common
 Anthropic rule of thumb; exact for the agent-oracle fake, whose counts are chars/4 of the request
 JSON). The estimate only splits the context: the total is always the provider's number when
-there is one (format doc §6.2).
+there is one (format doc §6.2), plus Claude Code's own rough estimate of the messages after that
+reply (`ds4core.claude_context.rough_tokens`), and the map's rows add up to that total exactly.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ds4core.claude_context import (
     infer_miss_cause,
     model_window,
     predicted_after_compaction,
+    rough_chars_per_token,
+    rough_tokens,
+    skill_listing_tokens,
 )
 from ds4core.claude_prices import claude_price, price_table
 from ds4sessions.agents.base import Conversation, MessageMeta, Request
@@ -33,10 +37,13 @@ from ds4sessions.agents.base import Conversation, MessageMeta, Request
 _ROLE_CHILD = {"user": "user", "compactionSummary": "compaction", "toolResult": "tool_results"}
 
 
-def message_children(message: Mapping[str, Any], meta: MessageMeta | None) -> list[tuple[str, str | None, int]]:
+def message_children(message: Mapping[str, Any], meta: MessageMeta | None,
+                     tokens: int | None = None) -> list[tuple[str, str | None, int]]:
     """(child id, tool name or None, tokens) parts of one Pi-shaped message. The message's tokens
-    are ceil(JSON chars / 4), split over its blocks in proportion to their characters."""
-    total = chars_tokens(json.dumps(_sent_form(message), ensure_ascii=False))
+    are `tokens` when given, else ceil(JSON chars / 4), split over its blocks in proportion to
+    their characters. A skill listing is an attachment here: `/context` takes Skills out of the
+    tool definitions, not out of the messages (module doc of `ds4core.claude_context`)."""
+    total = chars_tokens(json.dumps(_sent_form(message), ensure_ascii=False)) if tokens is None else tokens
     role = message.get("role")
     if role == "assistant":
         parts: list[tuple[str, str | None, int]] = []
@@ -55,7 +62,9 @@ def message_children(message: Mapping[str, Any], meta: MessageMeta | None) -> li
             given += tokens
             out.append((cid, tool, tokens))
         return out or [("assistant_text", None, total)]
-    if meta is not None and meta.category in ("skills", "custom_agents", "memory_files"):
+    if meta is not None and meta.category == "skills":
+        return [("attachments", "skill_listing", total)]
+    if meta is not None and meta.category in ("custom_agents", "memory_files"):
         return [(meta.category, None, total)]
     if meta is not None and meta.category == "attachments":
         return [("attachments", (meta.source or "attachment:?").split(":", 1)[1], total)]
@@ -78,6 +87,54 @@ def _sent_form(message: Mapping[str, Any]) -> Any:
         else:
             content.append({k: v for k, v in block.items() if k != "redacted"})
     return {"role": "user" if role == "user" else "assistant", "content": content}
+
+
+def rough_message_tokens(message: Mapping[str, Any], chars_per_token: int) -> int:
+    """Claude Code's rough estimate of one Pi-shaped message (tokens), as 2.1.197's
+    `roughTokenCountEstimationForMessages` counts a message after the last reply: rough(text) per
+    text block, rough(thinking), rough(name + compact JSON of the input) per tool call, a tool
+    result's text, 2,000 per image; rough = `ds4core.claude_context.rough_tokens`."""
+    role = message.get("role")
+    if role == "compactionSummary":
+        return rough_tokens(str(message.get("summary", "")), chars_per_token)
+    total = 0
+    for block in message.get("content") or ():
+        if not isinstance(block, Mapping):
+            continue
+        btype = block.get("type")
+        if btype == "text":
+            total += rough_tokens(str(block.get("text", "")), chars_per_token)
+        elif btype == "thinking":
+            total += rough_tokens(str(block.get("thinking", "")), chars_per_token)
+        elif btype == "toolCall":
+            args = json.dumps(block.get("arguments") or {}, ensure_ascii=False, separators=(",", ":"))
+            total += rough_tokens(str(block.get("name", "")) + args, chars_per_token)
+        elif btype == "image":
+            total += 2000
+        else:
+            total += rough_tokens(json.dumps(dict(block), ensure_ascii=False, separators=(",", ":")), chars_per_token)
+    return total
+
+
+def apportion(total: int, weights: Mapping[Any, int]) -> dict[Any, int]:
+    """`total` (tokens) split over the keys of `weights` in proportion to them, by largest
+    remainder, so the parts add up to `total` exactly (all to the first key when every weight is
+    0; {} when there is no key)."""
+    keys = list(weights)
+    if not keys:
+        return {}
+    weight = sum(max(w, 0) for w in weights.values())
+    if weight == 0:
+        return {k: (total if i == 0 else 0) for i, k in enumerate(keys)}
+    exact = {k: total * max(weights[k], 0) / weight for k in keys}
+    out = {k: int(exact[k]) for k in keys}
+    left = total - sum(out.values())
+    for k in sorted(keys, key=lambda k: -(exact[k] - out[k]))[:left]:
+        out[k] += 1
+    return out
+
+
+SKILL_LISTING_HEADER = "The following skills are available for use with the Skill tool:\n\n"
 
 
 def messages_tokens(conv: Conversation, end: int | None = None) -> int:
@@ -119,8 +176,28 @@ def autocompact_for(conv: Conversation, env: Mapping[str, str], window: int | No
 def context_map(conv: Conversation, env: Mapping[str, str], window: int | None = None) -> dict[str, Any]:
     """The `/context` map of a Claude Code conversation as JSON: Claude Code's categories (ids of
     `ds4core.claude_context.CLAUDE_CATEGORIES`, messages split into our children), the total, the
-    autocompact point, "tokens until autocompact" and the predicted size after a compaction."""
+    autocompact point, "tokens until autocompact" and the predicted size after a compaction.
+
+    Rules (Claude Code 2.1.197's `/context`, module doc of `ds4core.claude_context`), tokens:
+    - `provider.contextTokens` = input + cache write + cache read of the last real reply (exact);
+    - the fixed part (system prompt + tool definitions) = the first request after the start or the
+      compaction minus our chars/4 estimate of its messages (inferred); Skills (rough estimate of
+      the latest skill listing's items) come out of it, the rest is split by `SYSTEM_PROMPT_SHARE`;
+    - Messages = provider count − fixed part (the messages before the last reply, as the provider
+      counted them) + Claude Code's rough estimate of the messages after that reply (the reply
+      itself and `isMeta` rows are left out, as `/context` leaves them out: its two runs in the
+      shared sample, Free space 180.1k then 179.7k, allow no other reading); children split the provider's part in
+      proportion to their chars/4 estimates;
+    - `total` = provider count + that later estimate = the sum of the rows (`laterEstimate` says
+      how much of it is estimated); Free space = window − total − the buffer row.
+    Tolerance against `/context` (shared sample, its two `/context` runs): total exact; Skills
+    exact; Messages and System tools within ±100 tokens (`/context` rounds to 0.1k; our fixed part
+    absorbs what the transcript does not log, such as the leading `<system-reminder>`, and the
+    local-command output rows Claude Code counts as later messages are not in our message list);
+    System prompt by a fixed share, within ±100 on the sample only (its sections are not logged).
+    """
     ac = autocompact_for(conv, env, window)
+    cpt = rough_chars_per_token(conv.model)
     last, total = context_now(conv)
     anchor = anchor_request(conv)
     fixed = None
@@ -132,12 +209,30 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         start = conv.extra["startAnchor"]
         fixed = fixed_part(int(start["promptTokens"]), int(start["messageTokens"]))
         fixed_from = start.get("entryId")
+    cut = last.message_index if last is not None and last.message_index is not None and total is not None else None
+    before: dict[tuple[str, str | None], int] = {}
+    after: dict[tuple[str, str | None], int] = {}
+    skill_items: list[tuple[str, int]] = []
+    for i, (message, meta) in enumerate(zip(conv.messages, conv.meta)):
+        if meta is not None and meta.category == "skills":
+            text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
+            skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+        later = cut is not None and i > cut
+        part = after if later else before
+        if later and meta is not None and meta.source == "isMeta":
+            continue  # `/context` leaves meta rows (the local-command caveat) out of its later estimate
+        for cid, tool, tokens in message_children(message, meta, rough_message_tokens(message, cpt) if later else None):
+            part[(cid, tool)] = part.get((cid, tool), 0) + tokens
+    measured = None
+    if cut is not None and total is not None and fixed is not None:
+        measured = max(total - fixed, 0)
+        before = apportion(measured, before) if before else {("user", None): measured}
     children: dict[str, int] = {}
     tools: dict[str, dict[str, int]] = {}
-    listed = {"skills": 0, "custom_agents": 0, "memory_files": 0}
+    listed = {"custom_agents": 0, "memory_files": 0}
     summary_tokens = 0
-    for message, meta in zip(conv.messages, conv.meta):
-        for cid, tool, tokens in message_children(message, meta):
+    for part in (before, after):
+        for (cid, tool), tokens in part.items():
             if cid in listed:
                 listed[cid] += tokens
                 continue
@@ -147,12 +242,18 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
             if tool:
                 tools.setdefault(cid, {})
                 tools[cid][tool] = tools[cid].get(tool, 0) + tokens
+    later_estimate = sum(after.values())
+    skills = sum(tok for _, tok in skill_items)
+    # `/context` shows the buffer row only for a window set by CLAUDE_CODE_AUTO_COMPACT_WINDOW
+    buffer = ac.buffer if ac.enabled and "CLAUDE_CODE_AUTO_COMPACT_WINDOW" in ac.overrides else 0
     terms = context_terms(
         total=total, window=ac.window, fixed=fixed, message_children=children,
-        skills=listed["skills"], custom_agents=listed["custom_agents"], memory_files=listed["memory_files"],
+        skills=skills, custom_agents=listed["custom_agents"], memory_files=listed["memory_files"],
         child_tools={k: sorted(v.items(), key=lambda kv: -kv[1]) for k, v in tools.items()},
-        buffer=ac.buffer if ac.enabled else 0)
-    used = total if total is not None else terms.estimated_total
+        buffer=buffer, skill_items=skill_items,
+        messages_note=("provider count − fixed part, + rough estimate after the last reply" if measured is not None
+                       else "estimate: chars/4 of each message"))
+    used = terms.estimated_total
     later = len(conv.messages) - (last.message_index + 1) if last is not None and last.message_index is not None else None
     return {
         "agent": conv.agent,
@@ -164,14 +265,15 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "contextWindow": ac.window,
         "estimator": "chars/4",
         "estimate": terms.estimated_total,
-        "unattributed": max((total or 0) - terms.estimated_total, 0),
+        "unattributed": 0,
         "free": terms.term("free_space").tokens,
         "total": used,
         "totalSource": "provider" if total is not None else "estimate",
+        "laterEstimate": later_estimate,
         "provider": None if last is None else {
             "anchorEntryId": last.entry_id, "promptTokens": last.usage.prompt_tokens, "contextTokens": total,
             "estimateAtAnchor": (fixed or 0) + messages_tokens(conv, (last.message_index or 0)),
-            "laterMessages": later,
+            "laterMessages": later, "laterEstimate": later_estimate, "roughCharsPerToken": cpt,
         },
         "systemInferred": fixed is not None,
         "fixedInferredFrom": fixed_from,
@@ -311,6 +413,6 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
 
 
 __all__ = ["MESSAGE_CHILDREN", "context_map", "cache_report", "context_messages", "context_now", "anchor_request",
-           "message_children", "messages_tokens", "autocompact_for", "steering_refusal"]
+           "message_children", "messages_tokens", "rough_message_tokens", "apportion", "autocompact_for", "steering_refusal"]
 
 
