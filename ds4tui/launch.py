@@ -16,15 +16,22 @@ from ds4tui.commands.agents import agent_name
 
 
 def codex_open(path: Path) -> bool:
-    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
+    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`), then the session
+    chosen on its home screen, if any; False when `path` is not a rollout."""
     from ds4tui.commands.codex import codex_agent_for
 
     if codex_agent_for(path) is None:
         return False
     from ds4tui.codex_app import CodexApp
 
-    CodexApp(path).run()
+    _then_open(CodexApp(path).run())
     return True
+
+
+def _then_open(chosen: object) -> None:
+    """Open the session a view's home screen chose (`o`, then Enter), if any."""
+    if isinstance(chosen, Path):
+        open_any(chosen)
 
 
 def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
@@ -53,6 +60,6 @@ def open_any(path: Path, config: Path | None = None) -> None:
         # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
         from ds4tui.claude_view import ClaudeApp
 
-        ClaudeApp(path).run()
+        _then_open(ClaudeApp(path).run())
         return
     run_tui(path, False, config)
