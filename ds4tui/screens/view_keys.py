@@ -60,6 +60,12 @@ class SessionViewKeys(App[Path | None]):
 
     def reread_notice(self, lines: int, size: int) -> None:
         """Say what `r` read: `re-read NAME: 1.2 MiB, 4,512 lines`."""
-        from ds4tui.text import fmt_bytes
+        self.notify(reread_text(self.path.name, size, lines), timeout=4)
 
-        self.notify(f"re-read {self.path.name}: {fmt_bytes(size)}, {lines:,} lines", timeout=4)
+
+def reread_text(name: str, size: int, lines: int) -> str:
+    """The notice after `r` (here and in the dashboard): `re-read NAME: 12.3 MiB, 4,512 lines`
+    (`name` shown literally)."""
+    from ds4tui.text import fmt_bytes, literal
+
+    return f"re-read {literal(name, keep_newlines=False)}: {fmt_bytes(size)}, {lines:,} lines"

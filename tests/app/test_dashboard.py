@@ -322,6 +322,27 @@ async def test_a_file_that_cannot_be_read_is_reported(tmp_path: Path, sample01: 
     assert status.startswith(f"cannot read {copy.name}: ")
 
 
+async def test_r_rereads_the_file_and_says_what_it_read(tmp_path: Path, sample01: Path) -> None:
+    """A new-user trial: `r` re-read the file with no feedback. A notice now names the session
+    and what the snapshot holds (the file's size, its lines) once the pass ends."""
+    from ds4tui.text import fmt_bytes
+
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample01, copy)
+    app = Ds4App(copy, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        with copy.open("ab") as f:
+            f.write(b"\n")  # one more line: the notice counts what this pass read
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        name = app.snapshot.session.session_name or copy.name
+        lines = copy.read_bytes().count(b"\n")
+        notices = [n.message for n in app._notifications]
+    assert notices[-1] == f"re-read {name}: {fmt_bytes(copy.stat().st_size)}, {lines:,} lines"
+
+
 async def test_hidden_tabs_do_not_steal_the_selection(shared_dir: Path) -> None:
     app = Ds4App(shared_dir / "sessions-pi" / "03-compaction.jsonl", watch=False)
     async with app.run_test(size=(120, 36)) as pilot:
