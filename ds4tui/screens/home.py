@@ -40,7 +40,7 @@ from textual.widgets import DataTable, Footer, Input, Label
 from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
 from ds4sessions.overview.scanner import Overview  # light: its heavy parts load on first use
 from ds4sessions.overview.summary import SessionSummary, placeholder
-from ds4tui.text import fmt_tokens, literal
+from ds4tui.text import clip, fmt_tokens, literal
 
 if TYPE_CHECKING:
     from ds4sessions.overview.watch import FolderWatcher
@@ -153,7 +153,7 @@ def session_cell(summary: SessionSummary, width: int = WIDTHS["session"]) -> Key
     if project:
         text.append(literal(project, keep_newlines=False), style="bold")
         text.append(" · ", style="dim")
-    text.append(literal(name, keep_newlines=False)[: max(8, width - 2 - len(text))])
+    text.append(clip(literal(name, keep_newlines=False), max(8, width - 2 - text.cell_len)))
     return text
 
 
@@ -589,7 +589,7 @@ class HomeScreen(ModalScreen[Path | None]):
                                  if not self._filter or matches(s, self._filter)):
             parts.append("~ typical lifetime, not recorded")
         if self._problems:
-            parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
+            parts.append(f"{len(self._problems)} problem(s): {clip(literal(self._problems[-1], keep_newlines=False), 80)}")
         parts.append("type to filter or a path · Enter opens · ↓ rows · Esc back")
         self.query_one("#home-status", Label).update(Text(" · ".join(parts)))
 

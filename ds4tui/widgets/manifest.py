@@ -26,7 +26,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from ds4tui.text import fmt_tokens, literal_text
+from ds4tui.text import clip, fmt_tokens, literal, literal_text
 from ds4tui.viewmodel import ManifestRow, Tokens
 
 if TYPE_CHECKING:  # (the plan's modules load with the first plan, not with the app: ~60 ms)
@@ -361,7 +361,6 @@ class ManifestView(Widget):
             state = Text("·" if item.kind == "pi-excluded" else "○", style="red" if item.kind != "pi-excluded" else "dim")
         if item.pinned:
             state.append("⚑", style="bold #d7af5f")
-        reason = item.reason if len(item.reason) <= REASON_WIDTH else item.reason[: REASON_WIDTH - 1] + "…"
         return (
             state,
             Text(item.kind, style=f"{KIND_STYLES.get(item.kind, '')} {dim}".strip()),
@@ -369,7 +368,7 @@ class ManifestView(Widget):
             Text(item.group_id or "", style=dim),
             Text(f"{row.tokens.shown:,}", style=dim, justify="right"),
             Text("" if item.score is None else f"{item.score:.3f}", style=dim, justify="right"),
-            literal_text(reason, dim, keep_newlines=False),
+            Text(clip(literal(item.reason, keep_newlines=False), REASON_WIDTH), style=dim),
         )
 
     def _render_detail(self, row: ManifestRow | None) -> None:

@@ -118,6 +118,28 @@ async def test_session_content_is_shown_literally(tmp_path: Path) -> None:
     assert turns_text.startswith("[link=file:///etc]click[/link] \\x1b[5mblink")
 
 
+async def test_a_cut_prompt_ends_in_an_ellipsis(tmp_path: Path) -> None:
+    """A new-user trial: the turn list cut prompts at the column's edge with no sign of it."""
+    prompt = "Please read every file under src and explain " + "the architecture " * 8 + "END"
+    entries = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp/x"},
+        {"type": "message", "id": "a0000001", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": prompt, "timestamp": 1767225601000}},
+    ]
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"".join(_line(e) for e in entries))
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        turns = app.query_one(TurnList)
+        row = next(i for i, r in enumerate(turns._rows) if r.prompt.startswith("Please read"))
+        line = "".join(segment.text for segment in turns.render_line(1 + row))
+    shown, mark, _ = line.partition("…")
+    assert mark and "END" not in line
+    head = shown.split("Please read", 1)[1]
+    assert prompt.startswith("Please read" + head) and len(head) > 3  # the prompt's start, then the mark
+
+
 @pytest.mark.parametrize(
     "name",
     ["B01-torn-tail", "B02-corrupt-header", "B03-metadata-leaf", "B04-compaction-inside-tool-pair",

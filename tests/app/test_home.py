@@ -290,6 +290,8 @@ async def test_at_80_columns_every_row_still_names_its_session(home: dict[str, P
             summary = screen.summaries[path]
             assert row[0] in ("pi", "claude", "codex") and "left" not in row[2]
             assert row[5].startswith((summary.project or "").rstrip("/").rsplit("/", 1)[-1])
+            assert row[5].endswith((summary.name or Path(summary.path).stem, "…"))  # whole, or cut with "…"
+        assert any(str(table.get_row(p)[5]).endswith("…") for p in visible_paths(screen))
         codex = [p for p in visible_paths(screen) if screen.summaries[p].agent == "codex"]
         if codex:
             assert str(table.get_row(codex[0])[2]).endswith(" ~")
