@@ -140,6 +140,34 @@ async def test_a_cut_prompt_ends_in_an_ellipsis(tmp_path: Path) -> None:
     assert prompt.startswith("Please read" + head) and len(head) > 3  # the prompt's start, then the mark
 
 
+@pytest.mark.parametrize("size", [(160, 48), (200, 50)])
+async def test_the_manifest_columns_fit_and_the_score_shows_whole(sample01: Path, size: tuple[int, int]) -> None:
+    """A new-user trial: at 160×48 the Manifest's Score column was clipped (Entry and Reason
+    took the room). Every column now fits the table's width, the numbers whole; a long reason
+    is cut with "…" (the line under the table shows it in full)."""
+    from textual.widgets import DataTable
+
+    from ds4tui.widgets.manifest import column_widths
+
+    app = Ds4App(sample01, watch=False, retrieval=False)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        await pilot.press("M")
+        await pilot.pause()
+        await pilot.pause()
+        table = app.query_one("#manifest-table", DataTable)
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # no sideways scroll
+        rows = app.query_one("ManifestView").rows
+        scores = [f"{item.score:.3f}" for item in rows if item.score is not None]
+        assert scores and all(len(s) <= table.columns["score"].width for s in scores)  # type: ignore[index]
+        screen = app.export_screenshot().replace("&#160;", " ")
+        for score in scores:
+            assert score in screen
+        assert "…" in screen
+    assert column_widths(74)["reason"] == 10 and sum(column_widths(74).values()) + 14 == 74
+    assert column_widths(40)["score"] == 8  # never the numbers
+
+
 @pytest.mark.parametrize(
     "name",
     ["B01-torn-tail", "B02-corrupt-header", "B03-metadata-leaf", "B04-compaction-inside-tool-pair",
