@@ -5,7 +5,8 @@ cache-read share with its miss cause.
 
 The file is tailed by a 1 s timer: complete lines only (a torn last line waits), fed to the
 plug-in's incremental `ClaudeReader`; a file that shrinks is read again from the start. Nothing is
-ever written to the transcript.
+ever written to the transcript. Keys (`ds4tui.screens.view_keys`, as in the dashboard): `o` the
+home screen, `?` help, `r` re-read from the start, `q` quit.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
@@ -24,6 +24,7 @@ from ds4core.cache_state import fmt_gap
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
 from ds4sessions.agents.claude.reader import ClaudeReader
 from ds4sessions.agents.claude.views import cache_report, context_map
+from ds4tui.screens.view_keys import SessionViewKeys
 from ds4tui.text import fmt_tokens, literal
 
 MAX_READ_BYTES = 8 * 1024 * 1024
@@ -87,8 +88,9 @@ class ClaudeTail:
         return True
 
 
-class ClaudeApp(App[None]):
-    """Read-only live view of a Claude Code transcript (see module doc)."""
+class ClaudeApp(SessionViewKeys):
+    """Read-only live view of a Claude Code transcript (see module doc). Its result is the
+    session chosen on the home screen (`o`), if any."""
 
     TITLE = "ds4tui · Claude Code"
     CSS = """
@@ -98,8 +100,6 @@ class ClaudeApp(App[None]):
     #requests { width: 2fr; }
     #status { height: auto; padding: 0 1; color: $text-muted; }
     """
-    BINDINGS = [Binding("q", "quit", "Quit")]
-
     def __init__(self, path: Path, env: Mapping[str, str] | None = None, watch: bool = True,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -126,6 +126,15 @@ class ClaudeApp(App[None]):
         self.query_one("#req-table", DataTable).add_columns("#", "time", "read share", "read", "write", "TTL", "cost", "miss")
         self.refresh_data(force=True)
         self.set_interval(1.0, self._tick)
+
+    def action_refresh_session(self) -> None:
+        """`r`: read the transcript again from its start and say how much was read."""
+        self.tail = ClaudeTail(self.path)
+        self.refresh_data(force=True)
+        if self.tail.error:
+            self.notify(literal(self.tail.error, keep_newlines=False), severity="error")
+        else:
+            self.reread_notice(self.tail.line_no, self.tail.offset)
 
     def _tick(self) -> None:
         self.refresh_data(force=False)

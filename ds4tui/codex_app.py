@@ -4,7 +4,8 @@ Until the full dashboard reads the neutral model, this small Textual app tails t
 (`ds4sessions.ingest.tailer.Tailer`, polled every `POLL_SECONDS`), feeds the lines to the Codex
 reader and shows the context by category, Codex's own count and "% left", the window note, the
 cache history (cached share per request) and the rate limits. Steering is not offered (the
-reason is shown). Keys: q quits.
+reason is shown). Keys (`ds4tui.screens.view_keys`, as in the dashboard): `o` the home screen,
+`?` help, `r` re-read from the start, `q` quit.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
+from ds4tui.screens.view_keys import SessionViewKeys
 from ds4tui.text import fmt_tokens, literal
 
 POLL_SECONDS = 1.0
@@ -71,8 +73,9 @@ def render_view(map_data: dict[str, Any], cache_data: dict[str, Any], read_only_
     return Group(*parts)
 
 
-class CodexApp(App[None]):
-    """Tails one rollout and shows `render_view` of its latest state.
+class CodexApp(SessionViewKeys):
+    """Tails one rollout and shows `render_view` of its latest state. Its result is the session
+    chosen on the home screen (`o`), if any.
 
     The view model is `map_data` / `cache_data`: the very objects `ds4tui map --json` and
     `ds4tui cache --json` print for the same file (`ds4sessions.agents.codex.view.map_json`,
@@ -82,7 +85,6 @@ class CodexApp(App[None]):
     """
 
     TITLE = "ds4tui · Codex"
-    BINDINGS = [("q", "quit", "Quit")]
 
     def __init__(self, path: Path, exact: bool = True) -> None:
         super().__init__()
@@ -99,6 +101,8 @@ class CodexApp(App[None]):
         self.tailer = Tailer(self.path)
         self.reader = agent.reader(self.path)
         self.updates = 0
+        self.lines_read = 0
+        self.bytes_read = 0
         self.rendered: Group | None = None
         self.map_state: Any = None
 
@@ -112,6 +116,17 @@ class CodexApp(App[None]):
         self.refresh_view()
         self.set_interval(POLL_SECONDS, self.refresh_view)
 
+    def action_refresh_session(self) -> None:
+        """`r`: read the rollout again from its start and say how much was read."""
+        from ds4sessions.ingest.tailer import Tailer
+
+        self.tailer = Tailer(self.path)
+        self.reader = self.agent.reader(self.path)
+        self.map_state = None
+        self.updates = self.lines_read = 0
+        self.refresh_view()
+        self.reread_notice(self.lines_read, self.bytes_read)
+
     def refresh_view(self) -> None:
         """Poll the rollout; on new lines re-read the state and redraw."""
         from ds4sessions.agents.codex import view
@@ -119,6 +134,10 @@ class CodexApp(App[None]):
         batch = self.tailer.poll()
         if batch.reset is not None and batch.reset != "deleted":
             self.reader = self.agent.reader(self.path)
+        if batch.reset is not None:
+            self.lines_read = 0
+        self.lines_read += len(batch.lines)
+        self.bytes_read = batch.offset
         if not batch.lines and self.updates:
             return
         self.reader.feed([(line.line_no, line.offset, line.raw) for line in batch.lines])

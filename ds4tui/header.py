@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ds4tui.text import fmt_tokens, literal
+from ds4tui.text import clip, fmt_tokens, literal
 
 def session_display_name(name: str | None, path: object, first_prompt: str | None = None) -> str:
     """The name ds4tui shows for a session everywhere (header, `sessions`, home screen, `map`): its
@@ -103,9 +103,9 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
         items.append(HeaderItem(Text(f"⚠ {facts.problems} problem{'' if facts.problems == 1 else 's'} (d)", style="yellow"), 2))
     items.append(HeaderItem(Text(facts.model or "model unknown", style="" if facts.known_model else "yellow"), 3))
     if facts.name:
-        items.append(HeaderItem(Text(literal(facts.name, keep_newlines=False)[:40]), 4))
+        items.append(HeaderItem(Text(clip(literal(facts.name, keep_newlines=False), 40)), 4))
     if facts.cwd:
-        items.append(HeaderItem(Text(f"({literal(facts.cwd, keep_newlines=False)[:30]})", style="dim"), 6))
+        items.append(HeaderItem(Text(f"({clip(literal(facts.cwd, keep_newlines=False), 30)})", style="dim"), 6))
     if facts.bridge:
         items.append(HeaderItem(Text(facts.bridge, style="bold green" if facts.bridge.endswith("live") else "dim"), 5))
     return items

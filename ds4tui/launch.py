@@ -13,14 +13,15 @@ from typing import Any
 
 
 def codex_open(path: Path) -> bool:
-    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`); False otherwise."""
+    """A Codex rollout opens the read-only Codex view (`ds4tui.codex_app`), then the session
+    chosen on its home screen, if any; False when `path` is not a rollout."""
     from ds4tui.commands.codex import codex_agent_for
 
     if codex_agent_for(path) is None:
         return False
     from ds4tui.codex_app import CodexApp
 
-    CodexApp(path).run()
+    _then_open(CodexApp(path).run())
     return True
 
 
@@ -36,11 +37,18 @@ def dashboard(path: Path, models: Any = None, **options: Any) -> Any:
     return Ds4App(path, models=models, first_view=first, **options)
 
 
+def _then_open(chosen: object) -> None:
+    """Open the session a view's home screen chose (`o`, then Enter), if any."""
+    if isinstance(chosen, Path):
+        open_any(chosen)
+
+
 def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     """Run the dashboard on the Pi session `path` (`demo` marks the bundled demo; `config` replaces
     the user's DS4 configuration); afterwards open the other agent's session picked on its home
     screen, if any."""
     from ds4sessions.agents.pi.discovery import load_model_table
+
     models = load_model_table()
     # a large file is read for the first paint by a copy of this process, forked before Textual
     # is imported (`ds4tui.firstview`)
@@ -65,6 +73,6 @@ def open_any(path: Path, config: Path | None = None) -> None:
         # the Pi dashboard does not read Claude Code yet: a small read-only live view instead
         from ds4tui.claude_view import ClaudeApp
 
-        ClaudeApp(path).run()
+        _then_open(ClaudeApp(path).run())
         return
     run_tui(path, False, config)

@@ -10,7 +10,7 @@ from rich.text import Text
 from ds4core.categories import Breakdown, Calibrated, CategoryRow, MapIndex, calibrated, tokens_per_cell
 from ds4tui.mapdata import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 from ds4tui.palette import COLOURS, FILLED, FREE
-from ds4tui.text import fmt_tokens, literal
+from ds4tui.text import clip, fmt_tokens, literal
 
 MAX_CHILDREN = 30
 """Children shown under a category before "+N more (tokens)"."""
@@ -45,8 +45,7 @@ def _leader_line(label: str, value: str, width: int, indent: int, colour: str | 
     line.append(" " * indent)
     label = literal(label, keep_newlines=False)
     room = width - 2 - indent - len(value) - (len(note) + 1 if note else 0) - 2
-    if len(label) > room:
-        label = label[: max(room - 1, 1)] + "…"
+    label = clip(label, max(room, 2))
     line.append(label)
     dots = max(width - 2 - indent - len(label) - len(value) - (len(note) + 1 if note else 0) - 2, 1)
     line.append(" " + "." * dots + " ", style="dim")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -35,6 +36,17 @@ def literal(value: object, *, keep_newlines: bool = True) -> str:
 def literal_text(value: object, style: str = "", *, keep_newlines: bool = True) -> Text:
     """A Rich `Text` of `literal(value)`: no markup parsing, no control characters."""
     return Text(literal(value, keep_newlines=keep_newlines), style=style)
+
+
+def clip(text: str, width: int) -> str:
+    """`text` in at most `width` terminal cells: unchanged when it fits, else cut and ended with
+    "…", so a cut never passes for the whole (wide characters count two cells). The one helper
+    for cutting labels, titles, reasons and table cells."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[: max(width, 0)]
+    return set_cell_size(text, width - 1).rstrip() + "…"
 
 
 def fmt_tokens(n: int | None) -> str:

@@ -20,6 +20,8 @@ default).
 from __future__ import annotations
 
 import datetime as dt
+import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -32,13 +34,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Label
 
 from ds4sessions.overview.notice import DEFAULT_LEAD_S, ExpiryNotifier
 from ds4sessions.overview.scanner import Overview  # light: its heavy parts load on first use
 from ds4sessions.overview.summary import SessionSummary, placeholder
-from ds4tui.text import fmt_tokens, literal
+from ds4tui.text import clip, fmt_tokens, literal
 
 if TYPE_CHECKING:
     from ds4sessions.overview.watch import FolderWatcher
@@ -151,7 +153,7 @@ def session_cell(summary: SessionSummary, width: int = WIDTHS["session"]) -> Key
     if project:
         text.append(literal(project, keep_newlines=False), style="bold")
         text.append(" · ", style="dim")
-    text.append(literal(name, keep_newlines=False)[: max(8, width - 2 - len(text))])
+    text.append(clip(literal(name, keep_newlines=False), max(8, width - 2 - text.cell_len)))
     return text
 
 
@@ -204,7 +206,49 @@ class SummariesArrived(Message):
 # --- the screen -------------------------------------------------------------------------------
 
 
-class HomeScreen(Screen[Path | None]):
+def looks_like_path(text: str) -> bool:
+    """True when the filter text is meant as a file path rather than words to match: it has a
+    `/`, starts with `~` or `.`, or ends with `.jsonl`."""
+    return "/" in text or text.startswith(("~", ".")) or text.endswith(".jsonl")
+
+
+def typed_file(text: str) -> tuple[Path | None, str | None]:
+    """What Enter on `text` in the filter box can open: `(path, None)` for a session file (one an
+    agent recognizes, or an empty file: a session not written yet), else `(None, reason)` with a
+    one-line reason (`no such file: PATH`, `is a directory: PATH`, a FIFO or device, `not a
+    session file: PATH` when no agent recognizes its start, unreadable). Reads at most the
+    file's first `HEAD_BYTES` (agent recognition); never raises."""
+    shown = literal(text, keep_newlines=False)
+    if not text:
+        return None, None
+    path = Path(text).expanduser()
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None, f"no such file: {shown}"
+    except (OSError, ValueError) as err:  # ENOTDIR, EACCES, ENAMETOOLONG, an embedded NUL
+        return None, f"cannot open {shown}: {getattr(err, 'strerror', None) or err}"
+    if stat.S_ISDIR(mode):
+        return None, f"is a directory: {shown}"
+    from ds4sessions.safety import file_kind
+
+    kind = file_kind(mode)
+    if kind is not None:
+        return None, f"{kind}, not a session file: {shown}"
+    try:
+        if path.stat().st_size == 0:
+            return path, None  # a session not written yet: its agent's view waits for it
+        from ds4sessions.agents.registry import agent_for_path
+
+        agent = agent_for_path(path)
+    except OSError as err:
+        return None, f"cannot read {shown}: {err.strerror or err}"
+    if agent is None:
+        return None, f"not a session file: {shown}"
+    return path, None
+
+
+class HomeScreen(ModalScreen[Path | None]):
     """Every session of every agent (module doc). Dismisses with the chosen file, or None (Esc).
 
     `overview` is the engine (default: a new `Overview()` over the installed agents and the index in
@@ -218,11 +262,12 @@ class HomeScreen(Screen[Path | None]):
     BINDINGS = [
         Binding("escape", "back", "Back", id="home-back", tooltip="Back to the dashboard"),
         Binding("slash", "focus_filter", "Filter", key_display="/", id="home-filter", tooltip="Filter sessions or type a path"),
-        Binding("down", "focus_table", "Rows", show=False),
+        Binding("down", "focus_table", "Rows", key_display="↓", tooltip="Move from the filter box to the rows"),
+        Binding("ctrl+q", "app.quit", "Quit", key_display="^q", tooltip="Leave ds4tui"),
     ]
 
     DEFAULT_CSS = """
-    HomeScreen { layout: vertical; }
+    HomeScreen { layout: vertical; background: $background; }
     HomeScreen #home-title { height: 1; padding: 0 1; text-style: bold; }
     HomeScreen #home-filter { height: 3; margin: 0 1; }
     HomeScreen #home-table { height: 1fr; margin: 0 1; }
@@ -278,7 +323,7 @@ class HomeScreen(Screen[Path | None]):
         with Vertical():
             yield Label("Sessions · every agent", id="home-title")
             yield Input(placeholder="filter (agent, project, name, model) or a session file path; Enter opens",
-                        id="home-filter")
+                        id="home-filter", select_on_focus=False)  # a letter typed in the table stays
             yield DataTable(id="home-table", cursor_type="row", zebra_stripes=True)
             yield Label("reading…", id="home-status")
         yield Footer()
@@ -287,7 +332,7 @@ class HomeScreen(Screen[Path | None]):
         table = self.query_one(DataTable)
         self._compact, self._session_width = self.layout_for(self.app.size.width)
         self._add_columns(table)
-        table.focus()
+        self.query_one(Input).focus()  # `o` then typing: the words or the path go into the box
         self.set_interval(1.0, self.tick)
         if self._auto_scan:
             self.scan_now()
@@ -544,8 +589,8 @@ class HomeScreen(Screen[Path | None]):
                                  if not self._filter or matches(s, self._filter)):
             parts.append("~ typical lifetime, not recorded")
         if self._problems:
-            parts.append(f"{len(self._problems)} problem(s): {literal(self._problems[-1], keep_newlines=False)[:80]}")
-        parts.append("Enter opens · Esc back · / filter")
+            parts.append(f"{len(self._problems)} problem(s): {clip(literal(self._problems[-1], keep_newlines=False), 80)}")
+        parts.append("type to filter or a path · Enter opens · ↓ rows · Esc back")
         self.query_one("#home-status", Label).update(Text(" · ".join(parts)))
 
     def tick(self) -> None:
@@ -572,15 +617,31 @@ class HomeScreen(Screen[Path | None]):
         self._filter = event.value.strip()
         self.rebuild()
 
+    def on_key(self, event: events.Key) -> None:
+        """A printable key while the table (or nothing) has the focus goes into the filter box,
+        so typing a name always lands there (`/` only moves the focus there, as the footer says)."""
+        box = self.query_one(Input)
+        if self.focused is box or not event.is_printable or not event.character or event.key == "slash":
+            return
+        event.stop()
+        event.prevent_default()
+        box.focus()
+        box.insert_text_at_cursor(event.character)
+
     @on(Input.Submitted, "#home-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the box: a typed path opens that file (or one line says why not); words
+        open the highlighted row of the filtered list."""
         text = event.value.strip()
-        path = Path(text).expanduser() if text else None
-        if path is not None and path.is_file():
-            self.dismiss(path)
-            return
-        if path is not None and ("/" in text or text.endswith(".jsonl")):
-            self.notify(f"{literal(text, keep_newlines=False)}: no such file", severity="error")
+        if text and (looks_like_path(text) or not self._order):
+            path, reason = typed_file(text)
+            if path is not None:
+                self.dismiss(path)
+                return
+            missing = bool(reason) and reason.startswith("no such file")
+            if missing and not looks_like_path(text):
+                reason = f"no session matches {literal(text, keep_newlines=False)!r} (and no such file)"
+            self.notify(reason or "", severity="error" if missing else "warning")
             return
         if self._order:
             self.dismiss(Path(self._selected_path() or self._order[0]))

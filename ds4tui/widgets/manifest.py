@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -26,7 +26,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from ds4tui.text import fmt_tokens, literal_text
+from ds4tui.text import clip, fmt_tokens, literal, literal_text
 from ds4tui.viewmodel import ManifestRow, Tokens
 
 if TYPE_CHECKING:  # (the plan's modules load with the first plan, not with the app: ~60 ms)
@@ -45,6 +45,32 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 #: Sort orders `s` cycles through (None = manifest order: sent items, then exclusions).
 SORTS: tuple[str | None, ...] = (None, "tokens", "score", "kind", "entry", "group", "reason", "state")
 REASON_WIDTH = 72
+"""The widest the Reason column gets (a longer reason is cut with "…"; the line under the table
+shows it whole)."""
+FIXED_WIDTHS = {"state": 3, "kind": 11, "tokens": 7, "score": 8}
+"""Cells of the columns that never shrink: the state glyphs, the kind, and the numbers
+("123,456", "1000.920"); each header fits with its sort arrow."""
+TEXT_WIDTHS = {"entry": (8, 10), "group": (10, 11), "reason": (8, REASON_WIDTH)}
+"""(narrowest, widest) cells of the text columns, cut with "…" (8-hex entry ids and
+`group:7-12` fit); the Reason column takes what the others leave."""
+
+
+def column_widths(width: int, cell_padding: int = 1) -> dict[str, int]:
+    """The columns' widths (cells, without padding) for a table `width` cells wide: the fixed
+    columns as they are, Entry and Group at their widest, Reason the rest (up to `REASON_WIDTH`);
+    when that leaves Reason less than its narrowest, Entry and Group shrink first. Below the
+    narrowest of all the table scrolls sideways (Reason first: the numbers stay on screen down to
+    about 60 cells)."""
+    widths = dict(FIXED_WIDTHS)
+    widths.update({key: high for key, (_, high) in TEXT_WIDTHS.items() if key != "reason"})
+    room = width - 2 * cell_padding * len(COLUMNS) - sum(widths.values())
+    low_reason = TEXT_WIDTHS["reason"][0]
+    for key in ("entry", "group"):
+        give = min(max(low_reason - room, 0), widths[key] - TEXT_WIDTHS[key][0])
+        widths[key] -= give
+        room += give
+    widths["reason"] = min(max(room, low_reason), REASON_WIDTH)
+    return {key: widths[key] for key, _ in COLUMNS}
 MAX_ROWS = 1_000
 """The most rows the table holds: a 10,000-turn plan has 40,000 items, and filling a table of
 them froze the screen for seconds on every plan (a new-user trial). The rows past it, in the
@@ -110,7 +136,7 @@ class ManifestView(Widget):
     ManifestView #manifest-table { height: 1fr; }
     ManifestView #manifest-detail { height: 3; padding: 0 1; color: $text-muted; }
     ManifestView #manifest-more { height: 1; padding: 0 1; color: $warning; display: none; }
-    ManifestView #manifest-side { width: 38%; max-width: 58; border-left: solid $panel; padding: 0 1; }
+    ManifestView #manifest-side { width: 30%; min-width: 24; max-width: 58; border-left: solid $panel; padding: 0 1; }
     ManifestView #manifest-diff { margin-bottom: 1; }
     """
 
@@ -148,6 +174,7 @@ class ManifestView(Widget):
         self._last_drawn = 0.0  # monotonic seconds when the last redraw ended
         self._last_cost = 0.0  # seconds the last redraw took
         self._stale = False  # a plan arrived while the view was hidden: fill when shown
+        self._widths: dict[str, int] = {}  # the columns' widths (`column_widths`), set at each resize
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -161,9 +188,40 @@ class ManifestView(Widget):
                 yield Static("No plan yet.", id="manifest-explain")
 
     def on_mount(self) -> None:
+        self._add_columns(column_widths(0))
+
+    def _add_columns(self, widths: dict[str, int]) -> None:
         table = self.query_one(DataTable)
+        self._widths = widths
         for key, label in COLUMNS:
-            table.add_column(label + " ", key=key)  # room for the sort arrow
+            table.add_column(label + " ", key=key, width=widths[key])  # room for the sort arrow
+
+    def on_resize(self, _: events.Resize) -> None:
+        """Fit the columns to the table's width once the new layout is done."""
+        self.call_after_refresh(self._fit_columns)
+
+    def _fit_columns(self) -> None:
+        """Fit the columns to the table's width (`column_widths`); the rows are drawn again
+        only when a width changed, the highlighted row kept."""
+        table = self.query_one(DataTable)
+        if not table.size.width:
+            return  # hidden
+        # room for the vertical scrollbar either way: it comes and goes with the rows
+        widths = column_widths(table.size.width - table.styles.scrollbar_size_vertical, table.cell_padding)
+        if widths == self._widths:
+            return
+        row = table.cursor_row
+        current = self._rows[row].key if 0 <= row < len(self._rows) else None
+        table.clear(columns=True)
+        self._add_columns(widths)
+        self._rows = []
+        self._fill_table()
+        for index, shown in enumerate(self._rows):
+            if shown.key == current:
+                self._quiet = True
+                table.move_cursor(row=index)
+                self._quiet = False
+                break
 
     # -- public API ------------------------------------------------------------------------
 
@@ -361,15 +419,14 @@ class ManifestView(Widget):
             state = Text("·" if item.kind == "pi-excluded" else "○", style="red" if item.kind != "pi-excluded" else "dim")
         if item.pinned:
             state.append("⚑", style="bold #d7af5f")
-        reason = item.reason if len(item.reason) <= REASON_WIDTH else item.reason[: REASON_WIDTH - 1] + "…"
         return (
             state,
             Text(item.kind, style=f"{KIND_STYLES.get(item.kind, '')} {dim}".strip()),
-            literal_text(item.entry_id or item.key, dim, keep_newlines=False),
-            Text(item.group_id or "", style=dim),
+            Text(literal(item.entry_id or item.key, keep_newlines=False), style=dim, overflow="ellipsis", no_wrap=True),
+            Text(item.group_id or "", style=dim, overflow="ellipsis", no_wrap=True),
             Text(f"{row.tokens.shown:,}", style=dim, justify="right"),
             Text("" if item.score is None else f"{item.score:.3f}", style=dim, justify="right"),
-            literal_text(reason, dim, keep_newlines=False),
+            Text(clip(literal(item.reason, keep_newlines=False), REASON_WIDTH), style=dim, overflow="ellipsis", no_wrap=True),
         )
 
     def _render_detail(self, row: ManifestRow | None) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ds4core.models import ModelInfo
 from ds4sessions.steering.steer import CollapsePlan, Pin, plan_collapse
 from ds4sessions.steering.writer import Expected, FileState, Holder, WriteRefused, describe_holders
-from ds4tui.text import literal, literal_text
+from ds4tui.text import clip, literal, literal_text
 
 if TYPE_CHECKING:  # an annotation: the compaction client (httpx) loads when a compaction is prepared
     from ds4sessions.steering.compaction import CompactionPreview
@@ -211,7 +211,7 @@ class PinsScreen(ModalScreen):
                 p.target_id,
                 literal_text(p.label, keep_newlines=False),
                 "current" if p.on_branch else ("other" if p.entry else "missing"),
-                literal_text(self.previews.get(p.target_id, "")[:50], keep_newlines=False),
+                literal_text(clip(literal(self.previews.get(p.target_id, ""), keep_newlines=False), 50)),
                 key=p.target_id,
             )
         table.focus()

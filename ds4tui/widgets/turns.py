@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ds4tui.text import fmt_tokens, literal_text
+from ds4tui.text import clip, fmt_tokens, literal_text
 from ds4tui.viewmodel import TurnRow, ViewModel
 
 PLAN_STYLES = {"excluded": "dim", "partial": "yellow", "kept": "green"}
@@ -281,7 +281,7 @@ class TurnList(ScrollView, can_focus=True):
         segments: list[Segment] = []
         for cell, cell_width in zip(cells, self._widths):
             plain = cell.plain
-            text = set_cell_size(plain, cell_width)
+            text = set_cell_size(clip(plain, cell_width), cell_width)  # a cut prompt ends in "…"
             segments.append(Segment(" ", style))
             if cell.justify == "right" and cell_len(plain) < cell_width:
                 # the padding as its own segment: an SVG export places each segment itself

@@ -129,3 +129,18 @@ def test_open_runs_the_claude_view_not_the_pi_dashboard(monkeypatch: pytest.Monk
     result = run("open", str(MAIN))
     assert result.exit_code == 0, result.output
     assert opened == [MAIN]
+
+
+def test_a_session_chosen_in_the_claude_view_opens_in_its_agents_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `o` then Enter in the Claude Code view ends it with the chosen path (test_claude_view.py,
+    # run_test); here only the dispatch: that path opens next, in its agent's view
+    from ds4tui import claude_view, codex_app
+
+    rollout = (Path(__file__).parents[1] / "fixtures" / "codex" / "sample" / "sessions" / "2026" / "12" / "02"
+               / "rollout-2026-12-02T01-10-23-01a2344d-7ef9-7e61-a841-8556539ac489.jsonl")
+    opened: list[Path] = []
+    monkeypatch.setattr(claude_view.ClaudeApp, "run", lambda self: opened.append(self.path) or rollout)
+    monkeypatch.setattr(codex_app.CodexApp, "run", lambda self: opened.append(self.path))
+    result = run("open", str(MAIN))
+    assert result.exit_code == 0, result.output
+    assert opened == [MAIN, rollout]

@@ -70,3 +70,43 @@ async def test_never_writes(tmp_path: Path) -> None:
 
 def test_fmt_seconds() -> None:
     assert fmt_seconds(299.6) == "5:00" and fmt_seconds(3725) == "1:02:05" and fmt_seconds(None) == "—"
+
+
+async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A new-user trial: the Claude Code view answered only `q`. `o` shows the home screen (the
+    dashboard's), Esc comes back, a session chosen there ends the view with its path (the CLI
+    opens it: `launch.open_any`); `?` shows the keys; `r` re-reads the file and says so."""
+    from textual.widgets import Input
+
+    from ds4tui.screens.home import HomeScreen
+    from tests.conftest import FIXTURES
+    from tests.overview_home import env_for
+
+    for key, value in env_for(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    path = tmp_path / "s.jsonl"
+    shutil.copy(FIX, path)
+    pi = FIXTURES / "pi" / "01-tools-and-image.jsonl"
+    app = ClaudeApp(path, env={})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        lines = len(FIX.read_bytes().splitlines())
+        assert [n.message for n in app._notifications][-1] == f"re-read s.jsonl: {path.stat().st_size / 1024:.1f} KiB, {lines:,} lines"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query("HelpPanel")
+        await pilot.press("question_mark")
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HomeScreen) and app.is_running
+        await pilot.press("o")
+        await pilot.pause()
+        app.screen.query_one(Input).value = str(pi)
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.return_value == pi

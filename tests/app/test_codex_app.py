@@ -44,3 +44,44 @@ async def test_follows_a_rollout_being_written(tmp_path: Path) -> None:
         text = shown(app)
         assert "context 10.6k / 190k · 100% left" in text and "(compaction)" in text
         await pilot.press("q")
+
+
+async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A new-user trial: the Codex view answered only `q`. `o` shows the home screen, Esc comes
+    back, a session chosen there ends the view with its path; `?` shows the keys; `r` re-reads
+    the rollout from its start and says so."""
+    from textual.widgets import Input
+
+    from ds4tui.screens.home import HomeScreen
+    from tests.conftest import FIXTURES
+    from tests.overview_home import env_for
+
+    for key, value in env_for(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    pi = FIXTURES / "pi" / "01-tools-and-image.jsonl"
+    app = CodexApp(MAIN)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        before = shown(app)
+        await pilot.press("r")
+        await pilot.pause()
+        lines = len(MAIN.read_bytes().splitlines())
+        size = MAIN.stat().st_size
+        assert [n.message for n in app._notifications][-1] == f"re-read {MAIN.name}: {size / 1024:.1f} KiB, {lines:,} lines"
+        assert shown(app) == before
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query("HelpPanel")
+        await pilot.press("question_mark")
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HomeScreen) and app.is_running
+        await pilot.press("o")
+        await pilot.pause()
+        app.screen.query_one(Input).value = str(pi)
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.return_value == pi

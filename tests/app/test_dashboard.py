@@ -118,6 +118,56 @@ async def test_session_content_is_shown_literally(tmp_path: Path) -> None:
     assert turns_text.startswith("[link=file:///etc]click[/link] \\x1b[5mblink")
 
 
+async def test_a_cut_prompt_ends_in_an_ellipsis(tmp_path: Path) -> None:
+    """A new-user trial: the turn list cut prompts at the column's edge with no sign of it."""
+    prompt = "Please read every file under src and explain " + "the architecture " * 8 + "END"
+    entries = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp/x"},
+        {"type": "message", "id": "a0000001", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": prompt, "timestamp": 1767225601000}},
+    ]
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"".join(_line(e) for e in entries))
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        turns = app.query_one(TurnList)
+        row = next(i for i, r in enumerate(turns._rows) if r.prompt.startswith("Please read"))
+        line = "".join(segment.text for segment in turns.render_line(1 + row))
+    shown, mark, _ = line.partition("…")
+    assert mark and "END" not in line
+    head = shown.split("Please read", 1)[1]
+    assert prompt.startswith("Please read" + head) and len(head) > 3  # the prompt's start, then the mark
+
+
+@pytest.mark.parametrize("size", [(160, 48), (200, 50)])
+async def test_the_manifest_columns_fit_and_the_score_shows_whole(sample01: Path, size: tuple[int, int]) -> None:
+    """A new-user trial: at 160×48 the Manifest's Score column was clipped (Entry and Reason
+    took the room). Every column now fits the table's width, the numbers whole; a long reason
+    is cut with "…" (the line under the table shows it in full)."""
+    from textual.widgets import DataTable
+
+    from ds4tui.widgets.manifest import column_widths
+
+    app = Ds4App(sample01, watch=False, retrieval=False)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        await pilot.press("M")
+        await pilot.pause()
+        await pilot.pause()
+        table = app.query_one("#manifest-table", DataTable)
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # no sideways scroll
+        rows = app.query_one("ManifestView").rows
+        scores = [f"{item.score:.3f}" for item in rows if item.score is not None]
+        assert scores and all(len(s) <= table.columns["score"].width for s in scores)  # type: ignore[index]
+        screen = app.export_screenshot().replace("&#160;", " ")
+        for score in scores:
+            assert score in screen
+        assert "…" in screen
+    assert column_widths(74)["reason"] == 10 and sum(column_widths(74).values()) + 14 == 74
+    assert column_widths(40)["score"] == 8  # never the numbers
+
+
 @pytest.mark.parametrize(
     "name",
     ["B01-torn-tail", "B02-corrupt-header", "B03-metadata-leaf", "B04-compaction-inside-tool-pair",
@@ -320,6 +370,27 @@ async def test_a_file_that_cannot_be_read_is_reported(tmp_path: Path, sample01: 
                 break
         status = str(app.query_one("#status").render())
     assert status.startswith(f"cannot read {copy.name}: ")
+
+
+async def test_r_rereads_the_file_and_says_what_it_read(tmp_path: Path, sample01: Path) -> None:
+    """A new-user trial: `r` re-read the file with no feedback. A notice now names the session
+    and what the snapshot holds (the file's size, its lines) once the pass ends."""
+    from ds4tui.text import fmt_bytes
+
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample01, copy)
+    app = Ds4App(copy, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        with copy.open("ab") as f:
+            f.write(b"\n")  # one more line: the notice counts what this pass read
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        name = app.snapshot.session.session_name or copy.name
+        lines = copy.read_bytes().count(b"\n")
+        notices = [n.message for n in app._notifications]
+    assert notices[-1] == f"re-read {name}: {fmt_bytes(copy.stat().st_size)}, {lines:,} lines"
 
 
 async def test_hidden_tabs_do_not_steal_the_selection(shared_dir: Path) -> None:

@@ -69,3 +69,19 @@ def test_one_problem_is_singular() -> None:
 
     line = compose_header(HeaderFacts(used=1000, window=200_000, problems=1), 120).plain
     assert "⚠ 1 problem (d)" in line
+
+
+def test_a_long_name_and_folder_end_in_an_ellipsis() -> None:
+    """A new-user trial: titles were cut mid-word with no sign of it."""
+    long = HeaderFacts(used=1000, window=200_000, measured=True, model="m", name="n" * 60, cwd="c" * 50)
+    line = compose_header(long, 300).plain
+    assert " · " + "n" * 39 + "…" + " · " in line and "(" + "c" * 29 + "…)" in line
+
+
+def test_clip_is_the_one_cut_and_marks_it() -> None:
+    from ds4tui.text import clip
+
+    assert clip("short", 5) == "short" and clip("shorter", 5) == "shor…"
+    assert clip("Fix 404 for unknown ids", 13) == "Fix 404 for…"  # no space before the mark
+    assert clip("日本語のテキスト", 7) == "日本語…"  # wide characters: cells, not characters
+    assert clip("abc", 1) == "…" and clip("abc", 0) == ""

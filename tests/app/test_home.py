@@ -159,7 +159,7 @@ async def test_filter_and_typed_path(home: dict[str, Path], tmp_path: Path) -> N
     app = HomeApp(clock)
     async with app.run_test(size=(140, 30)) as pilot:
         screen = await _filled(pilot)
-        await pilot.press("slash")
+        assert screen.focused is screen.query_one(Input)  # typing goes into the box at once
         await pilot.press(*"widget")
         await pilot.pause()
         assert set(visible_paths(screen)) == {str(home[k]) for k in ("pi-warm", "pi-idle", "pi-old")}
@@ -171,6 +171,50 @@ async def test_filter_and_typed_path(home: dict[str, Path], tmp_path: Path) -> N
         await pilot.press("enter")
         await pilot.pause()
         assert app.chosen == [home["pi-old"]]
+
+
+def _notices(app: App) -> list[str]:  # type: ignore[type-arg]
+    return [n.message for n in app._notifications]
+
+
+async def test_o_then_typing_goes_into_the_box_and_a_bad_path_says_why(home: dict[str, Path], tmp_path: Path) -> None:
+    """A new-user trial: `o`, then a typed path. The box has the focus (and letters typed in the
+    table go there too, never to the dashboard's keys); Enter on a missing file, a directory or
+    a file no agent reads says why in one line, and the home screen stays."""
+    app = Ds4App(home["pi-idle"], watch=False, retrieval=False, now=Clock(NOW))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("o")
+        screen = await _filled(pilot)
+        box = screen.query_one(Input)
+        assert screen.focused is box
+        assert "o" not in screen.active_bindings and "m" not in screen.active_bindings  # no dashboard keys here
+        await pilot.press(*"/no/such.jsonl", "enter")
+        await pilot.pause()
+        assert box.value == "/no/such.jsonl"
+        assert _notices(app)[-1] == "no such file: /no/such.jsonl"
+        box.value = str(tmp_path)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _notices(app)[-1] == f"is a directory: {tmp_path}"
+        notes = tmp_path / "notes.txt"
+        notes.write_text("hello\n")
+        box.value = str(notes)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _notices(app)[-1] == f"not a session file: {notes}"
+        box.value = "zzzz-nothing"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _notices(app)[-1] == "no session matches 'zzzz-nothing' (and no such file)"
+        assert isinstance(app.screen, HomeScreen) and app.session_path == home["pi-idle"]
+        box.value = ""
+        await pilot.press("down")
+        assert screen.focused is screen.query_one(DataTable)
+        await pilot.press("q", "o")  # letters typed in the table: into the box, not Quit / Open
+        await pilot.pause()
+        assert app.is_running and box.value == "qo" and screen.focused is box
+        assert app.screen is screen and len(app.screen_stack) == 2
 
 
 async def test_enter_opens_the_dashboard_and_esc_comes_back(home: dict[str, Path]) -> None:
@@ -246,6 +290,8 @@ async def test_at_80_columns_every_row_still_names_its_session(home: dict[str, P
             summary = screen.summaries[path]
             assert row[0] in ("pi", "claude", "codex") and "left" not in row[2]
             assert row[5].startswith((summary.project or "").rstrip("/").rsplit("/", 1)[-1])
+            assert row[5].endswith((summary.name or Path(summary.path).stem, "…"))  # whole, or cut with "…"
+        assert any(str(table.get_row(p)[5]).endswith("…") for p in visible_paths(screen))
         codex = [p for p in visible_paths(screen) if screen.summaries[p].agent == "codex"]
         if codex:
             assert str(table.get_row(codex[0])[2]).endswith(" ~")
