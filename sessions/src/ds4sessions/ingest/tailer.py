@@ -58,6 +58,11 @@ class TailLine(NamedTuple):
     raw: bytes
 
 
+def _new_line(fields: tuple[int, int, bytes]) -> TailLine:
+    """`TailLine(*fields)` without the named tuple's Python-level `__new__` (once per line)."""
+    return tuple.__new__(TailLine, fields)
+
+
 @dataclass(frozen=True, slots=True)
 class TailBatch:
     """What one `Tailer.poll()` found.
@@ -213,11 +218,14 @@ class Tailer:
         start = self._offset + self._pending_len()
         f.seek(start)
         lines: list[TailLine] = []
+        append = lines.append
         parts = [self._pending]
         held = 0 if self._over else len(self._pending)
         over = self._over  # > 0: the current line is oversized; its length so far
         head = bytearray(self._head)
         pos = start
+        line_no, offset = self._line_no, self._offset
+        cap = MAX_LINE_BYTES
         while chunk := f.read(CHUNK_BYTES):
             if pos < HEAD_BYTES:  # invariant: head == file[:min(pos, HEAD_BYTES)]
                 head += chunk[: HEAD_BYTES - pos]
@@ -225,8 +233,15 @@ class Tailer:
             cut = 0
             while True:
                 nl = chunk.find(b"\n", cut)
+                if nl != -1 and not held and not over and nl - cut <= cap:
+                    # a whole line inside the chunk (the usual one): nothing held before it
+                    line_no += 1
+                    append(_new_line((line_no, offset, chunk[cut:nl])))
+                    offset += nl - cut + 1
+                    cut = nl + 1
+                    continue
                 piece = chunk[cut:] if nl == -1 else chunk[cut:nl]
-                if over or held + len(piece) > MAX_LINE_BYTES:
+                if over or held + len(piece) > cap:
                     if not over:
                         parts = [(b"".join(parts) + piece[:HEAD_KEPT])[:HEAD_KEPT]]
                         over = held
@@ -239,10 +254,11 @@ class Tailer:
                 raw: bytes = OversizedLine(parts[0], over) if over else b"".join(parts)
                 length = over if over else len(raw)
                 parts, held, over = [], 0, 0
-                self._line_no += 1
-                lines.append(TailLine(self._line_no, self._offset, raw))
-                self._offset += length + 1
+                line_no += 1
+                append(_new_line((line_no, offset, raw)))
+                offset += length + 1
                 cut = nl + 1
+        self._line_no, self._offset = line_no, offset
         self._pending = b"".join(parts)
         self._over = over
         self._head = bytes(head)
