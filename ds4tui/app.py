@@ -68,10 +68,23 @@ SWITCH_INTERVAL_S = 0.001
 """Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
 the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
 _FIRST_MESSAGE = attrgetter("first_message")
+
+
+def _keep_forced(old: object, new: object) -> bool:
+    """Two ingest requests merged: a forced pass (a re-read from byte 0) stays forced."""
+    return bool(old) or bool(new)
+
 MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
 """Terminal columns below which the two panes stack."""
+FIRST_SLICE_BYTES = 4 << 20
+"""A session's first read (with nothing on screen yet) is made in slices: this many bytes first,
+painted as the session was at that point (the header says "reading N%"), then slices twice as
+large each time up to `MAX_SLICE_BYTES`, until the end of the file. A 500 MB session shows
+something in well under a second instead of after the whole read."""
+MAX_SLICE_BYTES = 64 << 20
+"""The largest slice of a first read (bytes)."""
 
 
 @dataclass
@@ -204,6 +217,8 @@ class Ds4App(App[None]):
         then reads the file itself)."""
         super().__init__()
         self._first_view = first_view
+        self._slice: tuple[int, int] | None = (0, FIRST_SLICE_BYTES)
+        """(generation, bytes) of the next slice of a session's first read; None: read to the end."""
         self._now = now
         self.session_path = Path(path)
         self.demo = demo
@@ -325,6 +340,7 @@ class Ds4App(App[None]):
             self.refresh_session()
             return
         self._show_first_view(view)
+        self._slice = None  # the whole session is on screen: no partial state after it
         self.call_after_refresh(self.refresh_session)
 
     def _show_first_view(self, view: viewmodel.ViewModel) -> None:
@@ -394,8 +410,7 @@ class Ds4App(App[None]):
     def refresh_session(self, force: bool = False) -> None:
         """Read the file's new lines and show them (fast counts first, then exact cl100k, then
         the derived views), in the ingest worker; a request while it runs is one more pass."""
-        merge = lambda old, new: bool(old) or bool(new)  # noqa: E731 - a forced pass stays forced
-        started = self._ingest_requests.request(force, merge)
+        started = self._ingest_requests.request(force, _keep_forced)
         self._woken = False  # the ingest loop runs now (`_derive_may_run`)
         if not started:
             with self._painted:
@@ -416,14 +431,27 @@ class Ds4App(App[None]):
                     return
                 with self._ingest_lock:
                     pipeline, generation = self._session
+                    sliced = self._slice
+                    limit = sliced[1] if sliced is not None and sliced[0] == generation else None
                     try:
                         snap = None
-                        for snap in pipeline.snapshots(force=bool(force)):
+                        for snap in pipeline.snapshots(force=bool(force), limit=limit):
                             self._publish(generation, snapshot=snap)
                     except OSError as exc:
                         reason = exc.strerror or str(exc)
                         self.call_from_thread(self.status, f"cannot read {pipeline.path}: {reason}", error=True)
                         continue
+                if limit is not None and self._slice == sliced:
+                    self._slice = (generation, min(2 * limit, MAX_SLICE_BYTES)) if snap is not None and snap.unread_bytes else None
+                if snap is not None and snap.unread_bytes:
+                    # a slice of the first read: painted first (then the next one), never planned
+                    self._ingest_requests.request(False, _keep_forced)  # (a forced request waiting stays forced)
+                    with self._painted:
+                        self._painted.wait_for(
+                            lambda: self._painted_version >= snap.version or generation != self._generation,
+                            timeout=DERIVE_WAIT_S,
+                        )
+                    continue
                 if snap is not None and self._derive_requests.request((pipeline, generation, snap)):
                     self._derive_worker()
                 if snap is not None:
@@ -875,6 +903,7 @@ class Ds4App(App[None]):
             self._watcher.stop()
             self._watcher = None
         self._generation += 1
+        self._slice = (self._generation, FIRST_SLICE_BYTES)  # its first read in slices
         with self._painted:
             self._painted_version = -1  # the new session's versions start again
             self._posted_version = -1  # (else a derive pass of the new session waits at each checkpoint)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ds4tui.text import clip, fmt_tokens, literal
+from ds4tui.text import clip, fmt_bytes, fmt_tokens, literal
 
 def session_display_name(name: str | None, path: object, first_prompt: str | None = None) -> str:
     """The name ds4tui shows for a session everywhere (header, `sessions`, home screen, `map`): its
@@ -54,7 +54,9 @@ class HeaderFacts:
     - `name`: the session's name (or file stem), `cwd`: the last folder of its working dir;
     - `status`: "loading", "empty" or "ok"; `empty_note`: text for an empty file;
     - `demo`, `paused`, `deleted`, `invalid_header`: badges; `problems`: counted diagnostics;
-    - `bridge`: the bridge state text (`bridge: live`, ...; "" when unknown).
+    - `bridge`: the bridge state text (`bridge: live`, ...; "" when unknown);
+    - `reading`: (bytes read, bytes in the file) while a large file's first read is under way
+      (the numbers are those of the part read so far); None once it is read.
     """
 
     used: int | None = None
@@ -72,6 +74,7 @@ class HeaderFacts:
     invalid_header: bool = False
     problems: int = 0
     bridge: str = ""
+    reading: tuple[int, int] | None = None
 
 
 def header_items(facts: HeaderFacts) -> list[HeaderItem]:
@@ -85,6 +88,10 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
     if facts.status == "empty":
         items.append(HeaderItem(Text(facts.empty_note or "empty session: waiting for Pi to write", style="dim"), 0))
         return items
+    if facts.reading is not None:
+        done, total = facts.reading
+        percent = int(100 * done / total) if total else 100
+        items.append(HeaderItem(Text(f"reading {percent}% of {fmt_bytes(total)}…", style="bold yellow"), 0))
     if facts.deleted:
         items.append(HeaderItem(Text("file deleted", style="bold red"), 0))
     if facts.paused:

@@ -117,6 +117,7 @@ class HeaderModel:
     deleted: bool = False
     not_a_session: bool = False
     problems: int = 0
+    reading: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,7 @@ def header(snap: Any | None, cal: Calibration | None = None) -> HeaderModel:
         deleted=snap.deleted,
         not_a_session=reader.status == "not_a_session",
         problems=reader.diagnostics.total + len(snap.context.warnings),
+        reading=(snap.file_size, snap.file_size + snap.unread_bytes) if snap.unread_bytes else None,
     )
 
 

@@ -47,6 +47,7 @@ def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: 
         invalid_header=reader.status == "not_a_session",
         problems=reader.diagnostics.total + len(snap.context.warnings),
         bridge=bridge,
+        reading=(snap.file_size, snap.file_size + snap.unread_bytes) if snap.unread_bytes else None,
     )
 
 
@@ -72,6 +73,7 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
         invalid_header=header.not_a_session,
         problems=header.problems,
         bridge=bridge,
+        reading=header.reading,
     )
 
 

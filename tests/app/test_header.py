@@ -85,3 +85,12 @@ def test_clip_is_the_one_cut_and_marks_it() -> None:
     assert clip("Fix 404 for unknown ids", 13) == "Fix 404 for…"  # no space before the mark
     assert clip("日本語のテキスト", 7) == "日本語…"  # wide characters: cells, not characters
     assert clip("abc", 1) == "…" and clip("abc", 0) == ""
+
+
+def test_a_first_read_in_slices_says_how_far_it_is() -> None:
+    facts = HeaderFacts(used=150_000, window=200_000, model="anthropic/x", reading=(21 << 20, 84 << 20))
+    line = compose_header(facts, 160).plain
+    assert "reading 25% of 84.0 MiB…" in line and line.index("reading") < line.index("150k")
+    # kept when the line is narrow (priority 0, with the numbers it qualifies)
+    assert "reading 25%" in compose_header(facts, 50).plain
+    assert "reading" not in compose_header(HeaderFacts(used=150_000, window=200_000), 160).plain

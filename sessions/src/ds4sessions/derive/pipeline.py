@@ -154,15 +154,20 @@ class SessionPipeline:
         if snap is not None:
             yield from self.derive(snap, now=now)
 
-    def snapshots(self, force: bool = False) -> Iterator[Snapshot]:
+    def snapshots(self, force: bool = False, limit: int | None = None) -> Iterator[Snapshot]:
         """The ingest half of `updates`: poll the file and yield the new snapshot (chars-v1
         counts), then the same with exact cl100k counts; nothing when the file did not change.
         A small append to a session whose exact counts are in yields only the exact snapshot
         (`LiveSession.refines_quickly`: a few milliseconds), so one estimator stays on screen.
         Drive it from one thread at a time (the app's ingest worker); `updates` is the
-        coalescing form for callers that run whole steps from several workers."""
-        snap = self.live.refresh(force=force)
+        coalescing form for callers that run whole steps from several workers. `limit`: read
+        about that many bytes at most (`LiveSession.refresh`): a snapshot with `unread_bytes`
+        (no exact counts yet) and the rest at the next call."""
+        snap = self.live.refresh(force=force, limit=limit)
         if snap is None:
+            return
+        if snap.unread_bytes:  # `limit`: a slice of a first read; the exact counts come at its end
+            yield snap
             return
         if not self.live.refines_quickly(snap):
             yield snap  # the fast counts first: the exact ones take a while

@@ -96,7 +96,10 @@ class Snapshot:
       data; what agent-neutral stages read);
     - `model`/`model_key`, `breakdown` (chars-v1) / `exact` (cl100k, after `LiveSession.refine`),
       `provider` (the provider's count), `turns`, `system_inferred`, `deleted`, `pending_bytes`
-      and `file_size` (bytes), `updated_at` (Unix seconds).
+      and `file_size` (bytes read), `updated_at` (Unix seconds);
+    - `unread_bytes`: bytes of the file not read yet (a first read in slices,
+      `LiveSession.refresh(limit=...)`): the snapshot is the session as of byte `file_size`, a
+      state it really had, not its current one; 0 once the read reached the end.
 
     `_lineage` is `LiveSession`'s own: what the next append extends (not part of equality).
     """
@@ -115,6 +118,7 @@ class Snapshot:
     deleted: bool = False
     pending_bytes: int = 0
     file_size: int = 0
+    unread_bytes: int = 0
     updated_at: float = field(default_factory=time.time)
     _lineage: _Lineage | None = field(default=None, repr=False, compare=False)
     _requests: _Requests | None = field(default=None, repr=False, compare=False)
@@ -590,17 +594,20 @@ class LiveSession:
         `refresh`; everything else reads a snapshot's frozen `session`."""
         return self._reader
 
-    def refresh(self, force: bool = False) -> Snapshot | None:
+    def refresh(self, force: bool = False, limit: int | None = None) -> Snapshot | None:
         """Poll the file; on new lines or a reset, update and return a snapshot (else None).
 
         `force` reads the whole file again from byte 0 with a new reader and rebuilds in full,
         even when nothing seems changed (the user's "re-read": a rewrite in place that kept the
         file's size and times is invisible to the tail; also after the model table changed).
+        `limit` (> 0): read about that many new bytes at most (`Tailer.poll`); the snapshot then
+        says how many are left (`Snapshot.unread_bytes`) and the next refresh reads on. The
+        final snapshot equals the one a single refresh makes.
         """
         if force and self.last is not None:
             self._tailer = Tailer(self.path)
             self._start_over()
-        batch = self._tailer.poll()
+        batch = self._tailer.poll(limit)
         with bulk_gc(len(batch.lines) >= BULK_LINES):
             return self._refresh(batch, force)
 
@@ -616,11 +623,15 @@ class LiveSession:
         self._reader.set_pending_tail(batch.pending_bytes)
         changed = bool(batch.lines) or reset or self.last is None
         if not changed and not force:
-            if self.last is not None and self.last.pending_bytes != batch.pending_bytes:
-                self.last = _replace(self.last, pending_bytes=batch.pending_bytes, session=self._reader.freeze())
+            last = self.last
+            if last is not None and (last.pending_bytes != batch.pending_bytes or last.unread_bytes != batch.unread):
+                # (a slice that ended inside one long line: no new line, fewer bytes left)
+                sized = {"file_size": batch.size} if last.unread_bytes != batch.unread else {}
+                self.last = _replace(last, pending_bytes=batch.pending_bytes, unread_bytes=batch.unread,
+                                     session=self._reader.freeze(), **sized)
                 return self.last
             return None
-        self.last = self._build(batch.pending_bytes, batch.size, None if reset or force else new_entries)
+        self.last = self._build(batch.pending_bytes, batch.size, None if reset or force else new_entries, batch.unread)
         return self.last
 
     def _start_over(self) -> None:
@@ -635,7 +646,7 @@ class LiveSession:
     def _note_replies(self, entries: Sequence[Entry]) -> None:
         self._replies.extend(e for e in entries if e.type == "message" and e.role == "assistant")
 
-    def _build(self, pending: int, size: int, new_entries: Sequence[Entry] | None) -> Snapshot:
+    def _build(self, pending: int, size: int, new_entries: Sequence[Entry] | None, unread: int = 0) -> Snapshot:
         """The snapshot of the reader's state; `new_entries` (the entries read since `self.last`)
         lets it extend `self.last` when they only extend the branch; None rebuilds in full."""
         reader = self._reader
@@ -669,7 +680,7 @@ class LiveSession:
             version=self._version, path=self.path, session=reader.freeze(), context=ctx, model=model,
             model_key=model_key, breakdown=breakdown, exact=None, provider=provider_view, turns=turns,
             system_inferred=inferred, deleted=self._deleted, pending_bytes=pending, file_size=size,
-            _lineage=_Lineage(ctx, epoch, self._generation, facts, fast),
+            unread_bytes=unread, _lineage=_Lineage(ctx, epoch, self._generation, facts, fast),
             _requests=_Requests(EntryPrefix(self._replies, len(self._replies)), self.models),
         )
 

@@ -77,6 +77,9 @@ class TailBatch:
     - `size`: bytes of the file seen by this poll (0 when the file is absent).
     - `offset`: byte offset just after the last complete line delivered, i.e. where the held
       partial line starts (kept at its last value after "deleted").
+    - `unread`: bytes of the file after `size` that this poll left for the next one (a poll
+      with a `limit`); then `pending_bytes` is 0 (the held bytes are the start of a line still
+      being read, not a partial last line).
     """
 
     lines: tuple[TailLine, ...]
@@ -84,6 +87,7 @@ class TailBatch:
     pending_bytes: int
     size: int
     offset: int
+    unread: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +136,12 @@ class Tailer:
         raw = OversizedLine(self._pending, self._over) if self._over else self._pending
         return TailLine(self._line_no + 1, self._offset, raw)
 
-    def poll(self) -> TailBatch:
+    def poll(self, limit: int | None = None) -> TailBatch:
         """Read what was appended since the last poll and return it as a `TailBatch`.
+
+        `limit`: read about that many new bytes at most (whole read chunks, so up to
+        `CHUNK_BYTES` more) and leave the rest for the next poll (`TailBatch.unread`): a large
+        file read in slices, each delivered as it comes. None: up to the end of the file.
 
         Detection rules, in order (same identity = same `(st_dev, st_ino)` as last seen):
         1. path absent: "deleted" once if the file was seen before, then empty batches;
@@ -179,8 +187,11 @@ class Tailer:
             reset = self._classify(f, st, first_poll)
             if reset is not None:
                 self._restart()
-            lines, end = self._read_new(f)
+            lines, end = self._read_new(f, limit)
             self._seen = _Seen((st.st_dev, st.st_ino), end, st.st_mtime_ns)
+        unread = max(st.st_size - end, 0) if limit is not None else 0
+        if unread:
+            return TailBatch(lines, reset, 0, end, self._offset, unread)
         return self._batch(lines, reset, end)
 
     def _classify(self, f: BinaryIO, st: os.stat_result, first_poll: bool) -> ResetReason | None:
@@ -208,8 +219,9 @@ class Tailer:
         self._head = b""
         self._anchor = b""
 
-    def _read_new(self, f: BinaryIO) -> tuple[tuple[TailLine, ...], int]:
-        """Read `f` from the end of the held partial line to EOF; return new lines and the end.
+    def _read_new(self, f: BinaryIO, limit: int | None = None) -> tuple[tuple[TailLine, ...], int]:
+        """Read `f` from the end of the held partial line to EOF (or, with `limit`, until at
+        least `limit` bytes were read); return new lines and the end.
 
         Linear in the new bytes: a line spanning many chunks is joined once. A line longer than
         `MAX_LINE_BYTES` is not kept: it is delivered as an `OversizedLine` (its head and real
@@ -226,7 +238,8 @@ class Tailer:
         pos = start
         line_no, offset = self._line_no, self._offset
         cap = MAX_LINE_BYTES
-        while chunk := f.read(CHUNK_BYTES):
+        stop = pos + limit if limit is not None else None
+        while (stop is None or pos < stop) and (chunk := f.read(CHUNK_BYTES)):
             if pos < HEAD_BYTES:  # invariant: head == file[:min(pos, HEAD_BYTES)]
                 head += chunk[: HEAD_BYTES - pos]
             pos += len(chunk)
