@@ -351,6 +351,16 @@ class Ds4App(App[None]):
         self.query_one(CategoryList).show(view.legend)
         self.query_one(PixelMap).set_data(view.map)
         self.query_one(TurnList).show(view)
+        # the newest turn, where the dashboard's own snapshot puts the cursor too (after the
+        # refresh: the list's new height must be laid out before it can scroll there)
+        self.call_after_refresh(self._turns_to_newest)
+
+    def _turns_to_newest(self) -> None:
+        """Put the turn list's cursor on its last row, in view (no selection: no snapshot yet)."""
+        turns = self.query_one(TurnList)
+        if turns.row_count:
+            with turns.prevent(TurnList.TurnHighlighted):
+                turns.move_cursor(row=turns.row_count - 1)
 
     def _poll_bridge(self) -> None:
         """Show the bridge state of the open session (cheap: one small heartbeat file and a pid
@@ -593,7 +603,10 @@ class Ds4App(App[None]):
         snap = message.snapshot
         if first or before.header.session_id != view.header.session_id:
             self._poll_bridge()  # a new session (or the first snapshot): its bridge now (then every 2 s)
-        if before.version != view.version or before.header != view.header:
+        # (after the forked copy's first view, `before` has the same version as this first
+        # snapshot: what only a snapshot draws, e.g. the diagnostics, is drawn now)
+        new_version = first or before.version != view.version
+        if new_version or before.header != view.header:
             self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
         if view.legend is not before.legend:
             self.query_one(CategoryList).show(view.legend)
@@ -601,7 +614,7 @@ class Ds4App(App[None]):
         if not view.map.same_data(before.map):
             pixel_map.set_data(view.map)
         self.query_one(TurnList).show(view)
-        if before.version != view.version:
+        if new_version:
             self._tab_update("diagnostics", partial(self.query_one(DiagnosticsView).show, snap))
         derived = message.derived
         if derived is not None and derived is not previous_derived and derived.version == snap.version:
@@ -757,6 +770,8 @@ class Ds4App(App[None]):
             if 0 <= row < table.row_count and table.cursor_row != row:
                 with table.prevent(TurnList.TurnHighlighted):
                     table.move_cursor(row=row)
+            elif 0 <= row < table.row_count:
+                table.scroll_to_cursor()  # (already there, e.g. from the first view: keep it in view)
 
     # --- steering (the controller's host) ---------------------------------------------------
 

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from ds4core.cache_state import fmt_gap
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
 from ds4sessions.agents.claude.reader import ClaudeReader
-from ds4sessions.agents.claude.views import cache_report, context_map
+from ds4sessions.agents.claude.views import cache_report, context_map, shown_category
 from ds4tui.screens.view_keys import SessionViewKeys
 from ds4tui.text import fmt_tokens, literal
 
@@ -155,6 +155,8 @@ class ClaudeApp(SessionViewKeys):
         cats = self.query_one("#cat-table", DataTable)
         cats.clear()
         for term in self.map["categories"]:
+            if not shown_category(term):
+                continue
             cats.add_row(term["label"], fmt_tokens(term["tokens"]), "inferred" if term["inferred"] else "")
             for child in term.get("children", ()):
                 if child["tokens"]:

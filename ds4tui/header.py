@@ -86,7 +86,8 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
         items.append(HeaderItem(Text("reading the session file…"), 0))
         return items
     if facts.status == "empty":
-        items.append(HeaderItem(Text(facts.empty_note or "empty session: waiting for Pi to write", style="dim"), 0))
+        style = "bold yellow" if facts.problems else "dim"  # (a file of bad lines is not an empty session)
+        items.append(HeaderItem(Text(facts.empty_note or "empty session: waiting for Pi to write", style=style), 0))
         return items
     if facts.reading is not None:
         done, total = facts.reading

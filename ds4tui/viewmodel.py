@@ -286,7 +286,7 @@ def header(snap: Any | None, cal: Calibration | None = None) -> HeaderModel:
         return HeaderModel("loading")
     reader = snap.reader
     if reader.status == "empty" and not reader.entries:
-        return HeaderModel("empty", file_size=snap.file_size)
+        return HeaderModel("empty", file_size=snap.file_size, problems=reader.diagnostics.total)
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
     measured = cal.calibrated.source == "provider"

@@ -76,7 +76,7 @@ def _echo_json(data: object) -> None:
 
 def claude_map(path: Path, as_json: bool) -> None:
     """`map` for a Claude Code transcript (JSON or a short text panel)."""
-    from ds4sessions.agents.claude.views import context_map
+    from ds4sessions.agents.claude.views import context_map, shown_category
 
     conv = _conversation(path)
     data = context_map(conv, os.environ)
@@ -90,12 +90,16 @@ def claude_map(path: Path, as_json: bool) -> None:
              f"{fmt_tokens(data['total'])} / {fmt_tokens(window)} ({100 * data['total'] / window:.0f}%)"
              + (f" ({fmt_tokens(data['provider']['contextTokens'])} reported + {fmt_tokens(data['laterEstimate'])} est. "
                 "since the last reply)" if data["totalSource"] == "provider" and data["laterEstimate"] else "")]
+    width = max([len(t["label"]) + 2 for t in data["categories"]]
+                + [len(c["label"]) for t in data["categories"] for c in t.get("children", ())] + [20])
     for term in data["categories"]:
+        if not shown_category(term):
+            continue
         mark = " (inferred)" if term["inferred"] else ""
-        lines.append(f"  {term['label']:<20} {fmt_tokens(term['tokens']):>8}{mark}")
+        lines.append(f"  {term['label']:<{width + 2}} {fmt_tokens(term['tokens']):>8}{mark}")
         for child in term.get("children", ()):
             if child["tokens"]:
-                lines.append(f"    {child['label']:<18} {fmt_tokens(child['tokens']):>8}")
+                lines.append(f"    {literal(child['label'], keep_newlines=False):<{width}} {fmt_tokens(child['tokens']):>8}")
     ac = data["autocompact"]
     if ac["enabled"]:
         lines.append(f"autocompact at {fmt_tokens(ac['threshold'])}: {fmt_tokens(ac['tokensUntil'])} tokens until autocompact")

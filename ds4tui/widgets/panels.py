@@ -23,6 +23,15 @@ PREVIEW_CHARS = 2000
 """Characters of an entry's content shown in the inspector."""
 
 
+def empty_note(file_size: int, problems: int) -> str:
+    """The header's words for a file with no session entry yet: waiting for Pi when nothing in it
+    went wrong, else what was read and how many problems (`d` lists them): bytes of random data
+    or one oversized line are not "an empty session"."""
+    if problems:
+        return f"no session in this file ({fmt_bytes(file_size)}): {problems:,} problem{'' if problems == 1 else 's'} (d)"
+    return f"empty session ({fmt_bytes(file_size)}): waiting for Pi to write"
+
+
 def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: str = "") -> HeaderFacts:
     """The header's facts for `snap` (None: nothing read yet). `used` is the calibrated total,
     the same number the legend adds up to."""
@@ -30,8 +39,9 @@ def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: 
         return HeaderFacts(status="loading", demo=demo, paused=not following)
     reader = snap.reader
     if reader.status == "empty" and not reader.entries:
-        note = f"empty session ({fmt_bytes(snap.file_size)}): waiting for Pi to write"
-        return HeaderFacts(status="empty", empty_note=note, demo=demo, paused=not following)
+        problems = reader.diagnostics.total
+        return HeaderFacts(status="empty", empty_note=empty_note(snap.file_size, problems), problems=problems,
+                           demo=demo, paused=not following)
     cal = calibrated_of(snap)
     return HeaderFacts(
         used=cal.used,
@@ -57,8 +67,8 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
     if header.state == "loading":
         return HeaderFacts(status="loading", demo=demo, paused=not following)
     if header.state == "empty":
-        note = f"empty session ({fmt_bytes(header.file_size)}): waiting for Pi to write"
-        return HeaderFacts(status="empty", empty_note=note, demo=demo, paused=not following)
+        return HeaderFacts(status="empty", empty_note=empty_note(header.file_size, header.problems),
+                           problems=header.problems, demo=demo, paused=not following)
     return HeaderFacts(
         used=header.used,
         window=header.window,

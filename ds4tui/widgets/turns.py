@@ -68,6 +68,7 @@ class TurnList(ScrollView, can_focus=True):
         background: $surface;
         color: $foreground;
         height: 1fr;
+        overflow-x: hidden;  /* lines are cut to the width: a horizontal bar would hide the last row */
         &:focus {
             background-tint: $foreground 5%;
             & > .turnlist--cursor {
@@ -191,8 +192,12 @@ class TurnList(ScrollView, can_focus=True):
 
     # --- drawing ----------------------------------------------------------------------------
 
+    def _width(self) -> int:
+        """Cells a line has: the widget's width without its vertical scroll bar."""
+        return self.scrollable_content_region.width or self.size.width or 80
+
     def _column_widths(self) -> tuple[int, ...]:
-        width = self.size.width or 80
+        width = self._width()
         time_width = self._view.time_width if self._view is not None else 5
         # index 4 (more for turn 10,000 and on: the last turn has the largest number), time 5
         # (11 with a date), tools 5, tokens 7, plan 8, one cell of padding each side
@@ -206,8 +211,12 @@ class TurnList(ScrollView, can_focus=True):
         if 1 <= y < self.size.height:
             self.refresh(Region(0, y, self.size.width, 1))
 
+    def scroll_to_cursor(self) -> None:
+        """Scroll so that the cursor's row is in view (nothing when it is)."""
+        self._scroll_to_cursor()
+
     def _scroll_to_cursor(self) -> None:
-        height = max(self.size.height - 1, 1)
+        height = max(self.scrollable_content_region.height - 1, 1)
         top = int(self.scroll_offset.y)
         if self._cursor < top:
             self.scroll_to(y=self._cursor, animate=False)
@@ -252,7 +261,7 @@ class TurnList(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Line `y` of the viewport: the header, then the rows from the scroll offset."""
-        width = self.size.width
+        width = self._width()
         look = self._look()
         if y == 0:
             key: tuple[Any, ...] = ("header", width, self._widths)

@@ -144,3 +144,21 @@ def test_a_session_chosen_in_the_claude_view_opens_in_its_agents_view(monkeypatc
     result = run("open", str(MAIN))
     assert result.exit_code == 0, result.output
     assert opened == [MAIN, rollout]
+
+
+def test_the_map_lists_the_rows_context_lists(tmp_path: Path) -> None:
+    """`ds4tui map` on a Claude Code transcript lists the categories `/context` lists: none of 0
+    tokens (the JSON keeps them all), Free space always, child names in one aligned column."""
+    import subprocess
+    import sys
+
+    from tests.conftest import FIXTURES
+
+    path = next(p for p in sorted((FIXTURES / "claude").rglob("*.jsonl")))
+    out = subprocess.run([sys.executable, "-m", "ds4tui.cli", "map", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "Free space" in out and "MCP tools" not in out and "Autocompact buffer" not in out
+    data = json.loads(subprocess.run([sys.executable, "-m", "ds4tui.cli", "map", "--json", str(path)],
+                                     capture_output=True, text=True, check=True).stdout)
+    assert {c["id"] for c in data["categories"]} >= {"mcp_tools", "autocompact_buffer", "free_space"}
+    rows = [line for line in out.splitlines() if line.startswith("    ") and line.strip()]
+    assert rows and len({len(line.rstrip()) for line in rows}) == 1  # tokens right-aligned in one column

@@ -173,3 +173,26 @@ def test_the_cli_opens_a_plain_pi_file_without_typer(tmp_path: Path, sample01: P
     assert _fast_open_path([str(tmp_path / "missing.jsonl")]) is None
     claude = next((FIXTURES / "claude").rglob("*.jsonl"))
     assert _fast_open_path([str(claude)]) is None  # another agent: the CLI picks its view
+
+
+async def test_after_the_first_view_the_own_snapshot_draws_what_only_it_draws(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy's first view and the app's first snapshot have the same version: the diagnostics
+    (drawn from a snapshot only) must still be drawn, and the turn list is on the newest turn
+    from the first view on."""
+    from ds4tui.widgets.panels import DiagnosticsView
+    from ds4tui.widgets.turns import TurnList
+
+    monkeypatch.setattr(firstview, "MIN_BYTES", 0)
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes() + b"this line is not JSON\n")
+    app = _Recording(path, watch=False, retrieval=False, first_view=start(path, threads_ok=True))
+    app.shown = []
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        assert len(app.shown) == 1
+        turns = app.query_one(TurnList)
+        assert turns.cursor_row == turns.row_count - 1 > 0
+        await pilot.press("d")
+        await pilot.pause(0.1)
+        lines = [app.query_one(DiagnosticsView).render_line(y).text for y in range(12)]
+        assert any("line 24 (byte" in line and "not valid JSON" in line for line in lines), lines

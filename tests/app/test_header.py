@@ -94,3 +94,13 @@ def test_a_first_read_in_slices_says_how_far_it_is() -> None:
     # kept when the line is narrow (priority 0, with the numbers it qualifies)
     assert "reading 25%" in compose_header(facts, 50).plain
     assert "reading" not in compose_header(HeaderFacts(used=150_000, window=200_000), 160).plain
+
+
+def test_a_file_of_bad_lines_is_not_an_empty_session() -> None:
+    from ds4tui.widgets.panels import empty_note
+
+    bad = compose_header(HeaderFacts(status="empty", empty_note=empty_note(20_000, 92), problems=92), 160)
+    assert "no session in this file (19.5 KiB): 92 problems (d)" in bad.plain
+    assert any("yellow" in str(span.style) for span in bad.spans)
+    empty = compose_header(HeaderFacts(status="empty", empty_note=empty_note(0, 0)), 160).plain
+    assert "empty session (0 B): waiting for Pi to write" in empty

@@ -37,6 +37,13 @@ from ds4sessions.agents.base import Conversation, MessageMeta, Request
 _ROLE_CHILD = {"user": "user", "compactionSummary": "compaction", "toolResult": "tool_results"}
 
 
+def shown_category(term: Mapping[str, Any]) -> bool:
+    """Whether a Claude Code `/context` category row is listed: as `/context` lists them, a
+    category with no tokens is left out (MCP tools, custom agents, memory files, the autocompact
+    buffer when no window override sets one), Free space never. (The JSON keeps every row.)"""
+    return bool(term["tokens"]) or term["id"] == "free_space"
+
+
 def message_children(message: Mapping[str, Any], meta: MessageMeta | None,
                      tokens: int | None = None) -> list[tuple[str, str | None, int]]:
     """(child id, tool name or None, tokens) parts of one Pi-shaped message. The message's tokens
@@ -412,7 +419,7 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
     return conv_or_reason.capabilities.read_only_reason
 
 
-__all__ = ["MESSAGE_CHILDREN", "context_map", "cache_report", "context_messages", "context_now", "anchor_request",
+__all__ = ["MESSAGE_CHILDREN", "context_map", "shown_category", "cache_report", "context_messages", "context_now", "anchor_request",
            "message_children", "messages_tokens", "rough_message_tokens", "apportion", "autocompact_for", "steering_refusal"]
 
 
