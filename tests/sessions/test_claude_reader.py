@@ -82,6 +82,32 @@ def test_main_bookkeeping_rows_not_sent() -> None:
     assert "queue-operation" not in text and "toolUseResult" not in text and "leafUuid" not in text
 
 
+def test_local_command_output_is_a_user_message_with_its_wrapper() -> None:
+    # Claude Code 2.1.197 `normalizeMessagesForAPI`: a system/local_command row is sent as a user
+    # message of its content string, `<local-command-stdout>` wrapper included; isMeta rows stay
+    stdout = "<local-command-stdout>## Context Usage\n\n| Messages | 2.2k |</local-command-stdout>"
+    caveat = "<local-command-caveat>Caveat: …</local-command-caveat>"
+    rows = [user("u1", None, "hi"), asst("a1", "u1", "m1", {"type": "text", "text": "hello"}, U),
+            {**user("c1", "a1", caveat), "isMeta": True},
+            user("c2", "c1", "<command-name>/context</command-name>"),
+            {"type": "system", "subtype": "local_command", "uuid": "s1", "parentUuid": "c2", "isSidechain": False,
+             "content": stdout, "level": "info", "isMeta": False, "timestamp": "2026-12-02T01:00:01.000Z"},
+            {"type": "system", "subtype": "turn_duration", "uuid": "s2", "parentUuid": "s1", "isSidechain": False,
+             "durationMs": 5}]
+    conv = feed(rows).conversation()
+    assert [m["role"] for m in conv.messages] == ["user", "assistant", "user", "user", "user"]
+    assert conv.messages[-1]["content"] == [{"type": "text", "text": stdout}]
+    assert [m.source for m in conv.meta][2:] == ["isMeta", None, "system:local_command"]
+    assert conv.meta[-1].category is None  # a user message in /context's Messages
+    # MAIN at its second /context run (the file as the first run left it): MAIN:58 is on the chain
+    lines = main_path().read_bytes().splitlines(keepends=True)[:59]
+    reader = ClaudeReader(main_path())
+    reader.feed([(i + 1, 0, raw) for i, raw in enumerate(lines)])
+    main = reader.conversation()
+    assert main.meta[-1].source == "system:local_command" and main.meta[-1].entry_id.startswith("b35f4d83")
+    assert main.messages[-1]["content"][0]["text"].startswith("<local-command-stdout>## Context Usage")
+
+
 def test_subagent_is_its_own_session_and_result_is_the_agent_call_result() -> None:
     sub = main_path().with_suffix("") / "subagents" / "agent-a0d5c8a05277f74b7.jsonl"
     from ds4sessions.agents.claude.agent import ClaudeCodeAgent

@@ -14,7 +14,9 @@ Sources of the rules (cited per function):
   attachment); **System tools = tool definitions − Skills**; **Messages = the last reply's
   `input + cache_creation + cache_read` − (System prompt + System tools + MCP tools + Custom
   agents + Memory files + Skills) + rough(messages after that reply)**, i.e. the remainder of the
-  provider's count; rough(text) = round(len / b) with b = 4 for the model families in
+  provider's count; the messages after the reply go through `normalizeMessagesForAPI` first
+  (minified `Cua` → `Zv(Ak(…))`), so `isMeta` caveats and `system/local_command` output (a user
+  message, `<local-command-stdout>` wrapper included) count; rough(text) = round(len / b) with b = 4 for the model families in
   `ROUGH_4_FAMILIES`, else 3. The "Autocompact buffer" row and its share of the window appear only
   when the window was set by `CLAUDE_CODE_AUTO_COMPACT_WINDOW` (or settings / server data), not
   for the model's own window (source "auto"), which is why the sample's Free space is 180.1k.

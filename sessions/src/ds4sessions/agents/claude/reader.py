@@ -24,8 +24,15 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 - Attachments are sent as Claude Code sends them (the generator's request log: agent and skill
   listings and files ride in the messages); a subagent's result is the Agent call's tool result
   (MAIN:26, whose text the parent sent).
+- `system` rows with subtype `local_command` (a local slash command's output, e.g. `/context`'s
+  table) are sent as user messages: their `content` string as it stands, `<local-command-stdout>`
+  / `<local-command-stderr>` wrapper included (Claude Code 2.1.197 bundled cli.js,
+  `normalizeMessagesForAPI` (minified `Ak`): a `system` row passes only when `subtype ===
+  "local_command"` and becomes `createUserMessage({content: row.content})`, merged into a preceding
+  user message). `isMeta` user rows (the `<local-command-caveat>`) are sent too: the same function
+  drops only `isVirtual` rows and synthetic API-error replies.
 - Never sent: `toolUseResult`, `queue-operation`, `last-prompt`, `mode`, `summary`, `ai-title`,
-  `file-history-snapshot`, `system` rows (§7.6).
+  `file-history-snapshot`, other `system` rows (§7.6).
 """
 
 from __future__ import annotations
@@ -66,6 +73,10 @@ CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longer lines are not parsed (counted as malformed), so one bad line cannot exhaust memory."""
+
+LOCAL_COMMAND = "local_command"
+LOCAL_COMMAND_SOURCE = "system:local_command"
+"""`MessageMeta.source` of a user message made from a `system/local_command` row (module doc)."""
 
 NOT_SENT_TYPES = {"queue-operation", "last-prompt", "mode", "summary", "ai-title", "file-history-snapshot",
                   "permission-mode", "progress", "custom-title"}
@@ -469,7 +480,9 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
     its message). Assistant rows sharing `message.id` become one message; tool_result blocks
     become `toolResult` messages with the calling tool's name; attachments are user messages
     whose meta names their category (`skills`, `custom_agents`, `memory_files`, else
-    `attachments`) and source `attachment:<type>`."""
+    `attachments`) and source `attachment:<type>`; a `system/local_command` row is a user message
+    of its content, wrapper included, with source `system:local_command` (Claude Code 2.1.197
+    `normalizeMessagesForAPI`: module doc)."""
     messages: list[dict[str, Any]] = []
     metas: list[MessageMeta] = []
     reply_at: dict[str, int] = {}
@@ -535,6 +548,12 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
             if texts:
                 messages.append({"role": "user", "content": texts, "timestamp": row.get("timestamp")})
                 metas.append(MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
+            continue
+        if kind == "system" and row.get("subtype") == LOCAL_COMMAND and isinstance(row.get("content"), str):
+            if row["content"]:
+                messages.append({"role": "user", "content": [{"type": "text", "text": row["content"]}],
+                                 "timestamp": row.get("timestamp")})
+                metas.append(MessageMeta(uuid, source=LOCAL_COMMAND_SOURCE))
             continue
         if kind == "attachment" and isinstance(row.get("attachment"), dict):
             if uuid in cleared_attachments:

@@ -96,21 +96,23 @@ def _sent_form(message: Mapping[str, Any]) -> Any:
     return {"role": "user" if role == "user" else "assistant", "content": content}
 
 
-def rough_message_tokens(message: Mapping[str, Any], chars_per_token: int) -> int:
+def rough_message_tokens(message: Mapping[str, Any], chars_per_token: int, joins: int = 0) -> int:
     """Claude Code's rough estimate of one Pi-shaped message (tokens), as 2.1.197's
     `roughTokenCountEstimationForMessages` counts a message after the last reply: rough(text) per
     text block, rough(thinking), rough(name + compact JSON of the input) per tool call, a tool
-    result's text, 2,000 per image; rough = `ds4core.claude_context.rough_tokens`."""
+    result's text, 2,000 per image; rough = `ds4core.claude_context.rough_tokens`. `joins`: how
+    many "\n" Claude Code's merge of user messages appends to the message's last text block
+    (`later_rough_tokens`)."""
     role = message.get("role")
     if role == "compactionSummary":
-        return rough_tokens(str(message.get("summary", "")), chars_per_token)
+        return rough_tokens(str(message.get("summary", "")) + "\n" * joins, chars_per_token)
+    blocks = [b for b in message.get("content") or () if isinstance(b, Mapping)]
+    last_text = max((i for i, b in enumerate(blocks) if b.get("type") == "text"), default=None)
     total = 0
-    for block in message.get("content") or ():
-        if not isinstance(block, Mapping):
-            continue
+    for i, block in enumerate(blocks):
         btype = block.get("type")
         if btype == "text":
-            total += rough_tokens(str(block.get("text", "")), chars_per_token)
+            total += rough_tokens(str(block.get("text", "")) + ("\n" * joins if i == last_text else ""), chars_per_token)
         elif btype == "thinking":
             total += rough_tokens(str(block.get("thinking", "")), chars_per_token)
         elif btype == "toolCall":
@@ -121,6 +123,37 @@ def rough_message_tokens(message: Mapping[str, Any], chars_per_token: int) -> in
         else:
             total += rough_tokens(json.dumps(dict(block), ensure_ascii=False, separators=(",", ":")), chars_per_token)
     return total
+
+
+def later_rough_tokens(messages: Sequence[Mapping[str, Any]], metas: Sequence[MessageMeta | None],
+                       chars_per_token: int) -> list[int]:
+    """Claude Code's rough estimate (tokens) of each Pi-shaped message after the last reply, as
+    2.1.197's `/context` takes it: `roughTokenCountEstimationForMessages(normalizeMessagesForAPI(
+    messages after the reply))` (bundled cli.js, minified `Cua` → `Zv(Ak(…))`). Every message
+    counts, `isMeta` ones (the `<local-command-caveat>`) and `system/local_command` output
+    included: `Ak` drops only `isVirtual` rows and synthetic API-error replies. Its merging of
+    consecutive user-side messages is kept where it changes a count: a user row (or local-command
+    output, compaction summary) whose first block is text, joined after a message whose last block
+    is text, appends "\n" to that block (`mergeUserMessages` → minified `tum`); attachments join
+    without one (minified `num`); tool results move first (minified `jfc`). Rough is per block, so
+    the merge changes nothing else."""
+    joins = [0] * len(messages)
+    tail: int | None = None  # the message holding the merged user message's last block, when text
+    for i, (message, meta) in enumerate(zip(messages, metas)):
+        role = message.get("role")
+        if role == "assistant":
+            tail = None
+            continue
+        attachment = meta is not None and str(meta.source or "").startswith("attachment:")
+        if role == "toolResult":
+            continue  # its tool_result block goes first: the merged message's last block is unchanged
+        blocks = [b for b in message.get("content") or () if isinstance(b, Mapping)]
+        first_text = role == "compactionSummary" or (bool(blocks) and blocks[0].get("type") == "text")
+        if tail is not None and first_text and not attachment:
+            joins[tail] += 1
+        last_text = role == "compactionSummary" or (bool(blocks) and blocks[-1].get("type") == "text")
+        tail = i if last_text else None
+    return [rough_message_tokens(m, chars_per_token, j) for m, j in zip(messages, joins)]
 
 
 def apportion(total: int, weights: Mapping[Any, int]) -> dict[Any, int]:
@@ -191,16 +224,18 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
       compaction minus our chars/4 estimate of its messages (inferred); Skills (rough estimate of
       the latest skill listing's items) come out of it, the rest is split by `SYSTEM_PROMPT_SHARE`;
     - Messages = provider count − fixed part (the messages before the last reply, as the provider
-      counted them) + Claude Code's rough estimate of the messages after that reply (the reply
-      itself and `isMeta` rows are left out, as `/context` leaves them out: its two runs in the
-      shared sample, Free space 180.1k then 179.7k, allow no other reading); children split the provider's part in
-      proportion to their chars/4 estimates;
+      counted them) + Claude Code's rough estimate of the messages after that reply
+      (`later_rough_tokens`: every one, `isMeta` caveats and local-command output included, as
+      2.1.197's `/context` counts `normalizeMessagesForAPI` of them); children split the
+      provider's part in proportion to their chars/4 estimates;
     - `total` = provider count + that later estimate = the sum of the rows (`laterEstimate` says
       how much of it is estimated); Free space = window − total − the buffer row.
-    Tolerance against `/context` (shared sample, its two `/context` runs): total exact; Skills
-    exact; Messages and System tools within ±100 tokens (`/context` rounds to 0.1k; our fixed part
-    absorbs what the transcript does not log, such as the leading `<system-reminder>`, and the
-    local-command output rows Claude Code counts as later messages are not in our message list);
+    Tolerance against `/context` (shared sample, its two `/context` runs, each read on the file as
+    the CLI call before it left it): total exact; Skills exact; the later estimate exact up to the
+    resume sentinel (a `<synthetic>` "No response requested." that `--continue` inserts after a
+    trailing user row and only writes afterwards: 7 tokens at the second run), so Free space prints
+    the same; Messages and System tools within ±100 tokens beyond `/context`'s 0.1k rounding (our
+    fixed part absorbs what the transcript does not log, such as the leading `<system-reminder>`);
     System prompt by a fixed share, within ±100 on the sample only (its sections are not logged).
     """
     ac = autocompact_for(conv, env, window)
@@ -220,15 +255,14 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     before: dict[tuple[str, str | None], int] = {}
     after: dict[tuple[str, str | None], int] = {}
     skill_items: list[tuple[str, int]] = []
+    rough_after = later_rough_tokens(conv.messages[cut + 1:], conv.meta[cut + 1:], cpt) if cut is not None else []
     for i, (message, meta) in enumerate(zip(conv.messages, conv.meta)):
         if meta is not None and meta.category == "skills":
             text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
             skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
         later = cut is not None and i > cut
         part = after if later else before
-        if later and meta is not None and meta.source == "isMeta":
-            continue  # `/context` leaves meta rows (the local-command caveat) out of its later estimate
-        for cid, tool, tokens in message_children(message, meta, rough_message_tokens(message, cpt) if later else None):
+        for cid, tool, tokens in message_children(message, meta, rough_after[i - cut - 1] if later else None):
             part[(cid, tool)] = part.get((cid, tool), 0) + tokens
     measured = None
     if cut is not None and total is not None and fixed is not None:
@@ -419,7 +453,8 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
     return conv_or_reason.capabilities.read_only_reason
 
 
-__all__ = ["MESSAGE_CHILDREN", "context_map", "shown_category", "cache_report", "context_messages", "context_now", "anchor_request",
-           "message_children", "messages_tokens", "rough_message_tokens", "apportion", "autocompact_for", "steering_refusal"]
+__all__ = ["MESSAGE_CHILDREN", "context_map", "shown_category", "cache_report", "context_messages", "context_now",
+           "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens", "apportion",
+           "autocompact_for", "steering_refusal"]
 
 
