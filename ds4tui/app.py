@@ -351,6 +351,7 @@ class Ds4App(App[None]):
         self.query_one(CategoryList).show(view.legend)
         self.query_one(PixelMap).set_data(view.map)
         self.query_one(TurnList).show(view)
+        self._apply_overlays()  # (no plan yet: the ds4 view's title says "planning…")
         # the newest turn, where the dashboard's own snapshot puts the cursor too (after the
         # refresh: the list's new height must be laid out before it can scroll there)
         self.call_after_refresh(self._turns_to_newest)
@@ -701,7 +702,8 @@ class Ds4App(App[None]):
             state = self.query_one(CacheCountdown).state
             status = state.status if state is not None else None
         self.query_one(PixelMap).set_overlays(
-            excluded=overlays.excluded, pinned=overlays.pinned, cached_end=overlays.cached_end, cache_status=status
+            excluded=overlays.excluded, pinned=overlays.pinned, cached_end=overlays.cached_end, cache_status=status,
+            planned=self.view.plan is not None or self.view.version == 0,
         )
 
     # --- selection --------------------------------------------------------------------------

@@ -78,6 +78,7 @@ class PixelMap(Widget, can_focus=True):
         self._cache_status: str | None = None
         self._boundary: int | None = None
         self._titles: tuple[Any, ...] | None = None  # the border title and subtitle shown (`_set_title`)
+        self._planned = True  # a DS4 plan is shown (False: "planning…" in the ds4 view's title)
         self._view = "agent"
         self._agent_name = "Pi"
         self.fit_height = False
@@ -123,14 +124,18 @@ class PixelMap(Widget, can_focus=True):
 
     def set_overlays(
         self, *, excluded: frozenset[int] | set[int], pinned: frozenset[int] | set[int], cached_end: int | None,
-        cache_status: str | None,
+        cache_status: str | None, planned: bool = True,
     ) -> None:
         """Marks on top of the categories, by context message index: `excluded` by the DS4 plan
         (▒ in the "ds4" view), `pinned` (◆ in the "ds4" view), and the cached prefix of the last
         request (messages before `cached_end`; later messages drawn □), whose last cell is the
-        boundary styled by `cache_status` ("warm", "expiring", "cold", "unknown" or None)."""
+        boundary styled by `cache_status` ("warm", "expiring", "cold", "unknown" or None).
+        `planned=False`: no plan yet (the "ds4" view's title says "planning…", not ▒/◆)."""
         excluded = excluded if isinstance(excluded, frozenset) else frozenset(excluded)
         pinned = pinned if isinstance(pinned, frozenset) else frozenset(pinned)
+        if planned != self._planned:
+            self._planned = planned
+            self._set_title()
         if (excluded == self._excluded and pinned == self._pinned and cached_end == self._cached_end
                 and cache_status == self._cache_status):
             return  # nothing changed: no repaint
@@ -180,7 +185,10 @@ class PixelMap(Widget, can_focus=True):
     def _set_title(self) -> None:
         width = max(self.size.width, 10)
         scale = f"1 cell = {self._per_cell:,} tok"
-        name = f"What {self._agent_name} sends" if self._view == "agent" else "DS4 plan (▒ out ◆ pinned)"
+        if self._view == "agent":
+            name = f"What {self._agent_name} sends"
+        else:
+            name = "DS4 plan (▒ out ◆ pinned)" if self._planned else "DS4 plan (planning…)"
         for title in (f"{name} · {scale}", f"{name.split(' (')[0]} · {scale}", f"1 cell = {self._per_cell:,}"):
             if len(title) + 4 <= width:
                 break

@@ -196,3 +196,26 @@ async def test_after_the_first_view_the_own_snapshot_draws_what_only_it_draws(sa
         await pilot.pause(0.1)
         lines = [app.query_one(DiagnosticsView).render_line(y).text for y in range(12)]
         assert any("line 24 (byte" in line and "not valid JSON" in line for line in lines), lines
+
+
+class _PlanTitles(_Recording):
+    """Notes the map's title in DS4's view when the first view is painted."""
+
+    titles: list = []
+
+    def _show_first_view(self, view: viewmodel.ViewModel) -> None:
+        super()._show_first_view(view)
+        self.query_one(PixelMap).set_view("ds4")
+        self.titles.append(str(self.query_one(PixelMap).border_title))
+
+
+async def test_the_plan_view_says_planning_until_a_plan_is_there(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(firstview, "MIN_BYTES", 0)
+    path = tmp_path / sample01.name
+    path.write_bytes(sample01.read_bytes())
+    app = _PlanTitles(path, watch=False, retrieval=False, first_view=start(path, threads_ok=True))
+    app.shown, app.titles = [], []
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        assert app.titles and "planning…" in app.titles[0]
+        assert app.view.plan is not None and "▒ out" in str(app.query_one(PixelMap).border_title)
