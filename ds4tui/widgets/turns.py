@@ -218,10 +218,12 @@ class TurnList(ScrollView, can_focus=True):
     def _scroll_to_cursor(self) -> None:
         height = max(self.scrollable_content_region.height - 1, 1)
         top = int(self.scroll_offset.y)
+        # `force`: rows added in this frame (a new snapshot) have no scroll bar laid out yet, and
+        # Textual skips a scroll the overflow does not allow yet (the list stayed at its top)
         if self._cursor < top:
-            self.scroll_to(y=self._cursor, animate=False)
+            self.scroll_to(y=self._cursor, animate=False, force=True)
         elif self._cursor >= top + height:
-            self.scroll_to(y=self._cursor - height + 1, animate=False)
+            self.scroll_to(y=self._cursor - height + 1, animate=False, force=True)
 
     def _look(self) -> dict[str, Style]:
         if self._looks is None:

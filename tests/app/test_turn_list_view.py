@@ -32,3 +32,33 @@ async def test_the_newest_turn_is_on_screen(tmp_path: Path, size: tuple[int, int
         last = turns.get_row_at(turns.row_count - 1)[0]
         assert any(line.split()[:1] == [str(last)] for line in visible), (last, visible[-3:])
         assert all(len(line) <= turns.scrollable_content_region.width for line in visible)
+
+
+class _FirstShow(Ds4App):
+    """Notes, once the first snapshot's frame is painted, where the turn list's cursor is."""
+
+    import ds4tui.app as _module
+
+    CSS_PATH = Path(_module.__file__).parent / Ds4App.CSS_PATH
+    seen: list = []
+
+    def _show(self, message) -> None:  # type: ignore[no-untyped-def]
+        first = self.snapshot is None
+        super()._show(message)
+        if first:
+            turns = self.query_one(TurnList)
+            note = lambda: self.seen.append((turns.cursor_row, turns.row_count, int(turns.scroll_offset.y), turns.scrollable_content_region.height))  # noqa: E731
+            self.call_after_refresh(note)  # (runs after the list's own after-refresh scroll)
+
+
+async def test_the_first_snapshot_shows_its_newest_turn(tmp_path: Path) -> None:
+    """Rows added in the frame that moves the cursor are not laid out yet: the list must still
+    end up on the newest turn in that first paint (it stayed at the top, turns 1–27)."""
+    path = tmp_path / "s.jsonl"
+    synthetic_session(path, 3000)
+    app = _FirstShow(path, watch=False, retrieval=False)
+    app.seen = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, derived=False)
+        cursor, rows, top, height = app.seen[0]
+        assert cursor == rows - 1 and top <= cursor < top + height - 1 and top > 0, app.seen[0]
