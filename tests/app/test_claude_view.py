@@ -10,6 +10,7 @@ from pathlib import Path
 from textual.widgets import DataTable, Static
 
 from ds4tui.claude_view import ClaudeApp, fmt_seconds
+from tests.app.view_keys import check_help_and_home
 
 FIX = Path(__file__).parents[1] / "fixtures" / "claude" / "manual-compact-diagnostics.jsonl"
 
@@ -78,9 +79,6 @@ async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> 
     """A new-user trial: the Claude Code view answered only `q`. `o` shows the home screen (the
     dashboard's), Esc comes back, a session chosen there ends the view with its path (the CLI
     opens it: `launch.open_any`); `?` shows the keys; `r` re-reads the file and says so."""
-    from textual.widgets import Input
-
-    from ds4tui.screens.home import HomeScreen
     from tests.conftest import FIXTURES
     from tests.overview_home import env_for
 
@@ -96,19 +94,5 @@ async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> 
         await pilot.pause()
         lines = len(FIX.read_bytes().splitlines())
         assert [n.message for n in app._notifications][-1] == f"re-read s.jsonl: {path.stat().st_size / 1024:.1f} KiB, {lines:,} lines"
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert app.screen.query("HelpPanel")
-        await pilot.press("question_mark")
-        await pilot.press("o")
-        await pilot.pause()
-        assert isinstance(app.screen, HomeScreen)
-        await pilot.press("escape")
-        await pilot.pause()
-        assert not isinstance(app.screen, HomeScreen) and app.is_running
-        await pilot.press("o")
-        await pilot.pause()
-        app.screen.query_one(Input).value = str(pi)
-        await pilot.press("enter")
-        await pilot.pause()
+        await check_help_and_home(pilot, app, pi)
     assert app.return_value == pi

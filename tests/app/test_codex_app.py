@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ds4tui.codex_app import CodexApp
+from tests.app.view_keys import check_help_and_home
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 MAIN = FIX / "sample/sessions/2026/12/02/rollout-2026-12-02T01-10-23-01a2344d-7ef9-7e61-a841-8556539ac489.jsonl"
@@ -50,9 +51,6 @@ async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> 
     """A new-user trial: the Codex view answered only `q`. `o` shows the home screen, Esc comes
     back, a session chosen there ends the view with its path; `?` shows the keys; `r` re-reads
     the rollout from its start and says so."""
-    from textual.widgets import Input
-
-    from ds4tui.screens.home import HomeScreen
     from tests.conftest import FIXTURES
     from tests.overview_home import env_for
 
@@ -69,19 +67,5 @@ async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> 
         size = MAIN.stat().st_size
         assert [n.message for n in app._notifications][-1] == f"re-read {MAIN.name}: {size / 1024:.1f} KiB, {lines:,} lines"
         assert shown(app) == before
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert app.screen.query("HelpPanel")
-        await pilot.press("question_mark")
-        await pilot.press("o")
-        await pilot.pause()
-        assert isinstance(app.screen, HomeScreen)
-        await pilot.press("escape")
-        await pilot.pause()
-        assert not isinstance(app.screen, HomeScreen) and app.is_running
-        await pilot.press("o")
-        await pilot.pause()
-        app.screen.query_one(Input).value = str(pi)
-        await pilot.press("enter")
-        await pilot.pause()
+        await check_help_and_home(pilot, app, pi)
     assert app.return_value == pi
