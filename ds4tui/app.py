@@ -352,8 +352,8 @@ class Ds4App(App[None]):
         self.query_one(PixelMap).set_data(view.map)
         self.query_one(TurnList).show(view)
         self._apply_overlays()  # (no plan yet: the ds4 view's title says "planning…")
-        # the newest turn, where the dashboard's own snapshot puts the cursor too (after the
-        # refresh: the list's new height must be laid out before it can scroll there)
+        # the newest turn, where the dashboard's own snapshot puts the cursor too (once this
+        # frame is painted: the cursor's row is redrawn with the rest of the list)
         self.call_after_refresh(self._turns_to_newest)
 
     def _turns_to_newest(self) -> None:
