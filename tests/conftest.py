@@ -42,8 +42,9 @@ def shared_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Deterministic local time (UTC), an empty Pi agent dir and a private ds4tui state dir, so
-    no test reads the real `~/.pi` (sessions, models.json) or writes the real state dir."""
+    """Deterministic local time (UTC), an empty Pi agent dir and a private ds4tui state dir and
+    cache dir, so no test reads the real `~/.pi` (sessions, models.json) or writes the real
+    state or cache dir."""
     import time
 
     monkeypatch.setenv("TZ", "UTC")
@@ -52,6 +53,7 @@ def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factor
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.delenv("PI_CODING_AGENT_SESSION_DIR", raising=False)
     monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path_factory.mktemp("ds4tui-state")))
+    monkeypatch.setenv("DS4TUI_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ds4tui-cache"))  # never the user's
 
 
 @pytest.fixture

