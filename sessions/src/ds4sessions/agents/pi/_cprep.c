@@ -1245,6 +1245,15 @@ done:
     return r;
 }
 
+/* True (with RuntimeError set) when `Preparer.__init__` did not run. */
+static int not_initialized(Preparer *self)
+{
+    if (self->loads != NULL)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+    return 1;
+}
+
 /* `SlimReader._prepare(offset, raw)`: see the module comment. */
 static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
 {
@@ -1255,10 +1264,8 @@ static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
         return NULL;
-    if (self->loads == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+    if (not_initialized(self))
         return NULL;
-    }
     r = plain_entry(self, offset, raw, &obj);
     if (r != PLAIN)
         return r < 0 ? NULL : r == NOT_PORTED ? HAND_BACK(self) : REJECT(self);
@@ -1342,10 +1349,8 @@ static PyObject *Preparer_parse(Preparer *self, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "parse(offset, raw) takes 2 arguments");
         return NULL;
     }
-    if (self->loads == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+    if (not_initialized(self))
         return NULL;
-    }
     r = plain_entry(self, args[0], args[1], &obj);
     if (r < 0)
         return NULL;
@@ -1361,10 +1366,8 @@ static PyObject *Preparer_count(Preparer *self, PyObject *message)
     PyObject *role, *content, *result;
     Parts parts = {NULL, 0, 0};
     int r;
-    if (self->loads == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Preparer.__init__ was not called");
+    if (not_initialized(self))
         return NULL;
-    }
     if (!PyDict_CheckExact(message))
         return Py_NewRef(Py_False);
     r = message_conforms(message);
