@@ -19,6 +19,7 @@ painted first, then the ingest worker reads the file as above.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -68,6 +69,11 @@ SWITCH_INTERVAL_S = 0.001
 """Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
 the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
 _FIRST_MESSAGE = attrgetter("first_message")
+
+
+def quitting(app: App) -> bool:
+    """True once `app.exit()` was called (a key pressed after `q` must not open a screen)."""
+    return bool(getattr(app, "_exit", False))
 
 
 def _keep_forced(old: object, new: object) -> bool:
@@ -195,6 +201,11 @@ class Ds4App(App[None]):
 
     following: var[bool] = var(True)
     """Apply new snapshots as they arrive (False: paused; the tail still reads)."""
+
+    process_ends_after = False
+    """Set by the CLI (`launch.run_tui`) when the process ends as soon as the app returns: the
+    collector's thresholds are then not restored at unmount (with them, the teardown ran full
+    collections over a 50,000-turn session's objects: ~0.7 s of the time `q` took)."""
 
     def __init__(
         self,
@@ -389,7 +400,10 @@ class Ds4App(App[None]):
         if self._watcher is not None:
             self._watcher.stop()
         sys.setswitchinterval(getattr(self, "_switch_interval", sys.getswitchinterval()))
-        self._gc.stop()
+        if self.process_ends_after:
+            gc.disable()  # the process ends next (`launch.leave`): no full collections of a large heap meanwhile
+        else:
+            self._gc.stop()
         self._mark_painted(1 << 62)  # release a derive worker waiting for a paint
 
     def on_resize(self, event: events.Resize) -> None:
@@ -888,8 +902,12 @@ class Ds4App(App[None]):
             self.action_show_help_panel()
 
     def action_open_session(self) -> None:
-        """The home screen (every session of every agent); Enter opens one, Esc comes back."""
+        """The home screen (every session of every agent); Enter opens one, Esc comes back.
+        Nothing while the app quits (`q` then `o`)."""
         from ds4tui.screens.home import HomeScreen
+
+        if quitting(self):
+            return
 
         def chosen(path: Path | None) -> None:
             if path is not None:

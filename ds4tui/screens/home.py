@@ -329,7 +329,9 @@ class HomeScreen(ModalScreen[Path | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one_optional(DataTable)
+        if table is None:  # pushed while the app quits (`q` then `o`): nothing was composed
+            return
         self._compact, self._session_width = self.layout_for(self.app.size.width)
         self._add_columns(table)
         self.query_one(Input).focus()  # `o` then typing: the words or the path go into the box

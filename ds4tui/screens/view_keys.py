@@ -42,8 +42,8 @@ class SessionViewKeys(App[Path | None]):
         """The home screen; Esc comes back, a chosen session (another file) ends this view."""
         from ds4tui.screens.home import HomeScreen
 
-        if isinstance(self.screen, HomeScreen):
-            return
+        if isinstance(self.screen, HomeScreen) or getattr(self, "_exit", False):
+            return  # (already there, or quitting: `q` then `o`)
 
         def chosen(path: Path | None) -> None:
             if path is not None and Path(path).resolve() != self.path.resolve():
