@@ -34,3 +34,15 @@ def test_leave_flushes_and_keeps_the_exit_code() -> None:
     code = "import sys\nfrom ds4tui.launch import leave\nsys.stdout.write('bye')\nsys.stderr.write('err')\nleave(3)\nprint('never')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (3, "bye", "err")
+
+
+async def test_escape_hides_the_keys(sample01: Path) -> None:
+    app = Ds4App(sample01, watch=False, retrieval=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app, derived=False)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query("HelpPanel")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not app.screen.query("HelpPanel")
