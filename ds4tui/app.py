@@ -636,6 +636,8 @@ class Ds4App(App[None]):
         derived = message.derived
         if derived is not None and derived is not previous_derived and derived.version == snap.version:
             self._show_derived(derived, previous_derived)
+        elif self.derived is None:  # nothing derived yet: say what the cache view waits for
+            self.query_one(CacheCountdown).waiting("reading…" if snap.unread_bytes else "after the plan…")
         self._apply_overlays()  # after the cache panels: the boundary takes the countdown's status
         newest = len(snap.context.messages) - 1
         follow = self.following and self._selected is not None and self._selected == shown - 1 < newest

@@ -79,6 +79,7 @@ class CacheCountdown(TextLines):
         self._compact = compact
         """One line (`● cache warm · 4:12 left`) with the reason as the tooltip (the header)."""
         self._view: CacheView | None = None
+        self._why = ""  # what the missing cache view waits for (`waiting`)
         self._alerted_for: float | None = None
         self.state: CacheState | None = None
         """The state shown by the last tick (None before the first view)."""
@@ -93,12 +94,25 @@ class CacheCountdown(TextLines):
         self._view = view
         self.tick()
 
+    def waiting(self, why: str) -> None:
+        """While there is no cache view yet: say what it waits for (`why`, e.g. "reading…" while
+        a first read comes in slices, "after the plan…" while the derive pass runs); "" for the
+        plain "waiting…"."""
+        if why != self._why:
+            self._why = why
+            if self._view is None:
+                self.tick()
+
     def tick(self) -> None:
         """Recompute the state at `now()` and redraw; alert once at the expiring threshold."""
         view = self._view
         if view is None:
             self.state = None
-            self.update(Text("cache: waiting…" if getattr(self, "_compact", False) else "prompt cache: waiting for the session…", style="dim"))
+            why = self._why
+            if getattr(self, "_compact", False):
+                self.update(Text(f"cache: {why or 'waiting…'}", style="dim"))
+            else:
+                self.update(Text(f"prompt cache: {why or 'waiting for the session…'}", style="dim"))
             return
         state = view.state_at(self._now())
         self.state = state

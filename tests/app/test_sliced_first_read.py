@@ -12,6 +12,7 @@ import pytest
 import ds4sessions.ingest.tailer as tailer
 import ds4tui.app as app_module
 from ds4tui.app import Ds4App
+from ds4tui.widgets.cache import CacheCountdown
 from ds4tui.widgets.panels import SessionHeader
 from tests.app.test_dashboard import settle
 from tests.conftest import ROOT
@@ -26,17 +27,20 @@ class _Recording(Ds4App):
     CSS_PATH = Path(app_module.__file__).parent / Ds4App.CSS_PATH
     shown: list = []
     planned: list = []
+    countdowns: list = []
 
     def _show(self, message) -> None:  # type: ignore[no-untyped-def]
         super()._show(message)
         self.shown.append((message.view.header.reading, message.snapshot.unread_bytes, message.snapshot.version))
+        if message.snapshot.unread_bytes and self.derived is None:
+            self.countdowns.append(self.query_one(CacheCountdown).render_line(0).text)
         if message.derived is not None:
             self.planned.append(message.derived.version)
 
 
 async def _open(path: Path) -> _Recording:
     app = _Recording(path, watch=False, retrieval=False)
-    app.shown, app.planned = [], []
+    app.shown, app.planned, app.countdowns = [], [], []
     return app
 
 
@@ -58,6 +62,7 @@ async def test_a_large_first_read_is_painted_in_slices_then_whole(tmp_path: Path
         partial_versions = {version for _, unread, version in app.shown if unread}
         assert app.planned and not partial_versions & set(app.planned)
         assert "reading" not in app.query_one(SessionHeader).render_line(0).text
+        assert app.countdowns and all("cache: reading…" in text for text in app.countdowns)
         final = app.view
 
     reference = Ds4App(path, watch=False, retrieval=False)
