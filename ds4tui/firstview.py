@@ -13,7 +13,8 @@ from there. The copy never writes the session file and holds no lock; it exits a
 
 On a 2-core machine the read then runs beside the imports instead of after them. It is done
 twice (once in each process): only for files of `MIN_BYTES` to `MAX_BYTES` (a small file reads
-in milliseconds; a very large one would hold two copies of its parsed lines at once).
+in milliseconds; a very large one would hold two copies of its parsed lines at once, and the
+dashboard reads it in slices instead, painting each: `Ds4App._slice`).
 """
 
 from __future__ import annotations
