@@ -49,6 +49,7 @@ from ds4core.models import ModelTable
 from ds4sessions.ingest.live import Snapshot
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
 from ds4sessions.ingest.watch import SessionWatcher
+from ds4tui.screens.view_keys import SHARED_BINDINGS
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, StatusLine, TurnList
@@ -181,10 +182,7 @@ class Ds4App(App[None]):
     CSS_PATH = "styles/app.tcss"
     TITLE = "ds4tui"
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
-        Binding("escape", "hide_help_panel", "Hide keys", show=False),
-        Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
+        *SHARED_BINDINGS,  # q ? Esc o, as in the Claude Code and Codex views
         Binding("f", "toggle_follow", "Follow", id="follow", tooltip="Pause or resume live updates"),
         Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file now", show=False),
         Binding("m", "focus_map", "Map", id="focus-map", tooltip="Focus the pixel map (arrows move between cells)"),

@@ -19,11 +19,16 @@ from typing import Callable
 from textual.app import App
 from textual.binding import Binding
 
-VIEW_BINDINGS = [
+SHARED_BINDINGS = [
     Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
     Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
     Binding("escape", "hide_help_panel", "Hide keys", show=False),
     Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
+]
+"""The first keys of every view, the dashboard's too (`ds4tui.app.Ds4App.BINDINGS`)."""
+
+VIEW_BINDINGS = [
+    *SHARED_BINDINGS,
     Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file from its start"),
 ]
 """The bindings of a read-only view (the dashboard's keys of the same names)."""
