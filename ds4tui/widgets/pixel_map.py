@@ -273,6 +273,22 @@ class PixelMap(Widget, can_focus=True):
             rows = -(-len(cells) // width)
             if self.styles.height is None or self.styles.height.value != rows + border:
                 self.styles.height = rows + border
+        at, selected = self.cursor, self._highlight
+        if at >= 0 and selected is not None and cells and not (at < len(cells) and cells[at].message_index == selected):
+            # a new layout (scale, size, data): the cursor stays on the selected message's first
+            # cell (or, when it has none at this scale, the last cell before it) instead of
+            # landing on whatever cell now has its old index; the selection does not change
+            where = None
+            for i, cell in enumerate(cells):  # (cells are in context order)
+                index = cell.message_index
+                if index is None or index < selected:
+                    where = i if index is not None else where
+                    continue
+                if index == selected:
+                    where = i
+                break
+            if where is not None:
+                self.set_reactive(PixelMap.cursor, where)
         if self.cursor >= len(cells):
             self.cursor = len(cells) - 1
         if not (partial and old_geometry == self._geometry):

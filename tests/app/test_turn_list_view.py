@@ -62,3 +62,31 @@ async def test_the_first_snapshot_shows_its_newest_turn(tmp_path: Path) -> None:
         await settle(pilot, app, derived=False)
         cursor, rows, top, height = app.seen[0]
         assert cursor == rows - 1 and top <= cursor < top + height - 1 and top > 0, app.seen[0]
+
+
+async def test_the_map_cursor_stays_on_the_selected_message_when_the_layout_changes(tmp_path: Path) -> None:
+    """A new layout (here a resize; while a large file is read, each slice) kept the cursor's
+    cell index, so the cursor, and with the next key the inspector, jumped to another message
+    (a new-user trial)."""
+    from ds4tui.widgets.pixel_map import PixelMap
+
+    path = tmp_path / "s.jsonl"
+    synthetic_session(path, 60)
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app, derived=False)
+        pixel_map = app.query_one(PixelMap)
+        pixel_map.focus()
+        await pilot.pause()
+        for _ in range(7):
+            await pilot.press("right")
+        await pilot.pause()
+        selected = app._selected
+        assert selected is not None and pixel_map._cells[pixel_map.cursor].message_index == selected
+        await pilot.resize_terminal(110, 40)
+        await pilot.pause(0.2)
+        assert app._selected == selected
+        # its first cell, or (a message too small for a cell at the new scale) the last one before it
+        shown = [c.message_index for c in pixel_map._cells if c.message_index is not None]
+        expected = selected if selected in shown else max(m for m in shown if m < selected)
+        assert pixel_map._cells[pixel_map.cursor].message_index == expected
