@@ -164,6 +164,14 @@ def _value_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
+_STABLE_ROLES = frozenset({"assistant", "toolResult", "system"})
+"""Roles whose messages are the reader's own dicts in every context built (`build_context`
+rebuilds only summaries and custom messages, Pi's `convertToLlm` turns those and bash
+executions into user messages): found by identity, so no value key is kept for them (at 50,000
+turns the keys of every message held ~180 MiB). A message of these roles rebuilt anyway would
+only be estimated again: the same number."""
+
+
 class _TokenCache:
     """chars-v1 estimates per message, kept for the messages of the latest plan only."""
 
@@ -194,7 +202,7 @@ class _TokenCache:
         for message in messages:
             hit = self._by_id.get(id(message))
             if hit is None or hit[1] is not message:
-                key = _value_key(message) if isinstance(message, dict) else None
+                key = _value_key(message) if isinstance(message, dict) and message.get("role") not in _STABLE_ROLES else None
                 hit = self._by_value.get(key) if key is not None else None
                 if hit is None:
                     self.misses += 1
