@@ -49,7 +49,7 @@ from ds4core.models import ModelTable
 from ds4sessions.ingest.live import Snapshot
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
 from ds4sessions.ingest.watch import SessionWatcher
-from ds4tui.screens.view_keys import SHARED_BINDINGS
+from ds4tui.screens.view_keys import SHARED_BINDINGS, quitting, toggle_help
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, StatusLine, TurnList
@@ -70,11 +70,6 @@ SWITCH_INTERVAL_S = 0.001
 """Python's thread switch interval while the dashboard runs (default 5 ms): the UI thread gets
 the GIL back from a worker within a millisecond, so a long derive pass delays a frame less."""
 _FIRST_MESSAGE = attrgetter("first_message")
-
-
-def quitting(app: App) -> bool:
-    """True once `app.exit()` was called (a key pressed after `q` must not open a screen)."""
-    return bool(getattr(app, "_exit", False))
 
 
 def _keep_forced(old: object, new: object) -> bool:
@@ -897,11 +892,8 @@ class Ds4App(App[None]):
         target.focus()
 
     def action_help(self) -> None:
-        """Show the key bindings panel."""
-        if self.screen.query("HelpPanel"):
-            self.action_hide_help_panel()
-        else:
-            self.action_show_help_panel()
+        """Show or hide the key bindings panel."""
+        toggle_help(self)
 
     def action_open_session(self) -> None:
         """The home screen (every session of every agent); Enter opens one, Esc comes back.

@@ -38,16 +38,21 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
         if flag in ("--fast", "--exact"):
             exact = flag == "--exact"
     path = Path(paths[0])
-    if not path.is_file():
-        return None  # the Typer CLI prints the error (and refuses FIFOs, devices, directories)
+    return (path, exact) if _plain_pi_file(path) else None
+
+
+def _plain_pi_file(path: Path) -> bool:
+    """True when `path` is an existing regular file that plainly starts with a Pi session
+    header. Otherwise the Typer CLI takes over: it prints the error (and refuses FIFOs,
+    devices, directories) or picks the agent (Claude Code, Codex)."""
     try:
+        if not path.is_file():
+            return False
         with open(path, "rb") as f:
             head = f.read(4096)
     except OSError:
-        return None
-    if _PI_HEADER.match(head) is None:
-        return None  # not plainly a Pi session: the CLI picks the agent (Claude Code, Codex) or says why
-    return path, exact
+        return False
+    return _PI_HEADER.match(head) is not None
 
 
 def _fast_open_path(args: list[str]) -> Path | None:
@@ -59,14 +64,7 @@ def _fast_open_path(args: list[str]) -> Path | None:
     if len(args) != 1 or args[0].startswith("-") or not any(c in args[0] for c in "./"):
         return None  # (a bare word may be a command: the CLI decides; command names have no . or /)
     path = Path(args[0])
-    try:
-        if not path.is_file() or os.path.isdir(path):
-            return None
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return None
-    return path if _PI_HEADER.match(head) is not None else None
+    return path if _plain_pi_file(path) else None
 
 
 def _load_cl100k_lean() -> None:

@@ -48,7 +48,7 @@ class SessionViewKeys(App[Path | None]):
         """The home screen; Esc comes back, a chosen session (another file) ends this view."""
         from ds4tui.screens.home import HomeScreen
 
-        if isinstance(self.screen, HomeScreen) or getattr(self, "_exit", False):
+        if isinstance(self.screen, HomeScreen) or quitting(self):
             return  # (already there, or quitting: `q` then `o`)
 
         def chosen(path: Path | None) -> None:
@@ -59,14 +59,24 @@ class SessionViewKeys(App[Path | None]):
 
     def action_help(self) -> None:
         """Show or hide the key bindings panel."""
-        if self.screen.query("HelpPanel"):
-            self.action_hide_help_panel()
-        else:
-            self.action_show_help_panel()
+        toggle_help(self)
 
     def reread_notice(self, lines: int, size: int) -> None:
         """Say what `r` read: `re-read NAME: 1.2 MiB, 4,512 lines`."""
         self.notify(reread_text(self.path.name, size, lines), timeout=4)
+
+
+def quitting(app: App) -> bool:
+    """True once `app.exit()` was called (a key pressed after `q` must not open a screen)."""
+    return bool(getattr(app, "_exit", False))
+
+
+def toggle_help(app: App) -> None:
+    """Show the key bindings panel, or hide it when it is shown (`?` in every view)."""
+    if app.screen.query("HelpPanel"):
+        app.action_hide_help_panel()
+    else:
+        app.action_show_help_panel()
 
 
 def reread_text(name: str, size: int, lines: int) -> str:

@@ -13,7 +13,7 @@ from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
 from ds4sessions.ingest.live import Snapshot
-from ds4tui.header import HeaderFacts, compose_header, first_prompt_of, session_display_name
+from ds4tui.header import HeaderFacts, compose_header
 from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 from ds4tui.widgets.turns import TurnList, plan_cell as _plan_cell  # noqa: F401  (the turn list lives in widgets.turns)
@@ -33,32 +33,11 @@ def empty_note(file_size: int, problems: int) -> str:
 
 
 def header_facts(snap: Snapshot | None, *, demo: bool, following: bool, bridge: str = "") -> HeaderFacts:
-    """The header's facts for `snap` (None: nothing read yet). `used` is the calibrated total,
-    the same number the legend adds up to."""
-    if snap is None:
-        return HeaderFacts(status="loading", demo=demo, paused=not following)
-    reader = snap.reader
-    if reader.status == "empty" and not reader.entries:
-        problems = reader.diagnostics.total
-        return HeaderFacts(status="empty", empty_note=empty_note(snap.file_size, problems), problems=problems,
-                           demo=demo, paused=not following)
-    cal = calibrated_of(snap)
-    return HeaderFacts(
-        used=cal.used,
-        window=snap.context_window,
-        measured=cal.source == "provider",
-        model=snap.model_key,
-        known_model=snap.model is not None,
-        name=session_display_name(reader.session_name, snap.path, first_prompt_of(snap.context.messages)),
-        cwd=(reader.cwd or "").rstrip("/").rsplit("/", 1)[-1],
-        demo=demo,
-        paused=not following,
-        deleted=snap.deleted,
-        invalid_header=reader.status == "not_a_session",
-        problems=reader.diagnostics.total + len(snap.context.warnings),
-        bridge=bridge,
-        reading=(snap.file_size, snap.file_size + snap.unread_bytes) if snap.unread_bytes else None,
-    )
+    """The header's facts for `snap` (None: nothing read yet): `facts_of` its view model's
+    header (`used` is the calibrated total, the same number the legend adds up to)."""
+    from ds4tui.viewmodel import header
+
+    return facts_of(header(snap), demo=demo, following=following, bridge=bridge)
 
 
 def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = "") -> HeaderFacts:
