@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from ds4core.categories import calibrate
 from ds4core.claude_context import (
     MESSAGE_CHILDREN,
     Autocompact,
@@ -156,24 +157,6 @@ def later_rough_tokens(messages: Sequence[Mapping[str, Any]], metas: Sequence[Me
     return [rough_message_tokens(m, chars_per_token, j) for m, j in zip(messages, joins)]
 
 
-def apportion(total: int, weights: Mapping[Any, int]) -> dict[Any, int]:
-    """`total` (tokens) split over the keys of `weights` in proportion to them, by largest
-    remainder, so the parts add up to `total` exactly (all to the first key when every weight is
-    0; {} when there is no key)."""
-    keys = list(weights)
-    if not keys:
-        return {}
-    weight = sum(max(w, 0) for w in weights.values())
-    if weight == 0:
-        return {k: (total if i == 0 else 0) for i, k in enumerate(keys)}
-    exact = {k: total * max(weights[k], 0) / weight for k in keys}
-    out = {k: int(exact[k]) for k in keys}
-    left = total - sum(out.values())
-    for k in sorted(keys, key=lambda k: -(exact[k] - out[k]))[:left]:
-        out[k] += 1
-    return out
-
-
 SKILL_LISTING_HEADER = "The following skills are available for use with the Skill tool:\n\n"
 
 
@@ -267,7 +250,8 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     measured = None
     if cut is not None and total is not None and fixed is not None:
         measured = max(total - fixed, 0)
-        before = apportion(measured, before) if before else {("user", None): measured}
+        # the provider's part split in the estimates' proportions (largest remainder: exact sum)
+        before = calibrate(before, measured) if sum(before.values()) > 0 else {("user", None): measured}
     children: dict[str, int] = {}
     tools: dict[str, dict[str, int]] = {}
     listed = {"custom_agents": 0, "memory_files": 0}
@@ -454,7 +438,7 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
 
 
 __all__ = ["MESSAGE_CHILDREN", "context_map", "shown_category", "cache_report", "context_messages", "context_now",
-           "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens", "apportion",
+           "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens",
            "autocompact_for", "steering_refusal"]
 
 
