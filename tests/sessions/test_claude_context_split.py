@@ -210,3 +210,11 @@ def test_later_estimate_follows_claude_codes_user_message_merge() -> None:
     assert later_rough_tokens([u("aaaaa"), u("b")], [None, att], 4) == [1, 0]
     assert later_rough_tokens([u("aaaaa"), {"role": "assistant", "content": [{"type": "text", "text": "x"}]}, u("b")],
                               [None, None, stdout], 4) == [1, 0, 0]
+
+
+def test_rough_tokens_count_as_javascript_does_and_never_raise() -> None:
+    """`text.length` in UTF-16 units: an astral character counts 2, a lone surrogate (JSON may
+    carry one) counts 1 instead of raising UnicodeEncodeError."""
+    from ds4core.claude_context import rough_tokens
+
+    assert rough_tokens("abcdefgh") == 2 and rough_tokens("😀😀", 4) == 1 and rough_tokens("ab\ud800c", 4) == 1

@@ -39,6 +39,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from ds4core.jsjson import utf16_len
+
 #: Claude Code's `/context` category ids, in its display order, with its labels.
 CLAUDE_CATEGORIES: dict[str, str] = {
     "system_prompt": "System prompt",
@@ -109,8 +111,7 @@ def rough_tokens(text: str, chars_per_token: int = 4) -> int:
     (JavaScript `Math.round`); 0 for "". Length in UTF-16 code units, as JavaScript counts."""
     if not text:
         return 0
-    units = len(text.encode("utf-16-le")) // 2
-    return math.floor(units / chars_per_token + 0.5)
+    return math.floor(utf16_len(text) / chars_per_token + 0.5)
 
 
 def skill_listing_tokens(listing: str, chars_per_token: int) -> list[tuple[str, int]]:
