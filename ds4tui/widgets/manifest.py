@@ -186,7 +186,7 @@ class ManifestView(Widget):
                 yield Static("", id="manifest-detail")
             with VerticalScroll(id="manifest-side"):
                 yield Static("", id="manifest-diff")
-                yield Static("No plan yet.", id="manifest-explain")
+                yield Static("No plan yet: DS4 plans once the whole session is read (seconds on a large one).", id="manifest-explain")
 
     def on_mount(self) -> None:
         self._add_columns(column_widths(0))
