@@ -1255,17 +1255,13 @@ static int not_initialized(Preparer *self)
 }
 
 /* `SlimReader._prepare(offset, raw)`: see the module comment. */
-static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
+static PyObject *prepare_line(Preparer *self, PyObject *offset, PyObject *raw)
 {
-    PyObject *offset, *raw, *obj = NULL, *message, *role, *value, *slim = NULL, *result = NULL;
+    PyObject *obj = NULL, *message, *role, *value, *slim = NULL, *result = NULL;
     Py_ssize_t size;
     Parts parts = {NULL, 0, 0};
     int in_context, r;
 
-    if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
-        return NULL;
-    if (not_initialized(self))
-        return NULL;
     r = plain_entry(self, offset, raw, &obj);
     if (r != PLAIN)
         return r < 0 ? NULL : r == NOT_PORTED ? HAND_BACK(self) : REJECT(self);
@@ -1338,6 +1334,16 @@ done:
     return result;
 }
 
+static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *offset, *raw;
+    if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
+        return NULL;
+    if (not_initialized(self))
+        return NULL;
+    return prepare_line(self, offset, raw);
+}
+
 /* `preparer.parse(offset, raw)`: the parsed entry when `raw` is plainly a well-formed message
  * entry (`plain_entry`), else False (the general route reads the line). Changes nothing: the
  * full reader's short route (`PiSessionReader.feed`), which then adds the entry as it is. */
@@ -1394,9 +1400,420 @@ static PyObject *Preparer_count(Preparer *self, PyObject *message)
     return result;
 }
 
+/* ------------------------------------------------------------------ blocks of lines */
+/* `SlimReader`'s bulk read (`slim._feed_blocks`, `_prepare_into`, `_add_records`) in C: a
+ * block of file bytes split into lines here, each line prepared by `prepare_line` and added
+ * to the reader as `SlimReader._fast_line` / `_add_prepared` add it, without a Python frame
+ * per line. Every line these functions do not finish (not taken by `prepare_line`, over the
+ * size cap, or an entry `_add_prepared` would report: no string id, a duplicate id, a parent
+ * not read yet, or missing parents pending) is handed back to the Python caller, which reads
+ * it the way `SlimReader.feed` does, with the answer already made (`prepare_line` runs once
+ * per line). */
+
+enum { E_TYPE, E_ID, E_PARENT_ID, E_TIMESTAMP, E_RAW, E_LINE_NO, E_OFFSET, E_LENGTH, E_COUNT };
+static const char *entry_fields[E_COUNT] = {"type", "id", "parent_id", "timestamp", "raw", "line_no", "offset",
+                                            "length"};
+
+/* What a block adds to: the reader's lists and `entries.Entry`'s slot layout. Borrowed refs. */
+typedef struct {
+    PyObject *reader;
+    PyTypeObject *type;          /* entries.Entry */
+    Py_ssize_t offsets[E_COUNT]; /* byte offsets of its slots */
+    PyObject *entries;           /* reader.entries (a list) */
+    PyObject *by_id;             /* reader.by_id (a dict) */
+    PyObject *missing;           /* reader.diagnostics.missing_parents (a dict) */
+    PyObject *leaf;              /* the id of the last entry added, or NULL */
+} Block;
+
+static void block_close(Block *b)
+{
+    Py_CLEAR(b->entries);
+    Py_CLEAR(b->by_id);
+    Py_CLEAR(b->missing);
+}
+
+/* Fill `b` for `reader` and `entry_type` (a type whose fields are plain object slots: a
+ * dataclass with `slots=True`); -1 with TypeError for anything else. */
+static int block_open(Block *b, PyObject *reader, PyObject *entry_type)
+{
+    PyObject *diagnostics;
+    int i;
+    memset(b, 0, sizeof *b);
+    b->reader = reader;
+    if (!PyType_Check(entry_type)) {
+        PyErr_SetString(PyExc_TypeError, "entry_type: a type");
+        return -1;
+    }
+    b->type = (PyTypeObject *)entry_type;
+    for (i = 0; i < E_COUNT; i++) {
+        PyObject *descr = PyObject_GetAttrString(entry_type, entry_fields[i]);
+        PyMemberDef *member;
+        if (descr == NULL)
+            return -1;
+        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            Py_DECREF(descr);
+            PyErr_Format(PyExc_TypeError, "entry_type.%s: not a slot", entry_fields[i]);
+            return -1;
+        }
+        member = ((PyMemberDescrObject *)descr)->d_member;
+        b->offsets[i] = member->offset;
+        Py_DECREF(descr);
+        if (member->type != T_OBJECT_EX || member->offset <= 0 ||
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > b->type->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "entry_type.%s: not an object slot", entry_fields[i]);
+            return -1;
+        }
+    }
+    b->entries = PyObject_GetAttrString(reader, "entries");
+    b->by_id = PyObject_GetAttrString(reader, "by_id");
+    diagnostics = PyObject_GetAttrString(reader, "diagnostics");
+    if (b->entries == NULL || b->by_id == NULL || diagnostics == NULL)
+        goto fail;
+    b->missing = PyObject_GetAttrString(diagnostics, "missing_parents");
+    Py_DECREF(diagnostics);
+    if (b->missing == NULL)
+        goto fail;
+    if (!PyList_CheckExact(b->entries) || !PyDict_CheckExact(b->by_id) || !PyDict_CheckExact(b->missing)) {
+        PyErr_SetString(PyExc_TypeError, "reader.entries, by_id, diagnostics.missing_parents: a list and dicts");
+        goto fail;
+    }
+    return 0;
+fail:
+    block_close(b);
+    return -1;
+}
+
+/* reader.leaf_id = the last id added (when one was), last_line_no, end_offset. */
+static int block_finish(Block *b, Py_ssize_t line_no, Py_ssize_t end_offset, int lines)
+{
+    PyObject *value;
+    int r;
+    if (!lines)
+        return 0;
+    if (b->leaf != NULL && PyObject_SetAttrString(b->reader, "leaf_id", b->leaf) < 0)
+        return -1;
+    value = PyLong_FromSsize_t(line_no);
+    if (value == NULL)
+        return -1;
+    r = PyObject_SetAttrString(b->reader, "last_line_no", value);
+    Py_DECREF(value);
+    if (r < 0)
+        return -1;
+    value = PyLong_FromSsize_t(end_offset);
+    if (value == NULL)
+        return -1;
+    r = PyObject_SetAttrString(b->reader, "end_offset", value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* `SlimReader._add_prepared(entry_id, parent, slim, line_no, offset, length)` for the common
+ * entry: a string id not read before, a parent that is None, not a string, "" or an id read
+ * before (whose entry's own id string is kept), no missing parents pending. 1: added; 0: not
+ * this case (nothing changed: the caller runs `_add_prepared`); -1: an error. `offset` is the
+ * line's offset as an int object (borrowed). */
+static int block_add(Block *b, PyObject *id, PyObject *parent, PyObject *slim, Py_ssize_t line_no, PyObject *offset,
+                     Py_ssize_t length)
+{
+    PyObject *entry, *earlier, *parent_id = Py_None, *values[E_COUNT];
+    int i, r;
+    if (!PyUnicode_CheckExact(id) || PyDict_GET_SIZE(b->missing) != 0)
+        return 0;
+    earlier = PyDict_GetItemWithError(b->by_id, id);
+    if (earlier != NULL)
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
+    if (PyUnicode_CheckExact(parent) && PyUnicode_GET_LENGTH(parent) > 0) {
+        earlier = PyDict_GetItemWithError(b->by_id, parent);
+        if (earlier == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (Py_TYPE(earlier) != b->type)
+            return 0;
+        parent_id = *(PyObject **)((char *)earlier + b->offsets[E_ID]);
+        if (parent_id == NULL)
+            return 0;
+    }
+    entry = b->type->tp_alloc(b->type, 0);
+    if (entry == NULL)
+        return -1;
+    values[E_TYPE] = s_message;
+    values[E_ID] = id;
+    values[E_PARENT_ID] = parent_id;
+    values[E_TIMESTAMP] = s_empty;
+    values[E_RAW] = slim;
+    values[E_OFFSET] = offset;
+    for (i = 0; i < E_COUNT; i++) {
+        if (i == E_LINE_NO || i == E_LENGTH)
+            continue;
+        *(PyObject **)((char *)entry + b->offsets[i]) = Py_NewRef(values[i]);
+    }
+    values[E_LINE_NO] = PyLong_FromSsize_t(line_no);
+    values[E_LENGTH] = PyLong_FromSsize_t(length);
+    *(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) = values[E_LINE_NO];
+    *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) = values[E_LENGTH];
+    if (values[E_LINE_NO] == NULL || values[E_LENGTH] == NULL) {
+        Py_DECREF(entry);
+        return -1;
+    }
+    r = PyList_Append(b->entries, entry);
+    if (r == 0)
+        r = PyDict_SetItem(b->by_id, id, entry);
+    Py_DECREF(entry);
+    if (r < 0)
+        return -1;
+    b->leaf = id;
+    return 1;
+}
+
+/* (pos, line_no, code, answer): code 0 = no complete line at `pos`; 1 = the line at `pos`
+ * (its number line_no + 1) is the caller's, `answer` what `prepare_line` said for it (False,
+ * None, or a tuple `block_add` did not add), or None for a line over the size cap. */
+static PyObject *block_result(Py_ssize_t pos, Py_ssize_t line_no, int code, PyObject *answer)
+{
+    return Py_BuildValue("(nniO)", pos, line_no, code, answer ? answer : Py_None);
+}
+
+/* Parse the (reader or list, entry_type or base, data, pos, base, number) arguments shared by
+ * `feed_block` and `prepare_block`. */
+static int block_args(PyObject *const *args, Py_ssize_t nargs, const char *name, const char **data, Py_ssize_t *size,
+                      Py_ssize_t *pos, Py_ssize_t *base, Py_ssize_t *number)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "%s takes 6 arguments", name);
+        return -1;
+    }
+    if (!PyBytes_CheckExact(args[2])) {
+        PyErr_Format(PyExc_TypeError, "%s: data must be bytes", name);
+        return -1;
+    }
+    *data = PyBytes_AS_STRING(args[2]);
+    *size = PyBytes_GET_SIZE(args[2]);
+    *pos = PyLong_AsSsize_t(args[3]);
+    *base = PyLong_AsSsize_t(args[4]);
+    *number = PyLong_AsSsize_t(args[5]);
+    if ((*pos == -1 || *base == -1 || *number == -1) && PyErr_Occurred())
+        return -1;
+    if (*pos < 0 || *pos > *size || *base < 0 || *number < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: pos, base or line number out of range", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The next line of data[pos:] for a block: 1 with *raw, *offset (new refs) and *len set; 0
+ * when no complete line is left; 2 for a line over the size cap (nothing made; counted as
+ * rejected, as `preparer(offset, raw)` rejects the `OversizedLine` a line reader gives for it);
+ * -1 error. */
+static int block_line(Preparer *self, const char *data, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t base,
+                      PyObject **raw, PyObject **offset, Py_ssize_t *len)
+{
+    const char *nl = memchr(data + pos, '\n', (size_t)(size - pos));
+    if (nl == NULL)
+        return 0;
+    *len = nl - (data + pos);
+    if (*len > self->max_line_bytes) {
+        self->rejected++;
+        return 2;
+    }
+    *raw = PyBytes_FromStringAndSize(data + pos, *len);
+    if (*raw == NULL)
+        return -1;
+    *offset = PyLong_FromSsize_t(base + pos);
+    if (*offset == NULL) {
+        Py_CLEAR(*raw);
+        return -1;
+    }
+    return 1;
+}
+
+/* `preparer.feed_block(reader, entry_type, data, pos, base, line_no)`: read the complete
+ * lines of data[pos:] (`base`: the file offset of data[0]; `line_no`: the number of the line
+ * before data[pos]) into `reader` (a `SlimReader` after its version-3 header, whose `_prepare`
+ * is this preparer) as `SlimReader.feed` reads them, up to the first line it leaves to the
+ * caller (`block_result`). Sets the reader's `last_line_no`, `end_offset` and `leaf_id`. */
+static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *data;
+    Py_ssize_t size, pos, base, line_no;
+    PyObject *answer = NULL, *result = NULL;
+    Block b;
+    int lines = 0, code = 0;
+    if (not_initialized(self) || block_args(args, nargs, "feed_block", &data, &size, &pos, &base, &line_no) < 0)
+        return NULL;
+    if (block_open(&b, args[0], args[1]) < 0)
+        return NULL;
+    for (;;) {
+        PyObject *raw = NULL, *offset = NULL, *prepared;
+        Py_ssize_t len;
+        int r = block_line(self, data, size, pos, base, &raw, &offset, &len);
+        if (r <= 0) {
+            if (r < 0)
+                goto done;
+            break;
+        }
+        if (r == 2) {
+            code = 1;
+            break;
+        }
+        prepared = prepare_line(self, offset, raw);
+        Py_DECREF(raw);
+        if (prepared == NULL) {
+            Py_DECREF(offset);
+            goto done;
+        }
+        r = 0;
+        if (PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 3)
+            r = block_add(&b, PyTuple_GET_ITEM(prepared, 0), PyTuple_GET_ITEM(prepared, 1),
+                          PyTuple_GET_ITEM(prepared, 2), line_no + 1, offset, len + 1);
+        Py_DECREF(offset);
+        if (r <= 0) {
+            if (r < 0) {
+                Py_DECREF(prepared);
+                goto done;
+            }
+            answer = prepared;
+            code = 1;
+            break;
+        }
+        Py_DECREF(prepared);
+        line_no++;
+        lines++;
+        pos += len + 1;
+    }
+    if (block_finish(&b, line_no, base + pos, lines) == 0)
+        result = block_result(pos, line_no, code, answer);
+done:
+    Py_XDECREF(answer);
+    block_close(&b);
+    return result;
+}
+
+/* `preparer.prepare_block(records, None, data, pos, base, k)`: in the forked copy of
+ * `slim.read_whole_file`, append to the list `records` the record (k, offset, length, id,
+ * parentId, stand-in) of each complete line of data[pos:] that `prepare_line` takes (k: the
+ * line's number counted from the copy's first line; `k` given is the line before data[pos]),
+ * up to the first line it does not take (`block_result`). */
+static PyObject *Preparer_prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *data;
+    Py_ssize_t size, pos, base, k;
+    PyObject *records, *answer = NULL, *result = NULL;
+    int code = 0;
+    if (not_initialized(self) || block_args(args, nargs, "prepare_block", &data, &size, &pos, &base, &k) < 0)
+        return NULL;
+    records = args[0];
+    if (!PyList_CheckExact(records)) {
+        PyErr_SetString(PyExc_TypeError, "prepare_block: records must be a list");
+        return NULL;
+    }
+    for (;;) {
+        PyObject *raw = NULL, *offset = NULL, *prepared, *record;
+        Py_ssize_t len;
+        int r = block_line(self, data, size, pos, base, &raw, &offset, &len);
+        if (r <= 0) {
+            if (r < 0)
+                return NULL;
+            break;
+        }
+        if (r == 2) {
+            code = 1;
+            break;
+        }
+        prepared = prepare_line(self, offset, raw);
+        Py_DECREF(raw);
+        if (prepared == NULL) {
+            Py_DECREF(offset);
+            return NULL;
+        }
+        if (!PyTuple_CheckExact(prepared)) {
+            Py_DECREF(offset);
+            answer = prepared;
+            code = 1;
+            break;
+        }
+        record = Py_BuildValue("(nNnOOO)", k + 1, offset, len + 1, PyTuple_GET_ITEM(prepared, 0),
+                               PyTuple_GET_ITEM(prepared, 1), PyTuple_GET_ITEM(prepared, 2));
+        Py_DECREF(prepared);
+        if (record == NULL)
+            return NULL;
+        r = PyList_Append(records, record);
+        Py_DECREF(record);
+        if (r < 0)
+            return NULL;
+        k++;
+        pos += len + 1;
+    }
+    result = block_result(pos, k, code, answer);
+    Py_XDECREF(answer);
+    return result;
+}
+
+/* `preparer.add_records(reader, entry_type, records, index, base)`: add the copy's records
+ * (`prepare_block`) from records[index] on, as `slim._add_records` adds them (line number =
+ * base + k), up to the first one it leaves to the caller: a record of another shape, or one
+ * `block_add` does not add. Returns that index (len(records) when all were added). */
+static PyObject *Preparer_add_records(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *records;
+    Py_ssize_t index, base, n, line_no = 0, end = 0;
+    Block b;
+    int lines = 0;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "add_records takes 5 arguments");
+        return NULL;
+    }
+    records = args[2];
+    if (!PyList_CheckExact(records)) {
+        PyErr_SetString(PyExc_TypeError, "add_records: records must be a list");
+        return NULL;
+    }
+    index = PyLong_AsSsize_t(args[3]);
+    base = PyLong_AsSsize_t(args[4]);
+    if ((index == -1 || base == -1) && PyErr_Occurred())
+        return NULL;
+    if (block_open(&b, args[0], args[1]) < 0)
+        return NULL;
+    n = PyList_GET_SIZE(records);
+    for (; index < n; index++) {
+        PyObject *record = PyList_GET_ITEM(records, index);
+        Py_ssize_t k, offset, length;
+        int r;
+        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 6)
+            break;
+        k = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 0));
+        offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 1));
+        length = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2));
+        if ((k == -1 || offset == -1 || length == -1) && PyErr_Occurred())
+            goto fail;
+        r = block_add(&b, PyTuple_GET_ITEM(record, 3), PyTuple_GET_ITEM(record, 4), PyTuple_GET_ITEM(record, 5),
+                      base + k, PyTuple_GET_ITEM(record, 1), length);
+        if (r < 0)
+            goto fail;
+        if (r == 0)
+            break;
+        line_no = base + k;
+        end = offset + length;
+        lines++;
+    }
+    if (block_finish(&b, line_no, end, lines) < 0)
+        goto fail;
+    block_close(&b);
+    return PyLong_FromSsize_t(index);
+fail:
+    block_close(&b);
+    return NULL;
+}
+
 static PyMethodDef Preparer_methods[] = {
     {"parse", (PyCFunction)(void (*)(void))Preparer_parse, METH_FASTCALL,
      "parse(offset, raw): the parsed entry of a plainly well-formed message line, else False."},
+    {"feed_block", (PyCFunction)(void (*)(void))Preparer_feed_block, METH_FASTCALL,
+     "feed_block(reader, entry_type, data, pos, base, line_no) -> (pos, line_no, code, answer)."},
+    {"prepare_block", (PyCFunction)(void (*)(void))Preparer_prepare_block, METH_FASTCALL,
+     "prepare_block(records, None, data, pos, base, k) -> (pos, k, code, answer)."},
+    {"add_records", (PyCFunction)(void (*)(void))Preparer_add_records, METH_FASTCALL,
+     "add_records(reader, entry_type, records, index, base) -> the index of the first record not added."},
     {"count", (PyCFunction)Preparer_count, METH_O,
      "count(message): ledger.count_split(message, message_parts(message)), or False (not ported)."},
     {NULL},

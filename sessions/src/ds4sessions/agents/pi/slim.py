@@ -56,8 +56,10 @@ from ds4sessions.agents.pi.schema import (
 )
 from ds4sessions.ingest.diagnostics import MissingParent, Problem
 from ds4sessions.ingest.limits import (
+    HEAD_KEPT,
     MAX_DEPTH,
     MAX_LINE_BYTES,
+    READ_CHUNK,
     OversizedLine,
     iter_lines,
     line_length,
@@ -333,6 +335,21 @@ class SlimReader(PiSessionReader):
         self.end_offset = offset + length
         return self._add_prepared(prepared[0], prepared[1], prepared[2], line_no, offset, length)
 
+    def _line_after_c(self, line_no: int, offset: int, raw: bytes, answer: Any) -> None:
+        """Read one complete line as `feed` reads it, given what the C preparer answered for it
+        (`answer`: False = not ported, None = not plain, or the (id, parentId, stand-in) it
+        prepared but did not add): the rest of `_fast_line` / `_prepare`, or the general route.
+        Used by `_feed_blocks` for each line the C block reader leaves (`feed_block`)."""
+        if answer is False:
+            answer = self._prepare_py(offset, raw)
+        if answer is None:
+            self._read_line(line_no, offset, raw, line_length(raw) + 1)
+            return
+        length = len(raw) + 1
+        self.last_line_no = line_no
+        self.end_offset = offset + length
+        self._add_prepared(answer[0], answer[1], answer[2], line_no, offset, length)
+
     def _prepare(self, offset: int, raw: bytes) -> tuple[Any, Any, StandIn] | None:
         """`_prepare_py(offset, raw)`: by the C extension (`_cprep`, `c_preparer`) when it
         takes the line (the common message lines), else by `_prepare_py` itself. Same answer
@@ -494,11 +511,12 @@ SPLIT_BYTES = 4 << 20
 """A file with at least this many bytes after its header is read by two processes
 (`read_whole_file`); a smaller one by this process alone (a fork costs a few milliseconds)."""
 
-CHILD_SHARE = 0.5
-"""The share of the bytes after the header that the second process prepares: half. Both sides
-cost about the same per line (this process also adds its own part's entries as it reads them,
-the copy pickles its records: ~70 µs a line each on the 50,000-turn bench session with the
-machine loaded); the copy's entries are then added here (~7 µs a line)."""
+CHILD_SHARE = 0.45
+"""The share of the bytes after the header that the second process prepares. This process
+reads its part a little faster than the copy (which also pickles its records: 0.89 against
+1.10 s per half of the 50,000-turn bench session), then adds the copy's records (0.14 s to
+unpickle, 0.05 s to add in C); 0.45 had the shortest read there (1.20 s against 1.29 s at
+0.5 and 1.21-1.25 s at 0.42 and 0.4)."""
 
 
 def read_whole_file(reader: SlimReader, path: Path) -> int:
@@ -546,12 +564,12 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
                     spool.close()
                 spool = None
         if spool is None or pid is None:  # one process: the rest as `feed_whole_file` reads it
-            if not tail:
-                reader.feed(_complete(lines, tail.append))
-            end = f.tell()
-            if tail:
+            if tail:  # (`iter_lines` gives an unterminated line at the end of the file)
+                end = f.tell()
                 reader.feed_final_tail(*tail[0])
-            return end
+                return end
+            f.seek(start)
+            return _feed_rest(reader, f, start)
         with spool:
             if pid == 0:  # the copy: prepare the lines from `split` on, write them, exit
                 status = 1
@@ -562,7 +580,8 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
                 finally:
                     os._exit(status)
             try:
-                reader.feed(_until(lines, split))
+                f.seek(start)
+                _feed_from(reader, f, start, split)
             finally:  # (a read error here still reaps the copy)
                 _, wait_status = os.waitpid(pid, 0)
             end = None
@@ -589,10 +608,19 @@ def read_whole_file(reader: SlimReader, path: Path) -> int:
 
 def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) -> None:
     """Add the lines the copy prepared (`_prepare_into`), in order, as `feed` adds them; `base`
-    = the line number before the copy's first line."""
+    = the line number before the copy's first line. Most are added by the C preparer
+    (`add_records`); each record it leaves is added here, then it goes on."""
     add = reader._add_prepared
     read = reader._read_line
-    for record in records:
+    add_c = reader._prepare_c.add_records if reader._prepare_c is not None else None
+    index, n = 0, len(records)
+    while index < n:
+        if add_c is not None:
+            index = add_c(reader, Entry, records, index, base)
+            if index >= n:
+                break
+        record = records[index]
+        index += 1
         if len(record) == 6:
             k, offset, length, entry_id, parent, slim = record
             reader.last_line_no = line_no = base + k
@@ -604,23 +632,6 @@ def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) 
             read(base + k, offset, raw, line_length(raw) + 1)
     if records:
         reader.diagnostics.pending = None
-
-
-def _complete(lines: Iterable[tuple[int, int, bytes, bool]], on_tail: Any) -> Iterator[tuple[int, int, bytes]]:
-    """The complete lines of `iter_lines`; the incomplete last one goes to `on_tail`."""
-    for line_no, offset, raw, complete in lines:
-        if complete:
-            yield line_no, offset, raw
-        else:
-            on_tail((line_no, offset, raw))
-
-
-def _until(lines: Iterable[tuple[int, int, bytes, bool]], split: int) -> Iterator[tuple[int, int, bytes]]:
-    """The complete lines of `iter_lines` that start before byte `split` (a line start)."""
-    for line_no, offset, raw, complete in lines:
-        if offset >= split or not complete:
-            return
-        yield line_no, offset, raw
 
 
 def _line_start(fd: int, at: int, size: int) -> int | None:
@@ -671,20 +682,46 @@ def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> Non
 
     records: list[tuple[Any, ...]] = []
     append = records.append
-    prepare = reader._prepare
+    prepare_block = reader._prepare_c.prepare_block if reader._prepare_c is not None else None
     last = None
+    k = 0
+
+    def one_line(offset: int, raw: bytes, answer: Any) -> None:  # what `_prepare` answers, then the record
+        if type(raw) is not bytes:
+            prepared = None
+        elif answer is False:
+            prepared = reader._prepare_py(offset, raw)
+        elif answer is True:  # (not asked yet)
+            prepared = reader._prepare(offset, raw)
+        else:
+            prepared = answer
+        if prepared is not None:
+            append((k, offset, len(raw) + 1, prepared[0], prepared[1], prepared[2]))
+        else:
+            append(_record_of(k, offset, raw))
+
     with os.fdopen(open_regular(path), "rb") as f:
         f.seek(split)
-        for k, rel, raw, complete in iter_lines(f):
-            offset = split + rel
-            if not complete:
-                last = _record_of(k, offset, raw)
+        for base, data, kind in _line_blocks(f, split):
+            if kind == _LINE_TAIL:
+                last = _record_of(k + 1, base, data)
                 break
-            prepared = prepare(offset, raw) if type(raw) is bytes else None
-            if prepared is not None:
-                append((k, offset, len(raw) + 1, prepared[0], prepared[1], prepared[2]))
+            if kind == _ONE_LINE:
+                k += 1
+                one_line(base, data, True)
             else:
-                append(_record_of(k, offset, raw))
+                pos = 0
+                while pos < len(data):
+                    if prepare_block is not None:
+                        pos, k, code, answer = prepare_block(records, None, data, pos, base, k)
+                        if not code:
+                            break
+                    else:
+                        answer = True
+                    cut = data.index(b"\n", pos)
+                    k += 1
+                    one_line(base + pos, data[pos:cut], answer)
+                    pos = cut + 1
             if len(records) >= CHUNK_LINES:
                 dump(records)
                 records.clear()
@@ -699,12 +736,95 @@ def _tuple_reduce(value: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _feed_rest(reader: SlimReader, f: Any, split: int) -> int:
-    """Feed the lines from byte `split` (a line start; `f` is there) as `feed_whole_file`."""
-    base = reader.last_line_no
-    tail: list[tuple[int, int, bytes]] = []
-    reader.feed((base + k, split + rel, raw) for k, rel, raw in _complete(iter_lines(f), tail.append))
+    """Feed the lines from byte `split` (a line start; `f` is there) to the end as
+    `feed_whole_file` does (an unterminated last line as at a final read); returns the file
+    offset reached."""
+    tail = _feed_from(reader, f, split)
     end = f.tell()
-    if tail:
-        k, rel, raw = tail[0]
-        reader.feed_final_tail(base + k, split + rel, raw)
+    if tail is not None:
+        reader.feed_final_tail(*tail)
     return end
+
+
+BLOCK_BYTES = READ_CHUNK
+"""Bytes read at a time by `_line_blocks`; a line longer than this is read by `iter_lines`."""
+
+_LINES, _ONE_LINE, _LINE_TAIL = 0, 1, 2
+
+
+def _line_blocks(f: Any, offset: int, stop: int | None = None) -> Iterator[tuple[int, bytes, int]]:
+    """The file from byte `offset` (a line start; `f` is there) up to byte `stop` (a line
+    start) or its end, as (base, data, kind), base = data's file offset, in file order:
+    `_LINES`: complete lines, each with its `\n` (about `BLOCK_BYTES` at a time);
+    `_ONE_LINE`: one complete line longer than a block, without its `\n`, read by `iter_lines`
+    (an `OversizedLine` over its cap), so memory stays bounded by the cap; `_LINE_TAIL`: the
+    unterminated last line (never with `stop`: bytes after the last newline before `stop` are
+    left, as a read that stops there leaves them). A line of at most a block over the size cap
+    comes whole, not as an `OversizedLine`: every check reads such a line the same way (by its
+    length), and it is dropped after its diagnostic."""
+    base = offset
+    carry = b""
+    while True:
+        want = BLOCK_BYTES if stop is None else min(BLOCK_BYTES, stop - base - len(carry))
+        chunk = f.read(want) if want > 0 else b""
+        if not chunk:
+            break
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield base, data[:cut] if cut < len(data) else data, _LINES
+            base += cut
+        carry = data[cut:] if cut < len(data) else b""
+        if len(carry) > BLOCK_BYTES:  # a line longer than a block: the bounded reader reads it
+            f.seek(base)
+            _, _, raw, complete = next(iter_lines(f))
+            if not complete:
+                if stop is None:
+                    yield base, raw, _LINE_TAIL
+                return
+            yield base, raw, _ONE_LINE
+            base += line_length(raw) + 1
+            f.seek(base)
+            carry = b""
+    if carry and stop is None:
+        yield base, carry, _LINE_TAIL
+
+
+def _feed_from(reader: SlimReader, f: Any, offset: int, stop: int | None = None) -> tuple[int, int, bytes] | None:
+    """Feed the complete lines from byte `offset` (a line start; `f` is there) up to byte
+    `stop` (a line start) or the end to `reader`, as `reader.feed` reads them (same entries,
+    diagnostics and state: tests/sessions/test_slim_blocks.py), and return the unterminated last
+    line (line_no, offset, raw), or None. While the reader is past a version-3 header (what
+    `feed`'s short route needs), the C preparer's `feed_block` reads whole blocks of lines
+    (`_line_blocks`), and each line it leaves is read here (`SlimReader._line_after_c`) with
+    the answer it already made; without the C preparer, every line goes through `feed`."""
+    block = reader._prepare_c.feed_block if reader._prepare_c is not None else None
+    line_no = before = reader.last_line_no
+    tail = None
+    for base, data, kind in _line_blocks(f, offset, stop):
+        if kind == _LINE_TAIL:
+            tail = (line_no + 1, base, data)
+            break
+        if kind == _ONE_LINE:
+            line_no += 1
+            reader.feed(((line_no, base, data),))
+            continue
+        pos = 0
+        while pos < len(data):
+            # (no C preparer, or a line read the general way changed the reader's state: `feed`)
+            fast = block is not None and reader.status == "session" and reader.version >= CURRENT_VERSION
+            if fast:
+                pos, line_no, code, answer = block(reader, Entry, data, pos, base, line_no)
+                if not code:
+                    break
+            cut = data.index(b"\n", pos)
+            line_no += 1
+            raw = data[pos:cut]  # (over the size cap: read as `iter_lines`' `OversizedLine` would be)
+            if fast:
+                reader._line_after_c(line_no, base + pos, raw, answer)
+            else:
+                reader.feed(((line_no, base + pos, raw),))
+            pos = cut + 1
+    if reader.last_line_no != before:
+        reader.diagnostics.pending = None
+    return tail
