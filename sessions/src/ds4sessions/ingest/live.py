@@ -38,7 +38,7 @@ from ds4sessions.agents.pi.agent import conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
-from ds4sessions.agents.pi.slim import CountingLedger, c_parser, prompt_text
+from ds4sessions.agents.pi.slim import CountingLedger, attribute_fast, c_parser, prompt_text
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
@@ -497,7 +497,7 @@ def _count(
     """Count `ctx` with `ledger`, extending `previous` (the same counter's share of a prefix of
     the context) when given (its lists copied by `copy`); turns are left empty (the caller adds
     them)."""
-    attribution = attribute(
+    attribution = attribute_fast(
         ctx.messages, ctx.message_entry_ids, ledger, previous.attribution if previous is not None else None, copy
     )
     start = len(previous.attribution.message_tokens) if previous is not None else 0

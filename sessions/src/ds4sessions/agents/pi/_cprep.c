@@ -165,7 +165,8 @@ static PyObject *s_message, *s_details, *s_isError, *s_user, *s_assistant, *s_to
     *s_assistant_text, *s_tool_calls, *s_tool_results, *s_other, *s_question, *s_empty,
     *s_image_preview, *s_encode_ordinary, *s_encoding, *s_text_method;
 static PyObject *context_roles;
-static PyObject *one;                /* the int 1 */      /* frozenset: in_llm_context's roles */
+static PyObject *one;                /* the int 1 */
+static PyObject *zero;               /* the int 0 */      /* frozenset: in_llm_context's roles */
 
 /* The code of a dict key (K_NONE for a name no rule reads); -1 with an exception set. */
 static int key_code(PyObject *key)
@@ -2038,9 +2039,277 @@ static PyObject *py_bytes_depth(PyObject *module, PyObject *args)
     return PyLong_FromSsize_t(deepest);
 }
 
+/* ------------------------------------------------------------------ attribution */
+
+/* A tuple of `value`'s `n` items (new ref; `value` itself when it is an exact tuple of n),
+ * ValueError / TypeError as Python's unpacking raises them. */
+static PyObject *unpacked(PyObject *value, Py_ssize_t n)
+{
+    PyObject *items;
+    if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == n)
+        return Py_NewRef(value);
+    items = PySequence_Tuple(value);
+    if (items == NULL)
+        return NULL;
+    if (PyTuple_GET_SIZE(items) != n) {
+        PyErr_Format(PyExc_ValueError, "expected %zd values to unpack, got %zd", n, PyTuple_GET_SIZE(items));
+        Py_DECREF(items);
+        return NULL;
+    }
+    return items;
+}
+
+/* tokens <= 0 for an exact int (the common case) without a rich compare. */
+static int not_positive(PyObject *tokens)
+{
+    if (PyLong_CheckExact(tokens)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(tokens, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        return overflow ? overflow < 0 : v <= 0;
+    }
+    return PyObject_RichCompareBool(tokens, zero, Py_LE);
+}
+
+/* mapping[key] = mapping.get(key, 0) + tokens. */
+static int add_to(PyObject *mapping, PyObject *key, PyObject *tokens)
+{
+    PyObject *was = PyDict_GetItemWithError(mapping, key), *sum;
+    int r;
+    if (was == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return PyDict_SetItem(mapping, key, tokens);
+    }
+    sum = PyNumber_Add(was, tokens);
+    if (sum == NULL)
+        return -1;
+    r = PyDict_SetItem(mapping, key, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* `attribute(messages, entry_ids, count, counted_name, in_llm_context, segment, standin)`:
+ * `ds4core.categories.attribute(messages, entry_ids, ledger)` (no `previous`) for a list of
+ * messages, as (totals, children, segments, message_tokens, total). `count` is `ledger.count`;
+ * `in_llm_context` the Python rule (asked for a message that is not a dict with a string or
+ * absent role); `segment` the `Segment` type. When `counted_name` is a string, a message of
+ * type `standin` whose `counted` is (counted_name, count) is answered by that count without
+ * calling `count` (what `StandInLedger.count` returns for it; the caller passes None for any
+ * other ledger). The same values, in the same order, as the Python loop
+ * (tests/sessions/test_c_attribute.py). */
+static PyObject *py_attribute(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *messages, *entry_ids, *count, *counted_name, *rule, *segment, *standin;
+    PyObject *totals = NULL, *children = NULL, *segments = NULL, *per_message = NULL, *total = NULL;
+    PyObject *result = NULL, *last = NULL;
+    Py_ssize_t i, n, known_ids;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "attribute takes 7 arguments");
+        return NULL;
+    }
+    messages = args[0];
+    entry_ids = args[1];
+    count = args[2];
+    counted_name = args[3];
+    rule = args[4];
+    segment = args[5];
+    standin = args[6];
+    if (!PyList_CheckExact(messages) || !PyList_CheckExact(entry_ids) || !PyType_Check(segment) ||
+        !PyType_IsSubtype((PyTypeObject *)segment, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "attribute: messages and entry_ids lists, segment a tuple type");
+        return NULL;
+    }
+    totals = PyDict_New();
+    children = PyDict_New();
+    segments = PyList_New(0);
+    per_message = PyList_New(0);
+    total = Py_NewRef(zero);
+    if (totals == NULL || children == NULL || segments == NULL || per_message == NULL)
+        goto done;
+    n = PyList_GET_SIZE(messages);
+    for (i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i), *counted = NULL, *message_total, *parts, *entry_id, *index;
+        Py_ssize_t k, m;
+        int in_context;
+        Py_INCREF(message);
+        if (PyDict_Check(message) && (Py_IS_TYPE(message, &PyDict_Type) || (PyObject *)Py_TYPE(message) == standin)) {
+            PyObject *role = PyDict_GetItemWithError(message, key_str[K_ROLE]);
+            if (role == NULL && PyErr_Occurred())
+                goto fail_message;
+            in_context = (role == NULL || role == Py_None || PyUnicode_CheckExact(role)) ? in_llm_context(message, role) : -2;
+        } else {
+            in_context = -2;
+        }
+        if (in_context == -2) {  /* the Python rule */
+            PyObject *answer = PyObject_CallOneArg(rule, message);
+            if (answer == NULL)
+                goto fail_message;
+            in_context = PyObject_IsTrue(answer);
+            Py_DECREF(answer);
+        }
+        if (in_context < 0)
+            goto fail_message;
+        if (!in_context) {
+            if (PyList_Append(per_message, zero) < 0)
+                goto fail_message;
+            Py_DECREF(message);
+            continue;
+        }
+        if (counted_name != Py_None && (PyObject *)Py_TYPE(message) == standin) {
+            PyObject *slot = PyObject_GetAttr(message, s_counted);
+            if (slot == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                    goto fail_message;
+                PyErr_Clear();
+            } else {
+                if (PyTuple_CheckExact(slot) && PyTuple_GET_SIZE(slot) == 2) {
+                    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(slot, 0), counted_name, Py_EQ);
+                    if (same < 0) {
+                        Py_DECREF(slot);
+                        goto fail_message;
+                    }
+                    if (same)
+                        counted = Py_NewRef(PyTuple_GET_ITEM(slot, 1));
+                }
+                Py_DECREF(slot);
+            }
+        }
+        if (counted == NULL) {
+            counted = PyObject_CallOneArg(count, message);
+            if (counted == NULL)
+                goto fail_message;
+        }
+        {  /* message_total, parts = counted (as Python unpacks it; the same objects for tuples) */
+            PyObject *pair = unpacked(counted, 2);
+            Py_DECREF(counted);
+            if (pair == NULL)
+                goto fail_message;
+            counted = pair;
+        }
+        message_total = PyTuple_GET_ITEM(counted, 0);
+        parts = PySequence_Tuple(PyTuple_GET_ITEM(counted, 1));
+        if (parts == NULL)
+            goto fail_counted;
+        if (PyList_Append(per_message, message_total) < 0)
+            goto fail_parts;
+        {
+            PyObject *sum = PyNumber_Add(total, message_total);
+            if (sum == NULL)
+                goto fail_parts;
+            Py_SETREF(total, sum);
+        }
+        known_ids = PyList_GET_SIZE(entry_ids);
+        entry_id = i < known_ids ? PyList_GET_ITEM(entry_ids, i) : Py_None;
+        index = NULL;
+        m = PyTuple_GET_SIZE(parts);
+        for (k = 0; k < m; k++) {
+            PyObject *part = unpacked(PyTuple_GET_ITEM(parts, k), 3), *category, *child, *tokens, *items[4], *made;
+            int r;
+            if (part == NULL)
+                goto fail_index;
+            category = PyTuple_GET_ITEM(part, 0);
+            child = PyTuple_GET_ITEM(part, 1);
+            tokens = PyTuple_GET_ITEM(part, 2);
+            Py_DECREF(part);  /* (its items stay alive: `parts` holds the part, or a tuple of it) */
+            r = not_positive(tokens);
+            if (r < 0)
+                goto fail_index;
+            if (r)
+                continue;
+            if (add_to(totals, category, tokens) < 0)
+                goto fail_index;
+            if (child != Py_None) {
+                PyObject *kids = PyDict_GetItemWithError(children, category);
+                if (kids == NULL) {
+                    if (PyErr_Occurred())
+                        goto fail_index;
+                    kids = PyDict_New();
+                    if (kids == NULL || PyDict_SetItem(children, category, kids) < 0) {
+                        Py_XDECREF(kids);
+                        goto fail_index;
+                    }
+                    Py_DECREF(kids);
+                }
+                if (add_to(kids, child, tokens) < 0)
+                    goto fail_index;
+            }
+            if (index == NULL) {
+                index = PyLong_FromSsize_t(i);
+                if (index == NULL)
+                    goto fail_index;
+            }
+            if (last != NULL) {
+                int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0), category, Py_EQ);
+                if (same < 0)
+                    goto fail_index;
+                if (same) {
+                    same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 2), index, Py_EQ);
+                    if (same < 0)
+                        goto fail_index;
+                }
+                if (same) {  /* segments[-1] = (category, last.tokens + tokens, index, entry_id) */
+                    PyObject *sum = PyNumber_Add(PyTuple_GET_ITEM(last, 1), tokens);
+                    if (sum == NULL)
+                        goto fail_index;
+                    items[0] = category;
+                    items[1] = sum;
+                    items[2] = index;
+                    items[3] = entry_id;
+                    made = named_tuple(segment, items, 4);
+                    Py_DECREF(sum);
+                    if (made == NULL || PyList_SetItem(segments, PyList_GET_SIZE(segments) - 1, Py_NewRef(made)) < 0) {
+                        Py_XDECREF(made);
+                        goto fail_index;
+                    }
+                    Py_SETREF(last, made);
+                    continue;
+                }
+            }
+            items[0] = category;
+            items[1] = tokens;
+            items[2] = index;
+            items[3] = entry_id;
+            made = named_tuple(segment, items, 4);
+            if (made == NULL || PyList_Append(segments, made) < 0) {
+                Py_XDECREF(made);
+                goto fail_index;
+            }
+            Py_XSETREF(last, made);
+        }
+        Py_XDECREF(index);
+        Py_DECREF(parts);
+        Py_DECREF(counted);
+        Py_DECREF(message);
+        continue;
+    fail_index:
+        Py_XDECREF(index);
+    fail_parts:
+        Py_DECREF(parts);
+    fail_counted:
+        Py_DECREF(counted);
+    fail_message:
+        Py_DECREF(message);
+        goto done;
+    }
+    result = PyTuple_Pack(5, totals, children, segments, per_message, total);
+done:
+    Py_XDECREF(last);
+    Py_XDECREF(totals);
+    Py_XDECREF(children);
+    Py_XDECREF(segments);
+    Py_XDECREF(per_message);
+    Py_XDECREF(total);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"bytes_depth", py_bytes_depth, METH_VARARGS,
      "`limits._bytes_depth(raw, limit)` in one pass: the depth of [/{ outside strings, stopped past limit."},
+    {"attribute", (PyCFunction)(void (*)(void))py_attribute, METH_FASTCALL,
+     "attribute(messages, entry_ids, count, counted_name, in_llm_context, segment, standin) -> "
+     "(totals, children, segments, message_tokens, total)."},
     {"blake2b_16", py_blake2b_16, METH_O, "16-byte BLAKE2b digest of a bytes-like object (tests)."},
     {"js_stringify_plain", py_js_stringify_plain, METH_O,
      "`js_stringify(value)` by the C writer, or None where the Python function is needed (tests)."},
@@ -2109,7 +2378,8 @@ PyMODINIT_FUNC PyInit__cprep(void)
         !(s_text_method = intern("text")))
         return NULL;
     one = PyLong_FromLong(1);
-    if (one == NULL)
+    zero = PyLong_FromLong(0);
+    if (one == NULL || zero == NULL)
         return NULL;
     context_roles = PySet_New(NULL);
     if (context_roles == NULL)

@@ -39,11 +39,11 @@ Python route (`_prepare_py`). tests/sessions/test_slim_prepare.py compares both.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ds4core.categories import in_llm_context, js_stringify, message_parts
+from ds4core.categories import Attribution, Segment, attribute, in_llm_context, js_stringify, message_parts
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, MessageCount, PartCount, TokenLedger
 
 from ds4sessions.agents.pi.entries import MESSAGE, Entry, StandIn
@@ -222,6 +222,28 @@ class CountingLedger(TokenLedger):
                 self._by_identity[id(message)] = (message, result)
                 return result
         return super().count(message)
+
+
+def attribute_fast(
+    messages: Sequence[Mapping[str, Any]],
+    entry_ids: Sequence[str | None],
+    ledger: TokenLedger,
+    previous: Attribution | None = None,
+    copy: Callable[[Sequence[Any]], list[Any]] = list,
+) -> Attribution:
+    """`ds4core.categories.attribute(messages, entry_ids, ledger, previous, copy)`, equal, with
+    its loop in C (`_cprep.attribute`, ~10× faster: 200,000 context messages of the 50,000-turn
+    bench session in 0.02 s instead of 0.2 s) for a whole attribution (`previous` None) of
+    lists; a `StandInLedger`'s stand-ins are answered by the count they carry, as its `count`
+    answers them. Anything else, or without the extension, runs the Python function. Raises what
+    it raises (tests/sessions/test_c_attribute.py)."""
+    if previous is not None or _cprep is None or type(messages) is not list or type(entry_ids) is not list:
+        return attribute(messages, entry_ids, ledger, previous, copy)
+    counted_name = ledger.counter.name if type(ledger).count is StandInLedger.count else None
+    totals, children, segments, per_message, total = _cprep.attribute(
+        messages, entry_ids, ledger.count, counted_name, in_llm_context, Segment, StandIn
+    )
+    return Attribution(ledger.counter.name, totals, children, segments, per_message, total)
 
 
 class StaleSession(Exception):
