@@ -39,6 +39,7 @@ from ds4sessions.agents.pi.context import SessionContext, build_context, extend_
 from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.agents.pi.slim import CountingLedger, attribute_fast, c_parser, prompt_text
+from ds4sessions.agents.pi.slim import _cprep as _c
 from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
@@ -261,8 +262,18 @@ def build_turns(
 
     `turn_numbers` maps a prompt's entry id to its turn number on the whole branch (so a turn
     keeps its number after a compaction dropped earlier turns); without it turns count from 1.
+    The loop runs in C (`_cprep.turns`) for lists of plain messages: the same turns
+    (tests/sessions/test_c_turns.py), or the whole build is handed back to `_extend_turns`.
     """
-    return _extend_turns((), messages, entry_ids, tokens, turn_numbers or {}, 0)
+    numbers = turn_numbers or {}
+    if (
+        _c is not None and type(messages) is list and type(entry_ids) is list and type(tokens) is list
+        and type(numbers) is dict
+    ):
+        made = _c.turns(messages, entry_ids, tokens, numbers, Turn, _local_time, _preview, StandIn)
+        if made is not None:
+            return made  # type: ignore[no-any-return]
+    return _extend_turns((), messages, entry_ids, tokens, numbers, 0)
 
 
 def _extend_turns(

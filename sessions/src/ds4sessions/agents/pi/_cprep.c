@@ -1433,38 +1433,48 @@ static void block_close(Block *b)
     Py_CLEAR(b->missing);
 }
 
-/* Fill `b` for `reader` and `entry_type` (a type whose fields are plain object slots: a
- * dataclass with `slots=True`); -1 with TypeError for anything else. */
-static int block_open(Block *b, PyObject *reader, PyObject *entry_type)
+/* The byte offsets of `type`'s fields `names` (plain object slots: a dataclass with
+ * `slots=True`), into `offsets`; -1 with TypeError for anything else. Objects of `type` are
+ * then made by `tp_alloc` with each slot set directly (what its `__init__` sets, without it). */
+static int slot_layout(PyObject *type, const char **names, int n, Py_ssize_t *offsets)
 {
-    PyObject *diagnostics;
     int i;
-    memset(b, 0, sizeof *b);
-    b->reader = reader;
-    if (!PyType_Check(entry_type)) {
-        PyErr_SetString(PyExc_TypeError, "entry_type: a type");
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "a type with slots expected");
         return -1;
     }
-    b->type = (PyTypeObject *)entry_type;
-    for (i = 0; i < E_COUNT; i++) {
-        PyObject *descr = PyObject_GetAttrString(entry_type, entry_fields[i]);
+    for (i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString(type, names[i]);
         PyMemberDef *member;
         if (descr == NULL)
             return -1;
         if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
             Py_DECREF(descr);
-            PyErr_Format(PyExc_TypeError, "entry_type.%s: not a slot", entry_fields[i]);
+            PyErr_Format(PyExc_TypeError, "%s.%s: not a slot", ((PyTypeObject *)type)->tp_name, names[i]);
             return -1;
         }
         member = ((PyMemberDescrObject *)descr)->d_member;
-        b->offsets[i] = member->offset;
+        offsets[i] = member->offset;
         Py_DECREF(descr);
         if (member->type != T_OBJECT_EX || member->offset <= 0 ||
-            member->offset + (Py_ssize_t)sizeof(PyObject *) > b->type->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "entry_type.%s: not an object slot", entry_fields[i]);
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)type)->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "%s.%s: not an object slot", ((PyTypeObject *)type)->tp_name, names[i]);
             return -1;
         }
     }
+    return 0;
+}
+
+/* Fill `b` for `reader` and `entry_type` (a type whose fields are plain object slots: a
+ * dataclass with `slots=True`); -1 with TypeError for anything else. */
+static int block_open(Block *b, PyObject *reader, PyObject *entry_type)
+{
+    PyObject *diagnostics;
+    memset(b, 0, sizeof *b);
+    b->reader = reader;
+    if (slot_layout(entry_type, entry_fields, E_COUNT, b->offsets) < 0)
+        return -1;
+    b->type = (PyTypeObject *)entry_type;
     b->entries = PyObject_GetAttrString(reader, "entries");
     b->by_id = PyObject_GetAttrString(reader, "by_id");
     diagnostics = PyObject_GetAttrString(reader, "diagnostics");
@@ -2304,12 +2314,237 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ turns */
+
+enum { T_INDEX, T_TIME, T_PROMPT, T_TOOL_CALLS, T_TOKENS, T_FIRST, T_LAST, T_ENTRY_IDS, T_FIELDS };
+static const char *turn_fields[T_FIELDS] = {"index", "time", "prompt", "tool_calls", "tokens", "first_message",
+                                            "last_message", "entry_ids"};
+
+/* The message's role (borrowed; NULL when absent) of an exact dict or a `standin`. */
+static int role_of(PyObject *message, PyObject **role)
+{
+    *role = PyDict_GetItemWithError(message, key_str[K_ROLE]);
+    return (*role == NULL && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* `live._tool_calls(messages, start, end)`; -2 when a message or content block is of a shape
+ * the Python function must read (not an exact dict / stand-in, a content that is not a list,
+ * tuple or string), -1 error. */
+static Py_ssize_t tool_calls(PyObject *messages, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t i, calls = 0;
+    for (i = start; i < end; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i), *role, *content;
+        Py_ssize_t k, n;
+        if (role_of(message, &role) < 0)
+            return -1;
+        if (!str_is(role, s_assistant))
+            continue;
+        content = get(message, K_CONTENT);
+        if (content == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (PyUnicode_CheckExact(content) || content == Py_None)
+            continue;  /* (a string's items are strings, never a call; None: `or ()`) */
+        if (!PyList_CheckExact(content) && !PyTuple_CheckExact(content))
+            return -2;
+        n = PySequence_Fast_GET_SIZE(content);
+        for (k = 0; k < n; k++) {
+            PyObject *block = PySequence_Fast_GET_ITEM(content, k);
+            int error = 0;
+            if (!PyDict_CheckExact(block)) {
+                if (PyDict_Check(block) || !PyUnicode_CheckExact(block))
+                    return -2;  /* (a Mapping, or anything else: the Python test) */
+                continue;
+            }
+            if (block_type_is(block, s_toolCall, &error))
+                calls++;
+            if (error)
+                return -1;
+        }
+    }
+    return calls;
+}
+
+/* What `close` reads, for `close_turn`. */
+typedef struct {
+    PyObject *messages, *entry_ids, *tokens, *numbers, *local_time, *preview;
+    PyTypeObject *type;
+    Py_ssize_t offsets[T_FIELDS];
+} Turns;
+
+/* `close(end)` of `live._extend_turns` with no previous turn: the turn of messages[start:end]
+ * (new ref in *turn; NULL when end <= start); 0 done, -1 error, -2 a shape for Python. */
+static int close_turn(Turns *t, Py_ssize_t start, Py_ssize_t end, Py_ssize_t number, PyObject **turn)
+{
+    PyObject *first, *role, *values[T_FIELDS], *sum;
+    Py_ssize_t calls, k, m, known_ids = PyList_GET_SIZE(t->entry_ids);
+    int f, is_prompt;
+    *turn = NULL;
+    if (end <= start)
+        return 0;
+    first = PyList_GET_ITEM(t->messages, start);
+    if (role_of(first, &role) < 0)
+        return -1;
+    is_prompt = str_is(role, s_user);
+    calls = tool_calls(t->messages, start, end);
+    if (calls < 0)
+        return (int)calls;
+    memset(values, 0, sizeof values);
+    {  /* the first message's time, for every turn */
+        PyObject *ts = get(first, K_TIMESTAMP);
+        if (ts == NULL && PyErr_Occurred())
+            return -1;
+        if (ts != NULL && (PyLong_Check(ts) || PyFloat_Check(ts)) && !PyBool_Check(ts))
+            values[T_TIME] = PyObject_CallOneArg(t->local_time, ts);
+        else
+            values[T_TIME] = Py_NewRef(Py_None);
+        if (values[T_TIME] == NULL)
+            return -1;
+    }
+    if (is_prompt) {
+        PyObject *eid = start < known_ids ? PyList_GET_ITEM(t->entry_ids, start) : Py_None, *content;
+        int truth = PyObject_IsTrue(eid);  /* `eid or ""` */
+        if (truth < 0)
+            goto fail;
+        values[T_INDEX] = PyDict_GetItemWithError(t->numbers, truth ? eid : s_empty);
+        if (values[T_INDEX] != NULL)
+            Py_INCREF(values[T_INDEX]);
+        else if (!PyErr_Occurred())
+            values[T_INDEX] = PyLong_FromSsize_t(number);
+        if (values[T_INDEX] == NULL)
+            goto fail;
+        content = get(first, K_CONTENT);
+        if (content == NULL && PyErr_Occurred())
+            goto fail;
+        values[T_PROMPT] = PyObject_CallOneArg(t->preview, content ? content : Py_None);
+    } else {
+        values[T_INDEX] = Py_NewRef(zero);
+        values[T_PROMPT] = PyUnicode_FromString("(before the first prompt)");
+    }
+    values[T_TOOL_CALLS] = PyLong_FromSsize_t(calls);
+    sum = Py_NewRef(zero);  /* sum(tokens[start:end]) */
+    for (k = start; k < end && sum != NULL; k++)
+        Py_SETREF(sum, PyNumber_Add(sum, PyList_GET_ITEM(t->tokens, k)));
+    values[T_TOKENS] = sum;
+    values[T_FIRST] = PyLong_FromSsize_t(start);
+    values[T_LAST] = PyLong_FromSsize_t(end - 1);
+    m = 0;  /* `_ids`: the ids that are not None */
+    for (k = start; k < end && k < known_ids; k++)
+        m += PyList_GET_ITEM(t->entry_ids, k) != Py_None;
+    values[T_ENTRY_IDS] = PyTuple_New(m);
+    if (values[T_ENTRY_IDS] != NULL) {
+        m = 0;
+        for (k = start; k < end && k < known_ids; k++) {
+            PyObject *eid = PyList_GET_ITEM(t->entry_ids, k);
+            if (eid != Py_None)
+                PyTuple_SET_ITEM(values[T_ENTRY_IDS], m++, Py_NewRef(eid));
+        }
+    }
+    for (f = 0; f < T_FIELDS; f++)
+        if (values[f] == NULL)
+            goto fail;
+    *turn = t->type->tp_alloc(t->type, 0);
+    if (*turn == NULL)
+        goto fail;
+    for (f = 0; f < T_FIELDS; f++)
+        *(PyObject **)((char *)*turn + t->offsets[f]) = values[f];  /* (the references move) */
+    return 0;
+fail:
+    for (f = 0; f < T_FIELDS; f++)
+        Py_XDECREF(values[f]);
+    return -1;
+}
+
+/* `turns(messages, entry_ids, tokens, turn_numbers, turn_type, local_time, preview, standin)`:
+ * `live.build_turns(messages, entry_ids, tokens, turn_numbers)` (`_extend_turns` with no
+ * previous turn) as a tuple of `turn_type` objects made without their `__init__` (a frozen
+ * dataclass with slots: the same field values), calling `local_time(ms)` and
+ * `preview(content)` (the Python `_local_time` and `_preview`) for each prompt. None (nothing
+ * made) when a message is not an exact dict or a `standin`, or a content or block is of a
+ * shape the Python loop must read. */
+static PyObject *py_turns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Turns t;
+    PyObject *made, *turn, *standin, *result;
+    Py_ssize_t i, n, start = 0, number = 0;
+    int r;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "turns takes 8 arguments");
+        return NULL;
+    }
+    t.messages = args[0];
+    t.entry_ids = args[1];
+    t.tokens = args[2];
+    t.numbers = args[3];
+    t.local_time = args[5];
+    t.preview = args[6];
+    standin = args[7];
+    if (!PyList_CheckExact(t.messages) || !PyList_CheckExact(t.entry_ids) || !PyList_CheckExact(t.tokens) ||
+        !PyDict_CheckExact(t.numbers)) {
+        PyErr_SetString(PyExc_TypeError, "turns: lists of messages, entry ids and tokens, a dict of numbers");
+        return NULL;
+    }
+    if (slot_layout(args[4], turn_fields, T_FIELDS, t.offsets) < 0)
+        return NULL;
+    t.type = (PyTypeObject *)args[4];
+    n = PyList_GET_SIZE(t.messages);
+    if (PyList_GET_SIZE(t.tokens) < n)  /* (the Python sums of a shorter list) */
+        Py_RETURN_NONE;
+    for (i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(t.messages, i);
+        if (!PyDict_CheckExact(message) && (PyObject *)Py_TYPE(message) != standin)
+            Py_RETURN_NONE;
+    }
+    made = PyList_New(0);
+    if (made == NULL)
+        return NULL;
+    for (i = 0; i <= n; i++) {
+        int is_user = 0;
+        if (i < n) {
+            PyObject *role;
+            if (role_of(PyList_GET_ITEM(t.messages, i), &role) < 0)
+                goto fail;
+            is_user = str_is(role, s_user);
+            if (!(is_user && i > start)) {
+                number += is_user;
+                continue;
+            }
+        }
+        r = close_turn(&t, start, i, number, &turn);
+        if (r == -2) {
+            Py_DECREF(made);
+            Py_RETURN_NONE;
+        }
+        if (r < 0)
+            goto fail;
+        if (turn != NULL) {
+            r = PyList_Append(made, turn);
+            Py_DECREF(turn);
+            if (r < 0)
+                goto fail;
+        }
+        start = i;
+        number += is_user;
+    }
+    result = PyList_AsTuple(made);
+    Py_DECREF(made);
+    return result;
+fail:
+    Py_DECREF(made);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
     {"bytes_depth", py_bytes_depth, METH_VARARGS,
      "`limits._bytes_depth(raw, limit)` in one pass: the depth of [/{ outside strings, stopped past limit."},
     {"attribute", (PyCFunction)(void (*)(void))py_attribute, METH_FASTCALL,
      "attribute(messages, entry_ids, count, counted_name, in_llm_context, segment, standin) -> "
      "(totals, children, segments, message_tokens, total)."},
+    {"turns", (PyCFunction)(void (*)(void))py_turns, METH_FASTCALL,
+     "turns(messages, entry_ids, tokens, turn_numbers, turn_type, local_time, preview, standin) -> tuple or None."},
     {"blake2b_16", py_blake2b_16, METH_O, "16-byte BLAKE2b digest of a bytes-like object (tests)."},
     {"js_stringify_plain", py_js_stringify_plain, METH_O,
      "`js_stringify(value)` by the C writer, or None where the Python function is needed (tests)."},
