@@ -96,7 +96,13 @@ def main() -> None:
     from ds4tui.errors import run_guarded
 
     def run() -> None:
+        import gc
+
         from ds4sessions.agents.pi.discovery import load_model_table
+
+        # A one-shot process that makes no garbage cycles worth collecting: without the
+        # collector, building the JSON of 50,000 turns skips ~140 collections (0.05 s).
+        gc.disable()
         from ds4sessions.ingest.live import open_map_snapshot
 
         path, exact = fast
