@@ -86,10 +86,17 @@ def test_the_short_route_reads_every_file_as_the_general_route(tmp_path: Path) -
         lines = [(n, o, r) for n, o, r, c in iter_lines(f) if c]
     calls = []
     counted._parse = lambda offset, raw: calls.append(parse(offset, raw)) or calls[-1]
+    counted._feed_c = None  # (the per-line short route; the batch route below)
     counted.feed(lines)
     short = sum(1 for answer in calls if answer is not False)
     messages = sum(1 for _, _, raw in lines if json.loads(raw).get("type") == "message")
     assert short == messages == 1200  # every message line (not the header, not the model change)
+    # the batch route (`feed_lines`): only the header and the model change are read in Python
+    batched = PiSessionReader(synthetic, parse)
+    general_lines: list[int] = []
+    original = PiSessionReader._read_line
+    batched._read_line = lambda n, *a: general_lines.append(n) or original(batched, n, *a)  # type: ignore[method-assign]
+    assert len(batched.feed(lines)) == 1201 and general_lines == [1, 2]
 
 
 @needs_c
@@ -113,6 +120,58 @@ def test_the_short_route_reads_mutated_lines_as_the_general_route() -> None:
     assert _state(fast) == _state(general)
     taken = sum(1 for a in answers if a is not False)
     assert 1000 < taken < 5500, taken  # both routes exercised
+
+
+def _lines_of(path: Path) -> tuple[list[tuple[int, int, bytes]], tuple[int, int, bytes] | None]:
+    with path.open("rb") as f:
+        lines = list(iter_lines(f))
+    complete = [(n, o, r) for n, o, r, c in lines if c]
+    tail = next(((n, o, r) for n, o, r, c in lines if not c), None)
+    return complete, tail
+
+
+@needs_c
+@pytest.mark.parametrize("batch", [1, 3, 64, 10**9])
+def test_batches_read_every_file_as_the_general_route(batch: int, tmp_path: Path) -> None:
+    """`feed` of a list or tuple of lines (what the tailer delivers) takes the C route for
+    whole runs (`feed_lines`): the same entries, returned lists and state as the general route,
+    line by line, whatever the batch size; the tailer's own line type reads the same."""
+    from ds4sessions.ingest.tailer import TailLine
+
+    synthetic = tmp_path / "synthetic.jsonl"
+    synthetic_session(synthetic, 300)
+    parse = c_parser()
+    from tests.sessions.test_slim_blocks import _odd_file  # (parents read later, duplicates, no ids, …)
+
+    odd = [_odd_file(tmp_path / "odd-torn.jsonl", True), _odd_file(tmp_path / "odd.jsonl", False)]
+    for path in _files() + [synthetic, _mutated_file(tmp_path), *odd]:
+        lines, tail = _lines_of(path)
+        fast, general = PiSessionReader(path, parse), PiSessionReader(path, None)
+        assert fast._feed_c is not None and general._feed_c is None
+        returned: list[Any] = []
+        for k, start in enumerate(range(0, len(lines), batch)):
+            part = lines[start : start + batch]
+            made = [TailLine(*line) for line in part] if k % 3 == 2 else part
+            returned += fast.feed(tuple(made) if k % 2 else made)
+        expected = [e for line in lines for e in general.feed([line])]
+        if tail is not None:
+            fast.feed_final_tail(*tail)
+            general.feed_final_tail(*tail)
+        assert returned == expected[: len(returned)] and len(returned) == len(expected), path.name
+        assert [(e.type, e.id, e.parent_id, e.timestamp, e.line_no, e.offset, e.length) for e in fast.entries] == \
+            [(e.type, e.id, e.parent_id, e.timestamp, e.line_no, e.offset, e.length) for e in general.entries], path.name
+        assert all(_same(a.raw, b.raw) for a, b in zip(fast.entries, general.entries)), path.name
+        assert _state(fast) == _state(general), path.name
+
+
+def _mutated_file(tmp_path: Path) -> Path:
+    """A version-3 session of 3,000 mutated lines (duplicate and missing ids and parents, odd
+    fields, bad JSON): both routes of the reader, interleaved."""
+    entries = _base_entries()
+    rng = random.Random(47)
+    path = tmp_path / "mutated.jsonl"
+    path.write_bytes(b"\n".join([HEADER] + [_mutated_line(entries, rng) for _ in range(3000)]) + b"\n")
+    return path
 
 
 def _ledger_pair(counter: str) -> tuple[CountingLedger, TokenLedger]:

@@ -49,8 +49,8 @@ def _odd_file(path: Path, torn: bool) -> Path:
     """Lines that leave the C route, among plain message lines: a duplicate id, a parent not
     read yet (then a pending missing parent), no id, a numeric id, an empty parentId, a line
     longer than a 64-byte block, an oversized line, a line too deep, invalid UTF-8, a blank
-    line, CRLF, a model change, a label, a second header, a null content; then a torn last
-    line (or a complete one)."""
+    line, CRLF, a model change, a label, a second header, a null content, a parent never read;
+    then a torn last line (or a complete one)."""
     lines = [
         _line({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}),
         _message("a1", None),
@@ -73,6 +73,8 @@ def _odd_file(path: Path, torn: bool) -> Path:
                "message": {"role": "user", "content": None, "timestamp": 1767225600000}}),
         _message("a9", "a8", "é ü 😀"),
         _message("a10", "a9", "z" * 90, role="toolResult"),
+        _message("a12", "nowhere"),  # a parent never read
+        _message("a10", "a9"),  # a duplicate of the last id: the leaf again
     ]
     body = "\n".join(lines) + "\n"
     data = body.encode("utf-8").replace(b'"hello"}],"timestamp":1767225600000}}\n{"type":"message","id":"a6"',

@@ -1816,6 +1816,141 @@ fail:
     return NULL;
 }
 
+/* `PiSessionReader._add_entry(obj, line_no, offset, length)` for the common entry of a plain
+ * message line (`plain_entry`): a string id not read before, a parentId that is not a string,
+ * "" or an id read before, no missing parents pending. The entry keeps the parsed object, its
+ * `type`, its parentId string and its `timestamp` when a string (else ""). 1 added; 0 not this
+ * case (nothing changed: the caller runs `_add_entry`); -1 error. */
+static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject *offset, Py_ssize_t length)
+{
+    PyObject *entry, *kind, *id, *parent, *timestamp, *values[E_COUNT];
+    int i, r;
+    kind = get(obj, K_TYPE);
+    id = get(obj, K_ID);
+    if (PyErr_Occurred())
+        return -1;
+    parent = get(obj, K_PARENTID);
+    if (parent == NULL && PyErr_Occurred())
+        return -1;
+    timestamp = get(obj, K_TIMESTAMP);
+    if (timestamp == NULL && PyErr_Occurred())
+        return -1;
+    if (kind == NULL || !PyUnicode_CheckExact(kind) || id == NULL || !PyUnicode_CheckExact(id) ||
+        PyDict_GET_SIZE(b->missing) != 0)
+        return 0;
+    if (PyDict_GetItemWithError(b->by_id, id) != NULL)
+        return 0;  /* a duplicate id */
+    if (PyErr_Occurred())
+        return -1;
+    if (parent != NULL && PyUnicode_Check(parent) && PyUnicode_GET_LENGTH(parent) > 0) {
+        if (!PyUnicode_CheckExact(parent))
+            return 0;
+        if (PyDict_GetItemWithError(b->by_id, parent) == NULL)
+            return PyErr_Occurred() ? -1 : 0;  /* a parent not read yet */
+    } else {
+        parent = Py_None;
+    }
+    if (timestamp == NULL || !PyUnicode_Check(timestamp))
+        timestamp = s_empty;
+    entry = b->type->tp_alloc(b->type, 0);
+    if (entry == NULL)
+        return -1;
+    values[E_TYPE] = kind;
+    values[E_ID] = id;
+    values[E_PARENT_ID] = parent;
+    values[E_TIMESTAMP] = timestamp;
+    values[E_RAW] = obj;
+    values[E_OFFSET] = offset;
+    for (i = 0; i < E_COUNT; i++)
+        if (i != E_LINE_NO && i != E_LENGTH)
+            *(PyObject **)((char *)entry + b->offsets[i]) = Py_NewRef(values[i]);
+    *(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) = PyLong_FromSsize_t(line_no);
+    *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) = PyLong_FromSsize_t(length);
+    if (*(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) == NULL ||
+        *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) == NULL) {
+        Py_DECREF(entry);
+        return -1;
+    }
+    r = PyList_Append(b->entries, entry);
+    if (r == 0)
+        r = PyDict_SetItem(b->by_id, id, entry);
+    Py_DECREF(entry);
+    if (r < 0)
+        return -1;
+    b->leaf = id;
+    return 1;
+}
+
+/* `preparer.feed_lines(reader, entry_type, lines, index)`: the full reader's short route
+ * (`PiSessionReader.feed`) for lines[index:] (a list or tuple of (line_no, offset, raw)), in C:
+ * each plain message line (`plain_entry`) is parsed and added (`block_add_full`), up to the
+ * first line left to the caller. Returns (index of that line, or len(lines); its parsed entry
+ * when it is plain but `block_add_full` did not add it, else None: the general route). Sets
+ * the reader's `last_line_no`, `end_offset` and `leaf_id` for the lines it added. The reader
+ * must be past a version-3 header. */
+static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *lines, *left = NULL, *result = NULL;
+    Py_ssize_t index, n, line_no = 0, end = 0;
+    Block b;
+    int added = 0;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed_lines takes 4 arguments");
+        return NULL;
+    }
+    if (not_initialized(self))
+        return NULL;
+    lines = args[2];
+    if (!PyList_CheckExact(lines) && !PyTuple_CheckExact(lines)) {
+        PyErr_SetString(PyExc_TypeError, "feed_lines: lines must be a list or a tuple");
+        return NULL;
+    }
+    index = PyLong_AsSsize_t(args[3]);
+    if (index == -1 && PyErr_Occurred())
+        return NULL;
+    if (block_open(&b, args[0], args[1]) < 0)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(lines);
+    for (; index < n; index++) {
+        PyObject *line = PySequence_Fast_GET_ITEM(lines, index), *obj, *raw, *offset;
+        Py_ssize_t number;
+        int r;
+        if (!PyTuple_Check(line) || PyTuple_GET_SIZE(line) != 3)
+            break;
+        offset = PyTuple_GET_ITEM(line, 1);
+        raw = PyTuple_GET_ITEM(line, 2);
+        number = PyLong_AsSsize_t(PyTuple_GET_ITEM(line, 0));
+        if (number == -1 && PyErr_Occurred())
+            goto done;
+        r = plain_entry(self, offset, raw, &obj);
+        if (r < 0)
+            goto done;
+        if (r != PLAIN)
+            break;
+        r = block_add_full(&b, obj, number, offset, PyBytes_GET_SIZE(raw) + 1);
+        if (r <= 0) {
+            if (r < 0) {
+                Py_DECREF(obj);
+                goto done;
+            }
+            left = obj;
+            break;
+        }
+        Py_DECREF(obj);
+        line_no = number;
+        end = PyLong_AsSsize_t(offset) + PyBytes_GET_SIZE(raw) + 1;
+        if (end == -1 && PyErr_Occurred())
+            goto done;
+        added++;
+    }
+    if (block_finish(&b, line_no, end, added) == 0)
+        result = Py_BuildValue("(nO)", index, left ? left : Py_None);
+done:
+    Py_XDECREF(left);
+    block_close(&b);
+    return result;
+}
+
 static PyMethodDef Preparer_methods[] = {
     {"parse", (PyCFunction)(void (*)(void))Preparer_parse, METH_FASTCALL,
      "parse(offset, raw): the parsed entry of a plainly well-formed message line, else False."},
@@ -1823,6 +1958,8 @@ static PyMethodDef Preparer_methods[] = {
      "feed_block(reader, entry_type, data, pos, base, line_no) -> (pos, line_no, code, answer)."},
     {"prepare_block", (PyCFunction)(void (*)(void))Preparer_prepare_block, METH_FASTCALL,
      "prepare_block(records, None, data, pos, base, k) -> (pos, k, code, answer)."},
+    {"feed_lines", (PyCFunction)(void (*)(void))Preparer_feed_lines, METH_FASTCALL,
+     "feed_lines(reader, entry_type, lines, index) -> (index of the first line not read, its parsed entry or None)."},
     {"add_records", (PyCFunction)(void (*)(void))Preparer_add_records, METH_FASTCALL,
      "add_records(reader, entry_type, records, index, base) -> the index of the first record not added."},
     {"count", (PyCFunction)Preparer_count, METH_O,

@@ -168,6 +168,9 @@ class PiSessionReader(PiSession):
         self._migrator = Migrator(CURRENT_VERSION)
         self._first_content: tuple[int, int] | None = None  # (line, offset) of the first non-blank line
         self._parse = parse
+        # The C preparer's whole-batch route (`feed_lines`) when `parse` is its `parse` method.
+        preparer = getattr(parse, "__self__", None)
+        self._feed_c = getattr(preparer, "feed_lines", None) if type(preparer).__name__ == "Preparer" else None
 
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> list[Entry]:
         """Read complete lines: (1-based line number, byte offset of the line start, the line's
@@ -177,6 +180,9 @@ class PiSessionReader(PiSession):
         completed line, or a new tail follows): after each tailer poll call `feed(batch.lines)`,
         then `set_pending_tail(batch.pending_bytes)`.
         """
+        feed_c = self._feed_c
+        if feed_c is not None and type(lines) in (list, tuple):
+            return self._feed_batch(lines, feed_c)  # type: ignore[arg-type]
         new: list[Entry] = []
         before = self.last_line_no
         parse = self._parse
@@ -199,6 +205,33 @@ class PiSessionReader(PiSession):
         if self.last_line_no != before:
             self.diagnostics.pending = None
         return new
+
+    def _feed_batch(self, lines: list[tuple[int, int, bytes]] | tuple[tuple[int, int, bytes], ...], feed_c: Any) -> list[Entry]:
+        """`feed(lines)` for a list or tuple of lines, with the short route in C for whole runs
+        of lines (`_cprep.Preparer.feed_lines`: parse and add each plain message line, no Python
+        frame per line); each line it leaves is read here as the loop of `feed` reads it, with
+        the entry it parsed. Same entries, diagnostics and state (tests/sessions/test_c_reader.py)."""
+        start = len(self.entries)
+        before = self.last_line_no
+        index, n = 0, len(lines)
+        while index < n:
+            obj = None
+            if self.status == "session" and self.version >= CURRENT_VERSION:
+                index, obj = feed_c(self, Entry, lines, index)
+                if index >= n:
+                    break
+            line_no, offset, raw = lines[index]
+            if obj is not None:  # plain, but an entry `_add_entry` reports on or records
+                length = len(raw) + 1
+                self.last_line_no = line_no
+                self.end_offset = offset + length
+                self._add_entry(obj, line_no, offset, length)
+            else:  # not plain, or not after a version-3 header: the general route
+                self._read_line(line_no, offset, raw, line_length(raw) + 1)
+            index += 1
+        if self.last_line_no != before:
+            self.diagnostics.pending = None
+        return self.entries[start:]
 
     def set_pending_tail(self, length: int) -> None:
         """Record (length > 0) or clear (0) the partial last line the tailer holds back.
