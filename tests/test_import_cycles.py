@@ -34,8 +34,12 @@ def _modules(package: str) -> dict[str, Path]:
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
-    """Module → the modules of `package` it imports (statically; see the module docstring)."""
+    """Module → the modules of `package` it imports (statically; see the module docstring). A C
+    extension module of the package (`_cprep.c`) is a module too: `from pkg import _cprep`
+    imports it, not `pkg`, and it imports no module of the package."""
     modules = _modules(package)
+    base = PACKAGES[package]
+    extensions = {".".join((package, *p.relative_to(base).with_suffix("").parts)) for p in base.rglob("*.c")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
@@ -54,7 +58,7 @@ def import_graph(package: str) -> dict[str, set[str]]:
                     module = node.module or ""
                 for alias in node.names:
                     candidate = f"{module}.{alias.name}"
-                    targets.add(candidate if candidate in modules else module)
+                    targets.add(candidate if candidate in modules or candidate in extensions else module)
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 

@@ -73,13 +73,14 @@ def _odd_file(path: Path, torn: bool) -> Path:
                "message": {"role": "user", "content": None, "timestamp": 1767225600000}}),
         _message("a9", "a8", "é ü 😀"),
         _message("a10", "a9", "z" * 90, role="toolResult"),
+        _message("a13", "a10", "unpaired", role="toolResult"),  # a tool result without its call
         _message("a12", "nowhere"),  # a parent never read
         _message("a10", "a9"),  # a duplicate of the last id: the leaf again
     ]
     body = "\n".join(lines) + "\n"
     data = body.encode("utf-8").replace(b'"hello"}],"timestamp":1767225600000}}\n{"type":"message","id":"a6"',
                                          b'"hel\xfflo"}],"timestamp":1767225600000}}\n{"type":"message","id":"a6"')
-    data += (_message("a11", "a10")[:-5] if torn else _message("a11", "a10") + "\n").encode()
+    data += (_message("a11", "a13")[:-5] if torn else _message("a11", "a13") + "\n").encode()
     path.write_bytes(data)
     return path
 

@@ -192,6 +192,11 @@ def _model_of(ctx: SessionContext, models: ModelTable) -> tuple[str | None, Any]
 def _branch_scan(ctx: SessionContext, reader: PiSessionReader) -> tuple[int | None, dict[str, int]]:
     """One walk of the branch's entry ids: the position of the last compaction on it (None
     without one) and, for each user prompt, its 1-based turn number on the branch."""
+    ids, by_id = ctx.branch_entry_ids, reader.by_id
+    if _c is not None and type(ids) is list and type(by_id) is dict:
+        scanned = _c.branch_scan(ids, by_id, Entry, StandIn)  # the same loop in C (tests/sessions/test_c_scans.py)
+        if scanned is not None:
+            return scanned  # type: ignore[no-any-return]
     numbers: dict[str, int] = {}
     last_compaction = None
     get = reader.by_id.get
@@ -443,16 +448,19 @@ def _full_facts(ctx: SessionContext, reader: PiSessionReader) -> tuple[_Facts, d
     messages = ctx.messages
     last_compaction, numbers = _branch_scan(ctx, reader)
     first_fresh = _first_fresh_index(ctx, last_compaction)
+    roles = _c.role_counts(messages, StandIn) if _c is not None and type(messages) is list else None
+    if roles is None:
+        roles = any(m.get("role") == "system" for m in messages), sum(1 for m in messages if m.get("role") == "user")
     facts = _Facts(
         first_fresh=first_fresh,
-        has_system=any(m.get("role") == "system" for m in messages),
+        has_system=roles[0],
         # The first valid measurement at or after the first fresh message: a reply from before
         # the last compaction measured a context that is gone (issue 17: it inferred a 188k
         # system prompt); the provider anchor skips such replies the same way.
         measurement=next((i for i in range(first_fresh, len(messages)) if is_valid_measurement(messages[i])), None),
         anchor=find_anchor(messages, first_fresh),
         prompts=len(numbers),
-        user_messages=sum(1 for m in messages if m.get("role") == "user"),
+        user_messages=roles[1],
     )
     return facts, numbers
 

@@ -166,7 +166,9 @@ static PyObject *s_message, *s_details, *s_isError, *s_user, *s_assistant, *s_to
     *s_image_preview, *s_encode_ordinary, *s_encoding, *s_text_method;
 static PyObject *context_roles;
 static PyObject *one;                /* the int 1 */
-static PyObject *zero;               /* the int 0 */      /* frozenset: in_llm_context's roles */
+static PyObject *zero;               /* the int 0 */
+static PyObject *no_calls;           /* an empty frozenset (`context._NO_CALLS`) */
+static PyObject *s_compaction, *s_system;      /* frozenset: in_llm_context's roles */
 
 /* The code of a dict key (K_NONE for a name no rule reads); -1 with an exception set. */
 static int key_code(PyObject *key)
@@ -2674,6 +2676,253 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ branch and context scans */
+
+/* The message of an entry's `raw` (what `Entry.message` returns for a "message" entry, and
+ * `raw` itself for a stand-in): borrowed, NULL for none; -1 with an exception. */
+static int entry_message(PyObject *raw, PyObject *standin, PyObject **message)
+{
+    *message = NULL;
+    if ((PyObject *)Py_TYPE(raw) == standin) {
+        *message = raw;
+        return 0;
+    }
+    if (!PyDict_CheckExact(raw))
+        return -2;  /* (a dict subclass: its own `get`) */
+    *message = PyDict_GetItemWithError(raw, s_message);
+    if (*message == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyDict_Check(*message))
+        *message = NULL;
+    return 0;
+}
+
+/* `branch_scan(branch_entry_ids, by_id, entry_type, standin)`: `live._branch_scan` over the
+ * branch's entry ids with the reader's id index (a dict of `entry_type` objects):
+ * (the position of the last compaction or None, {prompt entry id: its turn number}), or None
+ * when an entry's `raw` or a message is of a shape the Python loop must read. */
+static PyObject *py_branch_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *fields[2] = {"type", "raw"};
+    PyObject *ids, *by_id, *standin, *numbers = NULL, *last = Py_None, *result;
+    Py_ssize_t offsets[2], i, n;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "branch_scan takes 4 arguments");
+        return NULL;
+    }
+    ids = args[0];
+    by_id = args[1];
+    standin = args[3];
+    if (!PyList_CheckExact(ids) || !PyDict_CheckExact(by_id)) {
+        PyErr_SetString(PyExc_TypeError, "branch_scan: a list of ids and a dict");
+        return NULL;
+    }
+    if (slot_layout(args[2], fields, 2, offsets) < 0)
+        return NULL;
+    numbers = PyDict_New();
+    if (numbers == NULL)
+        return NULL;
+    Py_INCREF(last);
+    n = PyList_GET_SIZE(ids);
+    for (i = 0; i < n; i++) {
+        PyObject *eid = PyList_GET_ITEM(ids, i), *entry, *kind, *message, *role;
+        int r;
+        entry = PyDict_GetItemWithError(by_id, eid);  /* (None is a key too: `by_id.get(None)`) */
+        if (entry == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(entry) != args[2])
+            goto hand_back;
+        kind = *(PyObject **)((char *)entry + offsets[0]);
+        if (kind == NULL)
+            goto hand_back;
+        if (str_is(kind, s_message)) {
+            r = PyObject_IsTrue(eid);
+            if (r < 0)
+                goto fail;
+            if (!r)
+                continue;
+            r = entry_message(*(PyObject **)((char *)entry + offsets[1]), standin, &message);
+            if (r == -2)
+                goto hand_back;
+            if (r < 0)
+                goto fail;
+            if (message == NULL)
+                continue;
+            if (!PyDict_CheckExact(message) && (PyObject *)Py_TYPE(message) != standin)
+                goto hand_back;
+            role = PyDict_GetItemWithError(message, key_str[K_ROLE]);
+            if (role == NULL && PyErr_Occurred())
+                goto fail;
+            if (role != NULL && !PyUnicode_CheckExact(role) && PyUnicode_Check(role))
+                goto hand_back;  /* (a str subclass: its own ==) */
+            if (str_is(role, s_user)) {
+                PyObject *number = PyLong_FromSsize_t(PyDict_GET_SIZE(numbers) + 1);
+                if (number == NULL || PyDict_SetItem(numbers, eid, number) < 0) {
+                    Py_XDECREF(number);
+                    goto fail;
+                }
+                Py_DECREF(number);
+            }
+        } else if (str_is(kind, s_compaction)) {
+            Py_SETREF(last, PyLong_FromSsize_t(i));
+            if (last == NULL)
+                goto fail;
+        }
+    }
+    result = PyTuple_Pack(2, last, numbers);
+    Py_DECREF(last);
+    Py_DECREF(numbers);
+    return result;
+hand_back:
+    Py_DECREF(last);
+    Py_DECREF(numbers);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(last);
+    Py_DECREF(numbers);
+    return NULL;
+}
+
+/* `role_counts(messages, standin)`: (any message with role "system", the messages with role
+ * "user") for a list of exact dicts and stand-ins (`live._full_facts`), else None. */
+static PyObject *py_role_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *messages;
+    Py_ssize_t i, n, users = 0;
+    int system = 0;
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "role_counts(messages, standin): a list of messages");
+        return NULL;
+    }
+    messages = args[0];
+    n = PyList_GET_SIZE(messages);
+    for (i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i), *role;
+        if (!PyDict_CheckExact(message) && (PyObject *)Py_TYPE(message) != args[1])
+            Py_RETURN_NONE;
+        if (role_of(message, &role) < 0)
+            return NULL;
+        if (role == NULL || !PyUnicode_CheckExact(role)) {
+            if (role != NULL && role != Py_None && PyUnicode_Check(role))
+                Py_RETURN_NONE;  /* (a str subclass: its own ==) */
+            continue;
+        }
+        users += str_is(role, s_user);
+        system |= str_is(role, s_system);
+    }
+    return Py_BuildValue("(Nn)", PyBool_FromLong(system), users);
+}
+
+/* `tool_pairing(messages, open_calls)`: the positions of the tool results that
+ * `context._tool_pairing_warnings(messages, ids, open_calls)` warns about (it makes the
+ * warnings), for a list of exact dicts and stand-ins, else None. `open_calls`: None or a set. */
+static PyObject *py_tool_pairing(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *messages, *open_calls = NULL, *maker = NULL, *found = NULL;
+    Py_ssize_t i, n;
+    if (nargs != 3 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "tool_pairing(messages, open_calls, standin)");
+        return NULL;
+    }
+    messages = args[0];
+    n = PyList_GET_SIZE(messages);
+    for (i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i);
+        if (!PyDict_CheckExact(message) && (PyObject *)Py_TYPE(message) != args[2])
+            Py_RETURN_NONE;
+    }
+    open_calls = args[1] == Py_None ? PySet_New(NULL) : Py_NewRef(args[1]);
+    found = PyList_New(0);
+    if (open_calls == NULL || found == NULL)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i), *role;
+        int r;
+        if (role_of(message, &role) < 0)
+            goto fail;
+        if (role != NULL && !PyUnicode_CheckExact(role) && PyUnicode_Check(role)) {
+            Py_CLEAR(open_calls);
+            Py_DECREF(found);
+            Py_RETURN_NONE;  /* (a str subclass: its own ==) */
+        }
+        if (str_is(role, s_toolResult)) {
+            PyObject *call;
+            if (maker != NULL) {  /* `_call_ids(maker)` */
+                PyObject *calls = PySet_New(NULL), *content;
+                if (calls == NULL)
+                    goto fail;
+                content = get(maker, K_CONTENT);
+                if (content == NULL && PyErr_Occurred()) {
+                    Py_DECREF(calls);
+                    goto fail;
+                }
+                if (content != NULL && PyList_Check(content)) {
+                    Py_ssize_t k;
+                    for (k = 0; k < PyList_GET_SIZE(content); k++) {
+                        PyObject *block = PyList_GET_ITEM(content, k), *id;
+                        int error = 0;
+                        if (!PyDict_Check(block))
+                            continue;
+                        if (!PyDict_CheckExact(block)) {  /* (its own `get`) */
+                            Py_DECREF(calls);
+                            Py_CLEAR(open_calls);
+                            Py_DECREF(found);
+                            Py_CLEAR(maker);
+                            Py_RETURN_NONE;
+                        }
+                        if (!block_type_is(block, s_toolCall, &error)) {
+                            if (error) {
+                                Py_DECREF(calls);
+                                goto fail;
+                            }
+                            continue;
+                        }
+                        id = get(block, K_ID);
+                        if ((id == NULL && PyErr_Occurred()) || PySet_Add(calls, id ? id : Py_None) < 0) {
+                            Py_DECREF(calls);
+                            goto fail;
+                        }
+                    }
+                }
+                Py_SETREF(open_calls, calls);
+                Py_CLEAR(maker);
+            }
+            call = get(message, K_TOOLCALLID);
+            if (call == NULL && PyErr_Occurred())
+                goto fail;
+            r = PySet_Contains(open_calls, call ? call : Py_None);
+            if (r < 0)
+                goto fail;
+            if (!r) {
+                PyObject *index = PyLong_FromSsize_t(i);
+                if (index == NULL || PyList_Append(found, index) < 0) {
+                    Py_XDECREF(index);
+                    goto fail;
+                }
+                Py_DECREF(index);
+            }
+            continue;
+        }
+        if (str_is(role, s_assistant)) {
+            Py_XSETREF(maker, Py_NewRef(message));
+        } else {
+            Py_CLEAR(maker);
+            Py_SETREF(open_calls, Py_NewRef(no_calls));
+        }
+    }
+    Py_XDECREF(open_calls);
+    Py_XDECREF(maker);
+    return found;
+fail:
+    Py_XDECREF(open_calls);
+    Py_XDECREF(maker);
+    Py_XDECREF(found);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
     {"bytes_depth", py_bytes_depth, METH_VARARGS,
      "`limits._bytes_depth(raw, limit)` in one pass: the depth of [/{ outside strings, stopped past limit."},
@@ -2682,6 +2931,12 @@ static PyMethodDef module_methods[] = {
      "(totals, children, segments, message_tokens, total)."},
     {"turns", (PyCFunction)(void (*)(void))py_turns, METH_FASTCALL,
      "turns(messages, entry_ids, tokens, turn_numbers, turn_type, local_time, preview, standin) -> tuple or None."},
+    {"branch_scan", (PyCFunction)(void (*)(void))py_branch_scan, METH_FASTCALL,
+     "branch_scan(branch_entry_ids, by_id, entry_type, standin) -> (last compaction, turn numbers) or None."},
+    {"role_counts", (PyCFunction)(void (*)(void))py_role_counts, METH_FASTCALL,
+     "role_counts(messages, standin) -> (any system message, user messages) or None."},
+    {"tool_pairing", (PyCFunction)(void (*)(void))py_tool_pairing, METH_FASTCALL,
+     "tool_pairing(messages, open_calls, standin) -> positions of unpaired tool results, or None."},
     {"blake2b_16", py_blake2b_16, METH_O, "16-byte BLAKE2b digest of a bytes-like object (tests)."},
     {"js_stringify_plain", py_js_stringify_plain, METH_O,
      "`js_stringify(value)` by the C writer, or None where the Python function is needed (tests)."},
@@ -2751,7 +3006,10 @@ PyMODINIT_FUNC PyInit__cprep(void)
         return NULL;
     one = PyLong_FromLong(1);
     zero = PyLong_FromLong(0);
-    if (one == NULL || zero == NULL)
+    no_calls = PyFrozenSet_New(NULL);
+    s_compaction = intern("compaction");
+    s_system = intern("system");
+    if (one == NULL || zero == NULL || no_calls == NULL || s_compaction == NULL || s_system == NULL)
         return NULL;
     context_roles = PySet_New(NULL);
     if (context_roles == NULL)

@@ -41,6 +41,11 @@ from ds4sessions.agents.pi.entries import (
 )
 from ds4sessions.agents.pi.reader import PiSession
 
+try:
+    from ds4sessions.agents.pi import _cprep
+except ImportError:  # pragma: no cover - built without a C compiler: the Python loops
+    _cprep = None  # type: ignore[assignment]
+
 COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
@@ -501,7 +506,13 @@ def _tool_pairing_warnings(
 ) -> list[ContextWarning]:
     """Tool results must follow (after other results only) the assistant message holding their call.
 
-    `call_ids`: the calls open before `messages` (when checking a continuation)."""
+    `call_ids`: the calls open before `messages` (when checking a continuation). The loop runs
+    in C (`_cprep.tool_pairing`: which results to warn about) for a list of plain messages."""
+    if _cprep is not None and type(messages) is list and (call_ids is None or type(call_ids) in (set, frozenset)):
+        n = min(len(messages), len(entry_ids))  # (`zip` stops at the shorter)
+        found = _cprep.tool_pairing(messages if n == len(messages) else messages[:n], call_ids, StandIn)
+        if found is not None:
+            return [_unpaired(messages[i], entry_ids[i]) for i in found]
     warnings: list[ContextWarning] = []
     open_calls: set[Any] | frozenset[Any] = set() if call_ids is None else call_ids
     maker: dict[str, Any] | None = None  # an assistant message whose calls are not collected yet
@@ -511,20 +522,23 @@ def _tool_pairing_warnings(
             if maker is not None:  # the calls are collected for a message that results follow only
                 open_calls, maker = _call_ids(maker), None
             if message.get("toolCallId") not in open_calls:
-                warnings.append(
-                    ContextWarning(
-                        "tool_pairing",
-                        f"tool result {entry_id} ({message.get('toolCallId')}) does not directly follow "
-                        "the assistant message that made the call",
-                        (entry_id or "",),
-                    )
-                )
+                warnings.append(_unpaired(message, entry_id))
             continue
         if role == "assistant":
             maker = message
         else:
             open_calls, maker = _NO_CALLS, None
     return warnings
+
+
+def _unpaired(message: dict[str, Any], entry_id: str | None) -> ContextWarning:
+    """The warning for a tool result that does not follow its call (`_tool_pairing_warnings`)."""
+    return ContextWarning(
+        "tool_pairing",
+        f"tool result {entry_id} ({message.get('toolCallId')}) does not directly follow "
+        "the assistant message that made the call",
+        (entry_id or "",),
+    )
 
 
 _NO_CALLS: frozenset[Any] = frozenset()

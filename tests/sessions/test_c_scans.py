@@ -1,0 +1,173 @@
+"""The branch and context scans in C (issue 14): `_cprep.branch_scan` (turn numbers and the
+last compaction on the branch), `_cprep.role_counts` (the facts' system and user messages) and
+`_cprep.tool_pairing` (the unpaired tool results) give what their Python loops give on every
+shared sample (full messages and the map's stand-ins) and on generated lists, hand back the
+shapes they do not read, and raise what the Python loops raise."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ds4core.categories import message_parts
+from ds4core.tokens import CharsV1Counter
+from ds4sessions.agents.pi import context as context_module
+from ds4sessions.agents.pi import slim
+from ds4sessions.agents.pi.context import _tool_pairing_warnings, build_context
+from ds4sessions.agents.pi.entries import Entry, StandIn
+from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
+from ds4sessions.ingest import live
+from ds4sessions.ingest.live import _branch_scan, _full_facts, open_snapshot
+from tests.conftest import FIXTURES, ROOT, SHARED
+
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_planner import synthetic_session  # noqa: E402
+
+needs_c = pytest.mark.skipif(slim._cprep is None, reason="the C extension _cprep is not built (no C compiler at install)")
+
+
+def _python(monkeypatch: pytest.MonkeyPatch, run: Any) -> Any:
+    """`run()` with the Python loops (the C module hidden from both modules)."""
+    with monkeypatch.context() as m:
+        m.setattr(live, "_c", None)
+        m.setattr(context_module, "_cprep", None)
+        return run()
+
+
+def _contexts(tmp_path: Path) -> list[tuple[Any, Any]]:
+    synthetic = tmp_path / "synthetic.jsonl"
+    synthetic_session(synthetic, 60)
+    paths = [FIXTURES / "pi" / "01-tools-and-image.jsonl", synthetic]
+    if SHARED is not None:
+        paths += sorted((SHARED / "sessions-pi").glob("*.jsonl"))
+        paths += sorted((SHARED / "bad-inputs").rglob("*.jsonl"))
+    from tests.sessions.test_slim_blocks import _odd_file
+
+    paths += [_odd_file(tmp_path / "odd.jsonl", False)]
+    made = []
+    for path in paths:
+        snap = open_snapshot(path, exact=False)
+        made.append((snap.context, _reader_of(path)))
+        reader = SlimReader(path, StandInLedger(CharsV1Counter(), message_parts))
+        slim.read_whole_file(reader, path)
+        made.append((build_context(reader), reader))
+    return made
+
+
+def _reader_of(path: Path) -> Any:
+    from ds4sessions.agents.pi.reader import PiSessionReader, feed_whole_file
+
+    reader = PiSessionReader(path, slim.c_parser())
+    feed_whole_file(reader, path)
+    return reader
+
+
+@needs_c
+def test_equal_on_every_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for ctx, reader in _contexts(tmp_path):
+        assert slim._cprep.branch_scan(ctx.branch_entry_ids, reader.by_id, Entry, StandIn) is not None
+        assert _branch_scan(ctx, reader) == _python(monkeypatch, lambda: _branch_scan(ctx, reader))
+        assert _full_facts(ctx, reader) == _python(monkeypatch, lambda: _full_facts(ctx, reader))
+        got = build_context(reader)
+        assert got.warnings == _python(monkeypatch, lambda: build_context(reader)).warnings
+        assert got.warnings == ctx.warnings
+    warned = [ctx for ctx, _ in _contexts(tmp_path) if any(w.kind == "tool_pairing" for w in ctx.warnings)]
+    assert len(warned) >= 2  # (the odd file's unpaired tool results, in both readers)
+
+
+class _Str(str):
+    """A str subclass: the C scans hand such a role back."""
+
+
+ROLES = ["user", "assistant", "toolResult", "system", None, 3, _Str("toolResult"), _Str("user"), "(absent)"]
+BLOCKS = [{"type": "toolCall", "id": "a"}, {"type": "toolCall", "id": "b"}, {"type": "toolCall"},
+          {"type": "toolCall", "id": None}, {"type": "text", "text": "x"}, "s", 3, StandIn({"type": "toolCall", "id": "a"})]
+
+
+@st.composite
+def _lists(draw: Any) -> Any:
+    messages = []
+    for _ in range(draw(st.integers(0, 9))):
+        message: dict[str, Any] = {}
+        role = draw(st.sampled_from(ROLES))
+        if role != "(absent)":
+            message["role"] = role
+        if draw(st.booleans()):
+            message["toolCallId"] = draw(st.sampled_from(["a", "b", None, 7]))
+        content = draw(st.sampled_from(["list", "tuple", "none", "absent"]))
+        blocks = draw(st.lists(st.sampled_from(BLOCKS), max_size=3))
+        if content == "list":
+            message["content"] = blocks
+        elif content == "tuple":
+            message["content"] = tuple(blocks)
+        elif content == "none":
+            message["content"] = None
+        messages.append(draw(st.sampled_from([dict, StandIn]))(message))
+    ids = [draw(st.sampled_from([None, "", "e1", "e2"])) for _ in range(len(messages) + draw(st.integers(-2, 1)))]
+    calls = draw(st.sampled_from([None, set(), {"a"}, frozenset({"b", None})]))
+    return messages, ids, calls
+
+
+def _outcome(run: Any) -> Any:
+    try:
+        return run()
+    except Exception as error:  # noqa: BLE001 - both routes must raise the same
+        return type(error), str(error)
+
+
+@needs_c
+@settings(max_examples=600, deadline=None)
+@given(_lists())
+def test_tool_pairing_equal_on_generated_lists(case: Any) -> None:
+    messages, ids, calls = case
+    got = _outcome(lambda: _tool_pairing_warnings(messages, ids, calls))
+    saved = context_module._cprep
+    context_module._cprep = None
+    try:
+        expected = _outcome(lambda: _tool_pairing_warnings(messages, ids, calls))
+    finally:
+        context_module._cprep = saved
+    assert got == expected
+
+
+@needs_c
+def test_tool_pairing_raises_what_python_raises() -> None:
+    unhashable = [{"role": "assistant", "content": [{"type": "toolCall", "id": ["x"]}]}, {"role": "toolResult"}]
+    with pytest.raises(TypeError):
+        slim._cprep.tool_pairing(unhashable, None, StandIn)
+    result = [{"role": "toolResult", "toolCallId": ["x"]}]
+    with pytest.raises(TypeError):
+        slim._cprep.tool_pairing(result, None, StandIn)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(_lists())
+def test_role_counts_equal_on_generated_lists(case: Any) -> None:
+    messages = case[0]
+    got = slim._cprep.role_counts(messages, StandIn)
+    if any(type(m.get("role")) is _Str for m in messages):
+        assert got is None
+        return
+    assert got == (any(m.get("role") == "system" for m in messages), sum(1 for m in messages if m.get("role") == "user"))
+
+
+@needs_c
+def test_branch_scan_hands_back_what_it_does_not_read() -> None:
+    entry = Entry("message", "e1", None, "", {"message": {"role": _Str("user")}}, 1, 0, 10)
+    assert slim._cprep.branch_scan(["e1"], {"e1": entry}, Entry, StandIn) is None
+    odd = Entry("message", "e1", None, "", _Mapping({"message": {"role": "user"}}), 1, 0, 10)
+    assert slim._cprep.branch_scan(["e1"], {"e1": odd}, Entry, StandIn) is None
+    plain = Entry("message", "e1", None, "", {"message": {"role": "user"}}, 1, 0, 10)
+    compaction = Entry("compaction", "c1", "e1", "", {}, 2, 10, 10)
+    assert slim._cprep.branch_scan(["e1", None, "zz", "c1"], {"e1": plain, "c1": compaction}, Entry, StandIn) == \
+        (3, {"e1": 1})
+
+
+class _Mapping(dict):  # type: ignore[type-arg]
+    pass
