@@ -208,9 +208,10 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
     compaction = path[compaction_index] if compaction_index is not None else None
 
     edits: dict[str, Any] = {}
-    for entry in selected:
-        if entry.type == CONTEXT_EDIT and isinstance(entry.raw.get("targetId"), str) and "replacement" in entry.raw:
-            edits[entry.raw["targetId"]] = entry.raw["replacement"]
+    if CONTEXT_EDIT in types:  # (one scan in C: most paths hold no edit; `selected` is part of `path`)
+        for entry in selected:
+            if entry.type == CONTEXT_EDIT and isinstance(entry.raw.get("targetId"), str) and "replacement" in entry.raw:
+                edits[entry.raw["targetId"]] = entry.raw["replacement"]
 
     messages: list[dict[str, Any]] = []
     message_entry_ids: list[str | None] = []
@@ -227,12 +228,13 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
             message_entry_ids.append(entry.id)
 
     warnings.extend(_tool_pairing_warnings(messages, message_entry_ids))
+    branch_ids = [entry.id for entry in path]
     return SessionContext(
         messages=messages,
         message_entry_ids=message_entry_ids,
         leaf_id=path[-1].id if path else None,
-        branch_entry_ids=[entry.id for entry in path],
-        context_entry_ids=[entry.id for entry in selected],
+        branch_entry_ids=branch_ids,
+        context_entry_ids=list(branch_ids) if selected is path else [entry.id for entry in selected],
         labels=dict(session.labels),
         model=model,
         thinking_level=thinking_level,
