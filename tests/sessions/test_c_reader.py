@@ -207,6 +207,10 @@ def test_counts_in_c_equal_the_ledgers_on_every_message(counter: str, tmp_path: 
     reader = PiSessionReader(None)  # the messages a reader keeps (conformed) of mutated lines
     reader.feed([(1, 0, HEADER)] + [(i + 2, 100 + i, _mutated_line(entries, rng)) for i in range(4000)])
     mutated = [e.raw["message"] for e in reader.entries if isinstance(e.raw.get("message"), dict)]
+    # texts the C counter leaves to `Cl100kCounter.text` (longer than a chunk; a lone surrogate
+    # above the digest length), each twice: tokenized, then from the Python memo
+    for text in ("a b " * 17000, "x" * 300 + "\ud800"):
+        mutated += [{"role": "user", "content": [{"type": "text", "text": text}]}] * 2
     c, py = _ledger_pair(counter)
     probe = _ledger_pair(counter)[0]._count_c  # which messages take the C route (its own state)
     assert c._count_c is not None and probe is not None

@@ -558,7 +558,54 @@ typedef struct {
     Py_ssize_t taken;           /* lines answered with a tuple */
     Py_ssize_t rejected;        /* lines answered with None */
     Py_ssize_t handed_back;     /* lines answered with False (the Python route runs) */
+    Py_ssize_t pending_encodes; /* counter.encodes + this, written by `flush_pending` */
+    Py_ssize_t pending_counted; /* ledger.counted + this, likewise */
+    int encoded;                /* `count_split`: a text of this message went through the tokenizer */
 } Preparer;
+
+/* attribute += n (a Python int attribute); -1 with an exception. */
+static int add_to_attr(PyObject *owner, PyObject *name, Py_ssize_t n)
+{
+    PyObject *was, *delta, *more;
+    int r;
+    was = PyObject_GetAttr(owner, name);
+    if (was == NULL)
+        return -1;
+    delta = PyLong_FromSsize_t(n);
+    more = delta ? PyNumber_Add(was, delta) : NULL;
+    Py_DECREF(was);
+    Py_XDECREF(delta);
+    if (more == NULL)
+        return -1;
+    r = PyObject_SetAttr(owner, name, more);
+    Py_DECREF(more);
+    return r;
+}
+
+/* Write the counts kept in C since the last call (`counter.encodes`, `ledger.counted`: one
+ * attribute update per call instead of two per message). Every entry point calls it before it
+ * returns (an exception set is kept), and `python_text` before Python counts a text, so Python
+ * code never sees them behind. -1 with an exception (when none was set before). */
+static int flush_pending(PyObject *preparer)
+{
+    Preparer *self = (Preparer *)preparer;
+    PyObject *type, *value, *traceback;
+    int r = 0;
+    if (self->pending_encodes == 0 && self->pending_counted == 0)
+        return 0;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (self->pending_encodes && add_to_attr(self->counter, s_encodes, self->pending_encodes) < 0)
+        r = -1;
+    else if (self->pending_counted && add_to_attr(self->ledger, s_counted, self->pending_counted) < 0)
+        r = -1;
+    self->pending_encodes = self->pending_counted = 0;
+    if (type != NULL) {
+        if (r < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    return r;
+}
 
 /* One part of `message_parts`: (category, child, payload) and its tokens. `category` and
  * `child` are borrowed (constants or strings of the message), `payload` is owned. */
@@ -823,38 +870,50 @@ static int count_of(PyObject *value, long long *tokens)
 /* `Cl100kCounter.text(s)`: the memo (`_known`, by the text or by the BLAKE2b digest of its
  * UTF-8 above `digest_above` characters), else one encode (`encodes` + 1, the count kept);
  * a text longer than `CL100K_CHUNK_CHARS` is left to the Python method (chunks). */
+/* `counter.text(s)` by the Python method (its own memo and `encodes`), the counts kept in C
+ * written first; `self->encoded` is set when it tokenized (`encodes` changed). */
+static int python_text(Preparer *self, PyObject *s, long long *tokens)
+{
+    PyObject *before, *after, *result;
+    int r;
+    if (flush_pending((PyObject *)self) < 0)
+        return -1;
+    before = PyObject_GetAttr(self->counter, s_encodes);
+    if (before == NULL)
+        return -1;
+    result = PyObject_CallMethodOneArg(self->counter, s_text_method, s);
+    after = result ? PyObject_GetAttr(self->counter, s_encodes) : NULL;
+    r = after ? PyObject_RichCompareBool(after, before, Py_NE) : -1;
+    Py_DECREF(before);
+    Py_XDECREF(after);
+    if (r > 0)
+        self->encoded = 1;
+    if (r >= 0)
+        r = count_of(result, tokens);
+    Py_XDECREF(result);
+    return r;
+}
+
 static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
 {
-    PyObject *key, *known, *ids, *total, *encodes, *more;
+    PyObject *key, *known, *ids, *total;
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     int r;
     if (n == 0) {
         *tokens = 0;
         return 0;
     }
-    if (n > CL100K_CHUNK_CHARS) {
-        PyObject *result = PyObject_CallMethodOneArg(self->counter, s_text_method, s);
-        if (result == NULL)
-            return -1;
-        r = count_of(result, tokens);
-        Py_DECREF(result);
-        return r;
-    }
+    if (n > CL100K_CHUNK_CHARS)
+        return python_text(self, s, tokens);
     if (self->digest_above >= 0 && n > self->digest_above) {
         Py_ssize_t size;
         uint8_t digest[16];
         const char *utf8 = PyUnicode_AsUTF8AndSize(s, &size);
         if (utf8 == NULL) {  /* lone surrogates ("surrogatepass"): the Python method */
-            PyObject *result;
             if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
                 return -1;
             PyErr_Clear();
-            result = PyObject_CallMethodOneArg(self->counter, s_text_method, s);
-            if (result == NULL)
-                return -1;
-            r = count_of(result, tokens);
-            Py_DECREF(result);
-            return r;
+            return python_text(self, s, tokens);
         }
         blake2b_16((const uint8_t *)utf8, (size_t)size, digest);
         key = PyBytes_FromStringAndSize((const char *)digest, 16);
@@ -870,18 +929,8 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
     }
     if (PyErr_Occurred())
         goto fail;
-    /* self.encodes += 1 */
-    encodes = PyObject_GetAttr(self->counter, s_encodes);
-    if (encodes == NULL)
-        goto fail;
-    more = PyNumber_Add(encodes, one);
-    Py_DECREF(encodes);
-    if (more == NULL)
-        goto fail;
-    r = PyObject_SetAttr(self->counter, s_encodes, more);
-    Py_DECREF(more);
-    if (r < 0)
-        goto fail;
+    self->pending_encodes++;  /* self.encodes += 1 (`flush_pending`) */
+    self->encoded = 1;
     if (self->encode == NULL) {
         PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding);
         if (encoding == NULL)
@@ -930,15 +979,10 @@ static PyObject *named_tuple(PyObject *kind, PyObject **items, Py_ssize_t n)
  * part), `ledger.counted` + 1 when the counter did real work. New reference or NULL. */
 static PyObject *count_split(Preparer *self, PyObject *message, PyObject *role, Parts *parts)
 {
-    PyObject *encodes_before = NULL, *tuple_parts = NULL, *result = NULL, *items[3];
+    PyObject *tuple_parts = NULL, *result = NULL, *items[3];
     long long parts_total = 0, overhead;
     Py_ssize_t i, n = parts->n;
-    int counted = 1;
-    if (self->kind == COUNTER_CL100K) {
-        encodes_before = PyObject_GetAttr(self->counter, s_encodes);
-        if (encodes_before == NULL)
-            return NULL;
-    }
+    self->encoded = 0;
     for (i = 0; i < n; i++) {
         Part *part = &parts->items[i];
         if (self->kind == COUNTER_CL100K) {
@@ -994,36 +1038,11 @@ static PyObject *count_split(Preparer *self, PyObject *message, PyObject *role, 
     Py_DECREF(items[0]);
     if (result == NULL)
         goto done;
-    if (encodes_before != NULL) {  /* `counter.encodes != encodes` */
-        PyObject *now = PyObject_GetAttr(self->counter, s_encodes);
-        if (now == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        counted = PyObject_RichCompareBool(now, encodes_before, Py_NE);
-        Py_DECREF(now);
-        if (counted < 0) {
-            Py_CLEAR(result);
-            goto done;
-        }
-    }
-    if (counted) {  /* self.counted += 1 */
-        PyObject *was = PyObject_GetAttr(self->ledger, s_counted), *more;
-        if (was == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        more = PyNumber_Add(was, one);
-        Py_DECREF(was);
-        if (more == NULL || PyObject_SetAttr(self->ledger, s_counted, more) < 0) {
-            Py_XDECREF(more);
-            Py_CLEAR(result);
-            goto done;
-        }
-        Py_DECREF(more);
-    }
+    /* self.counted += 1 (`flush_pending`) when the counter did real work: always for chars-v1
+     * (no `encodes`), for cl100k when `counter.encodes` changed */
+    if (self->kind != COUNTER_CL100K || self->encoded)
+        self->pending_counted++;
 done:
-    Py_XDECREF(encodes_before);
     Py_XDECREF(tuple_parts);
     return result;
 }
@@ -1339,12 +1358,15 @@ done:
 
 static PyObject *Preparer_call(Preparer *self, PyObject *args, PyObject *kwargs)
 {
-    PyObject *offset, *raw;
+    PyObject *offset, *raw, *result;
     if (!PyArg_ParseTuple(args, "OO:Preparer", &offset, &raw))
         return NULL;
     if (not_initialized(self))
         return NULL;
-    return prepare_line(self, offset, raw);
+    result = prepare_line(self, offset, raw);
+    if (flush_pending((PyObject *)self) < 0)
+        Py_CLEAR(result);
+    return result;
 }
 
 /* `preparer.parse(offset, raw)`: the parsed entry when `raw` is plainly a well-formed message
@@ -1400,6 +1422,8 @@ static PyObject *Preparer_count(Preparer *self, PyObject *message)
     }
     result = count_split(self, message, role, &parts);
     parts_clear(&parts);
+    if (flush_pending((PyObject *)self) < 0)
+        Py_CLEAR(result);
     return result;
 }
 
@@ -1699,6 +1723,8 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
 done:
     Py_XDECREF(answer);
     block_close(&b);
+    if (flush_pending((PyObject *)self) < 0)
+        Py_CLEAR(result);
     return result;
 }
 
@@ -1707,7 +1733,17 @@ done:
  * parentId, stand-in) of each complete line of data[pos:] that `prepare_line` takes (k: the
  * line's number counted from the copy's first line; `k` given is the line before data[pos]),
  * up to the first line it does not take (`block_result`). */
+static PyObject *prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyObject *Preparer_prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *result = prepare_block(self, args, nargs);
+    if (flush_pending((PyObject *)self) < 0)
+        Py_CLEAR(result);
+    return result;
+}
+
+static PyObject *prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *data;
     Py_ssize_t size, pos, base, k;
