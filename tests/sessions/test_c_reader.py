@@ -97,6 +97,11 @@ def test_the_short_route_reads_every_file_as_the_general_route(tmp_path: Path) -
     original = PiSessionReader._read_line
     batched._read_line = lambda n, *a: general_lines.append(n) or original(batched, n, *a)  # type: ignore[method-assign]
     assert len(batched.feed(lines)) == 1201 and general_lines == [1, 2]
+    calls: list[int] = []
+    paused = PiSessionReader(synthetic, parse)
+    feed_c = paused._feed_c
+    paused._feed_c = lambda *a: calls.append(a[3]) or feed_c(*a)
+    assert len(paused.feed(lines)) == 1201 and len(calls) == 4  # after the model change: 3 calls of 500 (1,199 lines)
 
 
 @needs_c
@@ -131,12 +136,17 @@ def _lines_of(path: Path) -> tuple[list[tuple[int, int, bytes]], tuple[int, int,
 
 
 @needs_c
-@pytest.mark.parametrize("batch", [1, 3, 64, 10**9])
-def test_batches_read_every_file_as_the_general_route(batch: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("batch", "most"), [(1, 500), (3, 500), (64, 7), (10**9, 500), (10**9, 1)])
+def test_batches_read_every_file_as_the_general_route(batch: int, most: int, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """`feed` of a list or tuple of lines (what the tailer delivers) takes the C route for
-    whole runs (`feed_lines`): the same entries, returned lists and state as the general route,
-    line by line, whatever the batch size; the tailer's own line type reads the same."""
+    whole runs (`feed_lines`, at most `C_LINES_PER_CALL` lines a call): the same entries,
+    returned lists and state as the general route, line by line, whatever the batch size; the
+    tailer's own line type reads the same."""
+    from ds4sessions.agents.pi import reader as reader_module
     from ds4sessions.ingest.tailer import TailLine
+
+    monkeypatch.setattr(reader_module, "C_LINES_PER_CALL", most)
 
     synthetic = tmp_path / "synthetic.jsonl"
     synthetic_session(synthetic, 300)

@@ -1919,21 +1919,30 @@ static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject 
     return 1;
 }
 
-/* `preparer.feed_lines(reader, entry_type, lines, index)`: the full reader's short route
+/* `preparer.feed_lines(reader, entry_type, lines, index, most)`: the full reader's short route
  * (`PiSessionReader.feed`) for lines[index:] (a list or tuple of (line_no, offset, raw)), in C:
  * each plain message line (`plain_entry`) is parsed and added (`block_add_full`), up to the
- * first line left to the caller. Returns (index of that line, or len(lines); its parsed entry
- * when it is plain but `block_add_full` did not add it, else None: the general route). Sets
- * the reader's `last_line_no`, `end_offset` and `leaf_id` for the lines it added. The reader
- * must be past a version-3 header. */
+ * first line left to the caller, or after `most` lines (the caller calls again: the dashboard
+ * reads on a worker thread, and a call never holds the GIL for more than `most` lines).
+ * Returns (index of the next line, or len(lines); True after `most` lines, else the parsed entry
+ * of that line when it is plain but `block_add_full` did not add it, else None: the general
+ * route). Sets the reader's `last_line_no`, `end_offset` and `leaf_id` for the lines it added.
+ * The reader must be past a version-3 header. */
 static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *lines, *left = NULL, *result = NULL;
-    Py_ssize_t index, n, line_no = 0, end = 0;
+    Py_ssize_t index, n, line_no = 0, end = 0, most;
     Block b;
     int added = 0;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed_lines takes 4 arguments");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed_lines takes 5 arguments");
+        return NULL;
+    }
+    most = PyLong_AsSsize_t(args[4]);
+    if (most == -1 && PyErr_Occurred())
+        return NULL;
+    if (most < 1) {
+        PyErr_SetString(PyExc_ValueError, "feed_lines: most must be at least 1");
         return NULL;
     }
     if (not_initialized(self))
@@ -1951,6 +1960,10 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
     n = PySequence_Fast_GET_SIZE(lines);
     for (; index < n; index++) {
         PyObject *line = PySequence_Fast_GET_ITEM(lines, index), *obj, *raw, *offset;
+        if (added == most) {
+            left = Py_NewRef(Py_True);
+            break;
+        }
         Py_ssize_t number;
         int r;
         if (!PyTuple_Check(line) || PyTuple_GET_SIZE(line) != 3)
@@ -1997,7 +2010,7 @@ static PyMethodDef Preparer_methods[] = {
     {"prepare_block", (PyCFunction)(void (*)(void))Preparer_prepare_block, METH_FASTCALL,
      "prepare_block(records, None, data, pos, base, k) -> (pos, k, code, answer)."},
     {"feed_lines", (PyCFunction)(void (*)(void))Preparer_feed_lines, METH_FASTCALL,
-     "feed_lines(reader, entry_type, lines, index) -> (index of the first line not read, its parsed entry or None)."},
+     "feed_lines(reader, entry_type, lines, index, most) -> (index of the next line, True / its parsed entry / None)."},
     {"add_records", (PyCFunction)(void (*)(void))Preparer_add_records, METH_FASTCALL,
      "add_records(reader, entry_type, records, index, base) -> the index of the first record not added."},
     {"count", (PyCFunction)Preparer_count, METH_O,
