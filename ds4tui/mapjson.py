@@ -10,12 +10,10 @@ on a plain Pi session opens the dashboard without Typer too (`_fast_open_path`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from ds4tui.mapdata import dumps_map, map_json, problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 
