@@ -202,3 +202,28 @@ def test_the_common_lines_are_added_in_c(tmp_path: Path, monkeypatch: pytest.Mon
         taken = reader._prepare_c.taken  # (with two processes: the lines this process read)
         assert len(reader.entries) == 1201 and (taken == 1200 if split > 1 else 0 < taken < 1200)
         assert fallbacks == [2]
+
+
+@needs_c
+def test_an_error_inside_a_block_leaves_the_reader_at_the_last_entry_added(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure in the middle of a C block (here the JSON writer of tool-call arguments raises)
+    ends the read with its exception, and the reader's line, offset and leaf are those of the
+    last entry it added."""
+    def boom(value: Any) -> str:
+        raise RuntimeError("the writer fails")
+
+    monkeypatch.setattr(slim, "js_stringify", boom)
+    assistant = _line({"type": "message", "id": "a2", "parentId": "a1", "timestamp": TS, "message": {
+        "role": "assistant", "content": [{"type": "toolCall", "id": "t1", "name": "read", "arguments": {"f": 1.5}}],
+        "timestamp": 1767225600001}})
+    lines = [_line({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}), _message("a1", None),
+             assistant, _message("a3", "a2")]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1 << 60)
+    reader = _reader(path, "cl100k")
+    with pytest.raises(RuntimeError, match="the writer fails"):
+        slim.read_whole_file(reader, path)
+    assert [e.id for e in reader.entries] == ["a1"] and reader.leaf_id == "a1"
+    assert reader.last_line_no == 2 and reader.end_offset == len(lines[0]) + len(lines[1]) + 2

@@ -1544,6 +1544,17 @@ static int block_finish(Block *b, Py_ssize_t line_no, Py_ssize_t end_offset, int
     return r;
 }
 
+/* `block_finish` after an error, the error kept: the reader's state matches the entries
+ * added before it (its exception then ends the read). */
+static void block_finish_on_error(Block *b, Py_ssize_t line_no, Py_ssize_t end_offset, int lines)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (block_finish(b, line_no, end_offset, lines) < 0)
+        PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+}
+
 /* `SlimReader._add_prepared(entry_id, parent, slim, line_no, offset, length)` for the common
  * entry: a string id not read before, a parent that is None, not a string, "" or an id read
  * before (whose entry's own id string is kept), no missing parents pending. 1: added; 0: not
@@ -1686,7 +1697,7 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
         int r = block_line(self, data, size, pos, base, &raw, &offset, &len);
         if (r <= 0) {
             if (r < 0)
-                goto done;
+                goto fail;
             break;
         }
         if (r == 2) {
@@ -1697,7 +1708,7 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
         Py_DECREF(raw);
         if (prepared == NULL) {
             Py_DECREF(offset);
-            goto done;
+            goto fail;
         }
         r = 0;
         if (PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 3)
@@ -1707,7 +1718,7 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
         if (r <= 0) {
             if (r < 0) {
                 Py_DECREF(prepared);
-                goto done;
+                goto fail;
             }
             answer = prepared;
             code = 1;
@@ -1720,6 +1731,9 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
     }
     if (block_finish(&b, line_no, base + pos, lines) == 0)
         result = block_result(pos, line_no, code, answer);
+    goto done;
+fail:
+    block_finish_on_error(&b, line_no, base + pos, lines);
 done:
     Py_XDECREF(answer);
     block_close(&b);
@@ -1845,11 +1859,14 @@ static PyObject *Preparer_add_records(Preparer *self, PyObject *const *args, Py_
         end = offset + length;
         lines++;
     }
-    if (block_finish(&b, line_no, end, lines) < 0)
-        goto fail;
+    if (block_finish(&b, line_no, end, lines) < 0) {
+        block_close(&b);
+        return NULL;
+    }
     block_close(&b);
     return PyLong_FromSsize_t(index);
 fail:
+    block_finish_on_error(&b, line_no, end, lines);
     block_close(&b);
     return NULL;
 }
@@ -1960,42 +1977,48 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
     n = PySequence_Fast_GET_SIZE(lines);
     for (; index < n; index++) {
         PyObject *line = PySequence_Fast_GET_ITEM(lines, index), *obj, *raw, *offset;
+        Py_ssize_t number, start;
+        int r;
         if (added == most) {
             left = Py_NewRef(Py_True);
             break;
         }
-        Py_ssize_t number;
-        int r;
         if (!PyTuple_Check(line) || PyTuple_GET_SIZE(line) != 3)
             break;
         offset = PyTuple_GET_ITEM(line, 1);
         raw = PyTuple_GET_ITEM(line, 2);
         number = PyLong_AsSsize_t(PyTuple_GET_ITEM(line, 0));
         if (number == -1 && PyErr_Occurred())
-            goto done;
+            goto fail;
         r = plain_entry(self, offset, raw, &obj);
         if (r < 0)
-            goto done;
+            goto fail;
         if (r != PLAIN)
             break;
+        start = PyLong_AsSsize_t(offset);  /* (an exact int: `plain_entry` checked it) */
+        if (start == -1 && PyErr_Occurred()) {
+            Py_DECREF(obj);
+            goto fail;
+        }
         r = block_add_full(&b, obj, number, offset, PyBytes_GET_SIZE(raw) + 1);
         if (r <= 0) {
             if (r < 0) {
                 Py_DECREF(obj);
-                goto done;
+                goto fail;
             }
             left = obj;
             break;
         }
         Py_DECREF(obj);
         line_no = number;
-        end = PyLong_AsSsize_t(offset) + PyBytes_GET_SIZE(raw) + 1;
-        if (end == -1 && PyErr_Occurred())
-            goto done;
+        end = start + PyBytes_GET_SIZE(raw) + 1;
         added++;
     }
     if (block_finish(&b, line_no, end, added) == 0)
         result = Py_BuildValue("(nO)", index, left ? left : Py_None);
+    goto done;
+fail:
+    block_finish_on_error(&b, line_no, end, added);
 done:
     Py_XDECREF(left);
     block_close(&b);
