@@ -22,7 +22,8 @@ from ds4sessions.agents.pi.entries import StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger, attribute_fast
 from ds4sessions.ingest.live import open_snapshot
 from ds4sessions.agents.pi.context import build_context
-from tests.conftest import FIXTURES, ROOT, SHARED
+from tests.conftest import ROOT
+from tests.sessions.test_slim_blocks import sample_files
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_planner import synthetic_session  # noqa: E402
@@ -38,19 +39,9 @@ def _same(a: Any, b: Any) -> None:
     assert a.message_tokens == b.message_tokens and a.total == b.total
 
 
-def _files(tmp_path: Path) -> list[Path]:
-    synthetic = tmp_path / "synthetic.jsonl"
-    synthetic_session(synthetic, 60)
-    paths = [FIXTURES / "pi" / "01-tools-and-image.jsonl", synthetic]
-    if SHARED is not None:
-        paths += sorted((SHARED / "sessions-pi").glob("*.jsonl"))
-        paths += sorted((SHARED / "bad-inputs").rglob("*.jsonl"))
-    return paths
-
-
 @needs_c
 def test_equal_on_every_sample_with_full_messages(tmp_path: Path) -> None:
-    for path in _files(tmp_path):
+    for path in sample_files(tmp_path, large=True):
         snap = open_snapshot(path, exact=False)
         ctx = snap.context
         for counter in (CharsV1Counter(), Cl100kCounter()):
@@ -64,7 +55,7 @@ def test_equal_on_every_sample_with_stand_ins(tmp_path: Path) -> None:
     """The map's reader keeps stand-ins with their counts: C reads the count a stand-in
     carries, Python asks `StandInLedger.count`; deferred counts (a long line) are read again
     from the file by both."""
-    for path in _files(tmp_path):
+    for path in sample_files(tmp_path, large=True):
         for counter in (CharsV1Counter(), Cl100kCounter(digest_above=256)):
             ledger = StandInLedger(counter, message_parts)
             reader = SlimReader(path, ledger)

@@ -6,7 +6,6 @@ shapes they do not read, and raise what the Python loops raise."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,7 @@ from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
 from ds4sessions.ingest import live
 from ds4sessions.ingest.live import _branch_scan, _full_facts, open_snapshot
-from tests.conftest import FIXTURES, ROOT, SHARED
-
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_planner import synthetic_session  # noqa: E402
+from tests.sessions.test_slim_blocks import sample_files
 
 needs_c = pytest.mark.skipif(slim._cprep is None, reason="the C extension _cprep is not built (no C compiler at install)")
 
@@ -40,17 +36,8 @@ def _python(monkeypatch: pytest.MonkeyPatch, run: Any) -> Any:
 
 
 def _contexts(tmp_path: Path) -> list[tuple[Any, Any]]:
-    synthetic = tmp_path / "synthetic.jsonl"
-    synthetic_session(synthetic, 60)
-    paths = [FIXTURES / "pi" / "01-tools-and-image.jsonl", synthetic]
-    if SHARED is not None:
-        paths += sorted((SHARED / "sessions-pi").glob("*.jsonl"))
-        paths += sorted((SHARED / "bad-inputs").rglob("*.jsonl"))
-    from tests.sessions.test_slim_blocks import _odd_file
-
-    paths += [_odd_file(tmp_path / "odd.jsonl", False)]
     made = []
-    for path in paths:
+    for path in sample_files(tmp_path, large=True):
         snap = open_snapshot(path, exact=False)
         made.append((snap.context, _reader_of(path)))
         reader = SlimReader(path, StandInLedger(CharsV1Counter(), message_parts))

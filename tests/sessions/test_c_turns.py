@@ -21,7 +21,8 @@ from ds4sessions.agents.pi.entries import StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
 from ds4sessions.ingest import live
 from ds4sessions.ingest.live import Turn, _extend_turns, _local_time, _preview, _turn_numbers, build_turns, open_snapshot
-from tests.conftest import FIXTURES, ROOT, SHARED
+from tests.conftest import ROOT
+from tests.sessions.test_slim_blocks import sample_files
 
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_planner import synthetic_session  # noqa: E402
@@ -44,20 +45,10 @@ def _same(got: Any, expected: tuple[Turn, ...]) -> None:
         assert [type(getattr(a, f)) for f in Turn.__slots__] == [type(getattr(b, f)) for f in Turn.__slots__]
 
 
-def _files(tmp_path: Path) -> list[Path]:
-    synthetic = tmp_path / "synthetic.jsonl"
-    synthetic_session(synthetic, 60)
-    paths = [FIXTURES / "pi" / "01-tools-and-image.jsonl", synthetic]
-    if SHARED is not None:
-        paths += sorted((SHARED / "sessions-pi").glob("*.jsonl"))
-        paths += sorted((SHARED / "bad-inputs").rglob("*.jsonl"))
-    return paths
-
-
 @needs_c
 def test_equal_on_every_sample(tmp_path: Path) -> None:
     taken = 0
-    for path in _files(tmp_path):
+    for path in sample_files(tmp_path, large=True):
         snap = open_snapshot(path, exact=False)
         ctx = snap.context
         numbers = _turn_numbers(ctx, snap.reader)

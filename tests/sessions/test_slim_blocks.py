@@ -85,13 +85,15 @@ def _odd_file(path: Path, torn: bool) -> Path:
     return path
 
 
-def _files(tmp_path: Path) -> list[Path]:
+def sample_files(tmp_path: Path, large: bool = False) -> list[Path]:
+    """The inputs of the C routes' equality tests: the fixture, a synthetic session, the two odd
+    files, every shared Pi sample (99-large only with `large`) and every bad input."""
     synthetic = tmp_path / "synthetic-40.jsonl"
     synthetic_session(synthetic, 40)
     paths = [FIXTURES / "pi" / "01-tools-and-image.jsonl", synthetic,
              _odd_file(tmp_path / "odd-torn.jsonl", True), _odd_file(tmp_path / "odd.jsonl", False)]
     if SHARED is not None:
-        paths += sorted(p for p in (SHARED / "sessions-pi").glob("*.jsonl") if p.name != "99-large.jsonl")
+        paths += sorted(p for p in (SHARED / "sessions-pi").glob("*.jsonl") if large or p.name != "99-large.jsonl")
         paths += sorted((SHARED / "bad-inputs").rglob("*.jsonl"))
     return paths
 
@@ -146,7 +148,7 @@ def test_one_process_reads_in_blocks_as_feed_does(block: int, counter: str, tmp_
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slim, "SPLIT_BYTES", 1 << 60)
     monkeypatch.setattr(slim, "BLOCK_BYTES", block)
-    for path in _files(tmp_path):
+    for path in sample_files(tmp_path):
         _assert_same_read(path, counter)
 
 
@@ -164,7 +166,7 @@ def test_two_processes_read_in_blocks_as_feed_does(block: int, share: float, tmp
     splits: list[int | None] = []
     original = slim._line_start
     monkeypatch.setattr(slim, "_line_start", lambda *a: splits.append(original(*a)) or splits[-1])
-    for path in _files(tmp_path):
+    for path in sample_files(tmp_path):
         splits.clear()
         _assert_same_read(path, "cl100k", one_process=False)
         if path.name.startswith(("odd", "synthetic")):
@@ -178,7 +180,7 @@ def test_without_the_c_preparer_the_blocks_are_read_line_by_line(tmp_path: Path,
     monkeypatch.setattr(slim, "BLOCK_BYTES", 64)
     for split in (1 << 60, 1):
         monkeypatch.setattr(slim, "SPLIT_BYTES", split)
-        for path in _files(tmp_path):
+        for path in sample_files(tmp_path):
             _assert_same_read(path, "cl100k", one_process=split > 1)
 
 

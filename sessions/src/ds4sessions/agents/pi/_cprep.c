@@ -1450,6 +1450,7 @@ typedef struct {
     PyObject *by_id;             /* reader.by_id (a dict) */
     PyObject *missing;           /* reader.diagnostics.missing_parents (a dict) */
     PyObject *leaf;              /* the id of the last entry added, or NULL */
+    int added;                   /* entries added (`take_entry`) */
 } Block;
 
 static void block_close(Block *b)
@@ -1555,6 +1556,35 @@ static void block_finish_on_error(Block *b, Py_ssize_t line_no, Py_ssize_t end_o
     PyErr_Restore(type, value, traceback);
 }
 
+/* The entry of `values` (all fields but the line number and length, given as numbers) made
+ * without its `__init__`, appended to the reader's entries and indexed by its id: the reader's
+ * leaf. 1, or -1 with an exception. */
+static int block_insert(Block *b, PyObject **values, Py_ssize_t line_no, Py_ssize_t length)
+{
+    PyObject *entry = b->type->tp_alloc(b->type, 0), *id = values[E_ID];
+    int i, r;
+    if (entry == NULL)
+        return -1;
+    for (i = 0; i < E_COUNT; i++)
+        if (i != E_LINE_NO && i != E_LENGTH)
+            *(PyObject **)((char *)entry + b->offsets[i]) = Py_NewRef(values[i]);
+    *(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) = PyLong_FromSsize_t(line_no);
+    *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) = PyLong_FromSsize_t(length);
+    if (*(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) == NULL ||
+        *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) == NULL) {
+        Py_DECREF(entry);
+        return -1;
+    }
+    r = PyList_Append(b->entries, entry);
+    if (r == 0)
+        r = PyDict_SetItem(b->by_id, id, entry);
+    Py_DECREF(entry);
+    if (r < 0)
+        return -1;
+    b->leaf = id;
+    return 1;
+}
+
 /* `SlimReader._add_prepared(entry_id, parent, slim, line_no, offset, length)` for the common
  * entry: a string id not read before, a parent that is None, not a string, "" or an id read
  * before (whose entry's own id string is kept), no missing parents pending. 1: added; 0: not
@@ -1563,8 +1593,7 @@ static void block_finish_on_error(Block *b, Py_ssize_t line_no, Py_ssize_t end_o
 static int block_add(Block *b, PyObject *id, PyObject *parent, PyObject *slim, Py_ssize_t line_no, PyObject *offset,
                      Py_ssize_t length)
 {
-    PyObject *entry, *earlier, *parent_id = Py_None, *values[E_COUNT];
-    int i, r;
+    PyObject *earlier, *parent_id = Py_None, *values[E_COUNT];
     if (!PyUnicode_CheckExact(id) || PyDict_GET_SIZE(b->missing) != 0)
         return 0;
     earlier = PyDict_GetItemWithError(b->by_id, id);
@@ -1582,36 +1611,13 @@ static int block_add(Block *b, PyObject *id, PyObject *parent, PyObject *slim, P
         if (parent_id == NULL)
             return 0;
     }
-    entry = b->type->tp_alloc(b->type, 0);
-    if (entry == NULL)
-        return -1;
     values[E_TYPE] = s_message;
     values[E_ID] = id;
     values[E_PARENT_ID] = parent_id;
     values[E_TIMESTAMP] = s_empty;
     values[E_RAW] = slim;
     values[E_OFFSET] = offset;
-    for (i = 0; i < E_COUNT; i++) {
-        if (i == E_LINE_NO || i == E_LENGTH)
-            continue;
-        *(PyObject **)((char *)entry + b->offsets[i]) = Py_NewRef(values[i]);
-    }
-    values[E_LINE_NO] = PyLong_FromSsize_t(line_no);
-    values[E_LENGTH] = PyLong_FromSsize_t(length);
-    *(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) = values[E_LINE_NO];
-    *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) = values[E_LENGTH];
-    if (values[E_LINE_NO] == NULL || values[E_LENGTH] == NULL) {
-        Py_DECREF(entry);
-        return -1;
-    }
-    r = PyList_Append(b->entries, entry);
-    if (r == 0)
-        r = PyDict_SetItem(b->by_id, id, entry);
-    Py_DECREF(entry);
-    if (r < 0)
-        return -1;
-    b->leaf = id;
-    return 1;
+    return block_insert(b, values, line_no, length);
 }
 
 /* (pos, line_no, code, answer): code 0 = no complete line at `pos`; 1 = the line at `pos`
@@ -1675,6 +1681,77 @@ static int block_line(Preparer *self, const char *data, Py_ssize_t size, Py_ssiz
     return 1;
 }
 
+/* What a block does with a line `prepare_line` prepared ((id, parentId, stand-in), its line
+ * number, its offset as an int object, its length with the newline): 1 taken, 0 left to the
+ * caller (nothing changed), -1 error. */
+typedef int (*TakeLine)(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject *offset, Py_ssize_t length);
+
+/* The complete lines of data[*pos:] (`base`: the file offset of data[0]; *number: the number of
+ * the line before data[*pos]), each prepared and given to `take`, up to the first line left to
+ * the caller: then *code = 1 and *answer = what `prepare_line` said for it (a new reference;
+ * NULL for a line over the size cap). *pos and *number stay at the last line taken. 0, or -1
+ * with an exception. */
+static int block_loop(Preparer *self, const char *data, Py_ssize_t size, Py_ssize_t *pos, Py_ssize_t base,
+                      Py_ssize_t *number, TakeLine take, void *ctx, int *code, PyObject **answer)
+{
+    for (;;) {
+        PyObject *raw = NULL, *offset = NULL, *prepared;
+        Py_ssize_t len;
+        int r = block_line(self, data, size, *pos, base, &raw, &offset, &len);
+        if (r <= 0)
+            return r;
+        if (r == 2) {
+            *code = 1;
+            return 0;
+        }
+        prepared = prepare_line(self, offset, raw);
+        Py_DECREF(raw);
+        if (prepared == NULL) {
+            Py_DECREF(offset);
+            return -1;
+        }
+        r = PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 3
+                ? take(ctx, prepared, *number + 1, offset, len + 1) : 0;
+        Py_DECREF(offset);
+        if (r <= 0) {
+            if (r < 0) {
+                Py_DECREF(prepared);
+                return -1;
+            }
+            *answer = prepared;
+            *code = 1;
+            return 0;
+        }
+        Py_DECREF(prepared);
+        (*number)++;
+        *pos += len + 1;
+    }
+}
+
+/* `block_loop`'s `take` for `feed_block`: the entry added to the reader (`block_add`). */
+static int take_entry(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject *offset, Py_ssize_t length)
+{
+    Block *b = (Block *)ctx;
+    int r = block_add(b, PyTuple_GET_ITEM(prepared, 0), PyTuple_GET_ITEM(prepared, 1), PyTuple_GET_ITEM(prepared, 2),
+                      number, offset, length);
+    b->added += r > 0;
+    return r;
+}
+
+/* `block_loop`'s `take` for `prepare_block`: the record (number, offset, length, id, parentId,
+ * stand-in) appended to the list `ctx`. */
+static int take_record(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject *offset, Py_ssize_t length)
+{
+    PyObject *record = Py_BuildValue("(nOnOOO)", number, offset, length, PyTuple_GET_ITEM(prepared, 0),
+                                     PyTuple_GET_ITEM(prepared, 1), PyTuple_GET_ITEM(prepared, 2));
+    int r;
+    if (record == NULL)
+        return -1;
+    r = PyList_Append((PyObject *)ctx, record);
+    Py_DECREF(record);
+    return r < 0 ? -1 : 1;
+}
+
 /* `preparer.feed_block(reader, entry_type, data, pos, base, line_no)`: read the complete
  * lines of data[pos:] (`base`: the file offset of data[0]; `line_no`: the number of the line
  * before data[pos]) into `reader` (a `SlimReader` after its version-3 header, whose `_prepare`
@@ -1686,55 +1763,15 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
     Py_ssize_t size, pos, base, line_no;
     PyObject *answer = NULL, *result = NULL;
     Block b;
-    int lines = 0, code = 0;
+    int code = 0;
     if (not_initialized(self) || block_args(args, nargs, "feed_block", &data, &size, &pos, &base, &line_no) < 0)
         return NULL;
     if (block_open(&b, args[0], args[1]) < 0)
         return NULL;
-    for (;;) {
-        PyObject *raw = NULL, *offset = NULL, *prepared;
-        Py_ssize_t len;
-        int r = block_line(self, data, size, pos, base, &raw, &offset, &len);
-        if (r <= 0) {
-            if (r < 0)
-                goto fail;
-            break;
-        }
-        if (r == 2) {
-            code = 1;
-            break;
-        }
-        prepared = prepare_line(self, offset, raw);
-        Py_DECREF(raw);
-        if (prepared == NULL) {
-            Py_DECREF(offset);
-            goto fail;
-        }
-        r = 0;
-        if (PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 3)
-            r = block_add(&b, PyTuple_GET_ITEM(prepared, 0), PyTuple_GET_ITEM(prepared, 1),
-                          PyTuple_GET_ITEM(prepared, 2), line_no + 1, offset, len + 1);
-        Py_DECREF(offset);
-        if (r <= 0) {
-            if (r < 0) {
-                Py_DECREF(prepared);
-                goto fail;
-            }
-            answer = prepared;
-            code = 1;
-            break;
-        }
-        Py_DECREF(prepared);
-        line_no++;
-        lines++;
-        pos += len + 1;
-    }
-    if (block_finish(&b, line_no, base + pos, lines) == 0)
+    if (block_loop(self, data, size, &pos, base, &line_no, take_entry, &b, &code, &answer) < 0)
+        block_finish_on_error(&b, line_no, base + pos, b.added);
+    else if (block_finish(&b, line_no, base + pos, b.added) == 0)
         result = block_result(pos, line_no, code, answer);
-    goto done;
-fail:
-    block_finish_on_error(&b, line_no, base + pos, lines);
-done:
     Py_XDECREF(answer);
     block_close(&b);
     if (flush_pending((PyObject *)self) < 0)
@@ -1747,68 +1784,23 @@ done:
  * parentId, stand-in) of each complete line of data[pos:] that `prepare_line` takes (k: the
  * line's number counted from the copy's first line; `k` given is the line before data[pos]),
  * up to the first line it does not take (`block_result`). */
-static PyObject *prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs);
-
 static PyObject *Preparer_prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *result = prepare_block(self, args, nargs);
-    if (flush_pending((PyObject *)self) < 0)
-        Py_CLEAR(result);
-    return result;
-}
-
-static PyObject *prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *data;
     Py_ssize_t size, pos, base, k;
-    PyObject *records, *answer = NULL, *result = NULL;
+    PyObject *answer = NULL, *result = NULL;
     int code = 0;
     if (not_initialized(self) || block_args(args, nargs, "prepare_block", &data, &size, &pos, &base, &k) < 0)
         return NULL;
-    records = args[0];
-    if (!PyList_CheckExact(records)) {
+    if (!PyList_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "prepare_block: records must be a list");
         return NULL;
     }
-    for (;;) {
-        PyObject *raw = NULL, *offset = NULL, *prepared, *record;
-        Py_ssize_t len;
-        int r = block_line(self, data, size, pos, base, &raw, &offset, &len);
-        if (r <= 0) {
-            if (r < 0)
-                return NULL;
-            break;
-        }
-        if (r == 2) {
-            code = 1;
-            break;
-        }
-        prepared = prepare_line(self, offset, raw);
-        Py_DECREF(raw);
-        if (prepared == NULL) {
-            Py_DECREF(offset);
-            return NULL;
-        }
-        if (!PyTuple_CheckExact(prepared)) {
-            Py_DECREF(offset);
-            answer = prepared;
-            code = 1;
-            break;
-        }
-        record = Py_BuildValue("(nNnOOO)", k + 1, offset, len + 1, PyTuple_GET_ITEM(prepared, 0),
-                               PyTuple_GET_ITEM(prepared, 1), PyTuple_GET_ITEM(prepared, 2));
-        Py_DECREF(prepared);
-        if (record == NULL)
-            return NULL;
-        r = PyList_Append(records, record);
-        Py_DECREF(record);
-        if (r < 0)
-            return NULL;
-        k++;
-        pos += len + 1;
-    }
-    result = block_result(pos, k, code, answer);
+    if (block_loop(self, data, size, &pos, base, &k, take_record, args[0], &code, &answer) == 0)
+        result = block_result(pos, k, code, answer);
     Py_XDECREF(answer);
+    if (flush_pending((PyObject *)self) < 0)
+        Py_CLEAR(result);
     return result;
 }
 
@@ -1878,8 +1870,7 @@ fail:
  * case (nothing changed: the caller runs `_add_entry`); -1 error. */
 static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject *offset, Py_ssize_t length)
 {
-    PyObject *entry, *kind, *id, *parent, *timestamp, *values[E_COUNT];
-    int i, r;
+    PyObject *kind, *id, *parent, *timestamp, *values[E_COUNT];
     kind = get(obj, K_TYPE);
     id = get(obj, K_ID);
     if (PyErr_Occurred())
@@ -1907,33 +1898,13 @@ static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject 
     }
     if (timestamp == NULL || !PyUnicode_Check(timestamp))
         timestamp = s_empty;
-    entry = b->type->tp_alloc(b->type, 0);
-    if (entry == NULL)
-        return -1;
     values[E_TYPE] = kind;
     values[E_ID] = id;
     values[E_PARENT_ID] = parent;
     values[E_TIMESTAMP] = timestamp;
     values[E_RAW] = obj;
     values[E_OFFSET] = offset;
-    for (i = 0; i < E_COUNT; i++)
-        if (i != E_LINE_NO && i != E_LENGTH)
-            *(PyObject **)((char *)entry + b->offsets[i]) = Py_NewRef(values[i]);
-    *(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) = PyLong_FromSsize_t(line_no);
-    *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) = PyLong_FromSsize_t(length);
-    if (*(PyObject **)((char *)entry + b->offsets[E_LINE_NO]) == NULL ||
-        *(PyObject **)((char *)entry + b->offsets[E_LENGTH]) == NULL) {
-        Py_DECREF(entry);
-        return -1;
-    }
-    r = PyList_Append(b->entries, entry);
-    if (r == 0)
-        r = PyDict_SetItem(b->by_id, id, entry);
-    Py_DECREF(entry);
-    if (r < 0)
-        return -1;
-    b->leaf = id;
-    return 1;
+    return block_insert(b, values, line_no, length);
 }
 
 /* `preparer.feed_lines(reader, entry_type, lines, index, most)`: the full reader's short route
