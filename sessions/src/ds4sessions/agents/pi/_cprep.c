@@ -1,4 +1,14 @@
-/* _cprep: `SlimReader._prepare` for the common line, in C (issue 14).
+/* _cprep: the per-line and per-message loops of reading a Pi session, in C (issue 14).
+ *
+ * - `Preparer(...)(offset, raw)`, `.parse`, `.count`: one line or one message (below);
+ * - `.feed_block`, `.prepare_block`, `.add_records` (the map's one-shot reader,
+ *   `slim._feed_from` / `_prepare_into` / `_add_records`) and `.feed_lines` (the dashboard's
+ *   reader, `PiSessionReader._feed_batch`): many lines per call, each line these leave handed
+ *   back to Python with the answer already made;
+ * - `attribute`, `turns`, `branch_scan`, `role_counts`, `tool_pairing`: the loops of
+ *   `ds4core.categories.attribute`, `live.build_turns`, `live._branch_scan`, the facts and
+ *   `context._tool_pairing_warnings`, each equal to its Python loop (tests/sessions/test_c_*.py)
+ *   and handing back the shapes it does not read.
  *
  * `Preparer(...)(offset, raw)` returns exactly what `SlimReader._prepare(offset, raw)` (the
  * pure-Python route, `ds4sessions.agents.pi.slim`) returns for the line: the tuple
