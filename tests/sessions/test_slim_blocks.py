@@ -48,9 +48,10 @@ def _message(entry_id: Any, parent: Any, text: str = "hello", role: str = "user"
 def _odd_file(path: Path, torn: bool) -> Path:
     """Lines that leave the C route, among plain message lines: a duplicate id, a parent not
     read yet (then a pending missing parent), no id, a numeric id, an empty parentId, a line
-    longer than a 64-byte block, an oversized line, a line too deep, invalid UTF-8, a blank
-    line, CRLF, a model change, a label, a second header, a null content, a parent never read;
-    then a torn last line (or a complete one)."""
+    longer than a 64-byte block, an oversized line, a line too deep, invalid UTF-8, blank
+    lines (runs of every ASCII byte `str.strip` removes, Unicode whitespace, and bytes that are
+    not whitespace: NUL, DEL), CRLF, a model change, a label, a second header, a null content,
+    a parent never read; then blank lines and a torn last line (or a complete one)."""
     lines = [
         _line({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}),
         _message("a1", None),
@@ -64,6 +65,13 @@ def _odd_file(path: Path, torn: bool) -> Path:
         _message(7, "a5"),  # a numeric id
         _message("a6", ""),  # empty parentId: a root
         "",
+        " \t\r\x0b\x0c",
+        "\x1c\x1d\x1e\x1f " * 20,  # (blank, and longer than a 64-byte block)
+        "",
+        "\u0085\u00a0\u3000",  # blank to `str.strip`, not ASCII: the general route
+        "\x00",  # not blank: not valid JSON
+        " \x7f ",
+        "\t",
         _message("a7", "a6") + "\r",
         _line({"type": "model_change", "id": "m1", "parentId": "a7", "timestamp": TS, "provider": "p", "modelId": "m"}),
         _line({"type": "label", "id": "l1", "parentId": "m1", "timestamp": TS, "targetId": "a1", "label": "x"}),
@@ -80,7 +88,7 @@ def _odd_file(path: Path, torn: bool) -> Path:
     body = "\n".join(lines) + "\n"
     data = body.encode("utf-8").replace(b'"hello"}],"timestamp":1767225600000}}\n{"type":"message","id":"a6"',
                                          b'"hel\xfflo"}],"timestamp":1767225600000}}\n{"type":"message","id":"a6"')
-    data += (_message("a11", "a13")[:-5] if torn else _message("a11", "a13") + "\n").encode()
+    data += b"\n \n\r\n" + (_message("a11", "a13")[:-5] if torn else _message("a11", "a13") + "\n").encode()
     path.write_bytes(data)
     return path
 
@@ -229,3 +237,77 @@ def test_an_error_inside_a_block_leaves_the_reader_at_the_last_entry_added(tmp_p
         slim.read_whole_file(reader, path)
     assert [e.id for e in reader.entries] == ["a1"] and reader.leaf_id == "a1"
     assert reader.last_line_no == 2 and reader.end_offset == len(lines[0]) + len(lines[1]) + 2
+
+
+def _blank_file(path: Path, blanks: int) -> Path:
+    """A header, then runs of `blanks` blank lines between three messages."""
+    run = b" \n\n\t\r\n" * (blanks // 3)
+    lines = [_line({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}).encode() + b"\n",
+             _message("a1", None).encode() + b"\n", run, _message("a2", "a1").encode() + b"\n", run,
+             _message("a3", "a2").encode() + b"\n", run]
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+@needs_c
+def test_blank_lines_are_passed_in_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of blank lines stay in C on every route: no Python call per line (a file of millions
+    of blank lines read 2x slower than line by line when each one was handed back), with the
+    state `feed` leaves: one process (`feed_block`), the copy's records (one per run, added by
+    `add_records`) and the dashboard's reader (`feed_lines`)."""
+    from ds4sessions.agents.pi.reader import PiSessionReader
+    from tests.sessions.test_c_reader import _lines_of
+
+    path = _blank_file(tmp_path / "blank.jsonl", 30_000)
+    for split in (1 << 60, 1):
+        monkeypatch.setattr(slim, "SPLIT_BYTES", split)
+        _assert_same_read(path, "cl100k", one_process=split > 1)
+    fallbacks: list[int] = []
+    original = SlimReader._line_after_c
+    monkeypatch.setattr(SlimReader, "_line_after_c", lambda self, n, *a: fallbacks.append(n) or original(self, n, *a))
+    original_read = SlimReader._read_line
+    monkeypatch.setattr(SlimReader, "_read_line", lambda self, n, *a: fallbacks.append(n) or original_read(self, n, *a))
+    for split in (1 << 60, 1):
+        monkeypatch.setattr(slim, "SPLIT_BYTES", split)
+        fallbacks.clear()
+        reader = _reader(path, "cl100k")
+        slim.read_whole_file(reader, path)
+        assert [e.id for e in reader.entries] == ["a1", "a2", "a3"] and reader.last_line_no == 90_004
+        assert fallbacks == [1], (split, len(fallbacks))  # only the header is read in Python
+    lines, _ = _lines_of(path)
+    full = PiSessionReader(path, slim.c_parser())
+    general: list[int] = []
+    full._read_line = lambda n, *a: general.append(n) or PiSessionReader._read_line(full, n, *a)  # type: ignore[method-assign]
+    assert [e.id for e in full.feed(lines)] == ["a1", "a2", "a3"] and general == [1]
+    assert (full.last_line_no, full.end_offset) == (len(lines), path.stat().st_size)
+
+
+@needs_c
+def test_the_copy_writes_its_records_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forked copy pickles at most `CHUNK_LINES` (+1) records at a time, even inside one
+    block of a million tiny lines (it held ~1M records a block: 13x the peak memory), and its
+    records, added by this process, give the state `feed` leaves."""
+    import io
+    import pickle
+
+    monkeypatch.setattr(slim, "CHUNK_LINES", 1000)
+    path = tmp_path / "tiny.jsonl"
+    header = _line({"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}).encode() + b"\n"
+    body = b"".join((b"1\n" * 7 + b"\n" * 5 + _message(f"m{i}", f"m{i - 1}" if i else None).encode() + b"\n")
+                    for i in range(3000))
+    path.write_bytes(header + body)
+    reader = _reader(path, "cl100k")
+    reader.feed(((1, 0, header[:-1]),))
+    spool = io.BytesIO()
+    slim._prepare_into(spool, reader, path, len(header))
+    spool.seek(0)
+    chunks = []
+    while type(item := pickle.load(spool)) is list:
+        chunks.append(item)
+    assert item == (None, len(header) + len(body))
+    assert max(len(c) for c in chunks) <= 1001 and len(chunks) >= 3000 * 9 // 1001
+    kinds = sorted({len(r) for c in chunks for r in c})
+    assert kinds == [3, 4, 6]  # a blank run, a line for the general route, a prepared message
+    assert sum(len(r) == 6 for c in chunks for r in c) == 3000
+    monkeypatch.setattr(slim, "SPLIT_BYTES", 1)
+    _assert_same_read(path, "cl100k", one_process=False)

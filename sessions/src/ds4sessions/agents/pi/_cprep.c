@@ -179,6 +179,9 @@ static PyObject *one;                /* the int 1 */
 static PyObject *zero;               /* the int 0 */
 static PyObject *no_calls;           /* an empty frozenset (`context._NO_CALLS`) */
 static PyObject *s_compaction, *s_system;      /* frozenset: in_llm_context's roles */
+/* The reader attributes a block reads and sets (`block_open`, `block_finish`). */
+static PyObject *s_entries, *s_by_id, *s_diagnostics, *s_missing_parents, *s_leaf_id, *s_last_line_no,
+    *s_end_offset;
 
 /* The code of a dict key (K_NONE for a name no rule reads); -1 with an exception set. */
 static int key_code(PyObject *key)
@@ -546,6 +549,12 @@ static int js_stringify_plain(Buf *b, PyObject *value)
 
 enum { COUNTER_CL100K = 1, COUNTER_CHARS_V1 = 2 };
 
+/* The fields of `entries.Entry` a block sets (`block_insert`), in slot order of this list. */
+enum { E_TYPE, E_ID, E_PARENT_ID, E_TIMESTAMP, E_RAW, E_LINE_NO, E_OFFSET, E_LENGTH, E_COUNT };
+static const char *entry_fields[E_COUNT] = {"type", "id", "parent_id", "timestamp", "raw", "line_no", "offset",
+                                            "length"};
+
+
 typedef struct {
     PyObject_HEAD
     PyObject *loads;            /* orjson.loads */
@@ -571,6 +580,8 @@ typedef struct {
     Py_ssize_t pending_encodes; /* counter.encodes + this, written by `flush_pending` */
     Py_ssize_t pending_counted; /* ledger.counted + this, likewise */
     int encoded;                /* `count_split`: a text of this message went through the tokenizer */
+    PyObject *entry_type;       /* the entry type of the last block (`block_open`), else NULL */
+    Py_ssize_t entry_offsets[E_COUNT]; /* its slots' byte offsets (`slot_layout`) */
 } Preparer;
 
 /* attribute += n (a Python int attribute); -1 with an exception. */
@@ -1232,6 +1243,10 @@ static int plain_entry(Preparer *self, PyObject *offset, PyObject *raw, PyObject
     size = PyBytes_GET_SIZE(raw);
     if (size > self->max_line_bytes)
         return NOT_PLAIN;
+    for (i = 0; i < size && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n'); i++)
+        ;
+    if (i == size || data[i] != '{')  /* not a JSON object (no parse, so no decode error made) */
+        return NOT_PLAIN;
     for (i = 0; i < size; i++)
         brackets += data[i] == '[' || data[i] == '{';
     if (brackets > self->max_depth || has_surrogate_escape(data, size))
@@ -1447,10 +1462,6 @@ static PyObject *Preparer_count(Preparer *self, PyObject *message)
  * it the way `SlimReader.feed` does, with the answer already made (`prepare_line` runs once
  * per line). */
 
-enum { E_TYPE, E_ID, E_PARENT_ID, E_TIMESTAMP, E_RAW, E_LINE_NO, E_OFFSET, E_LENGTH, E_COUNT };
-static const char *entry_fields[E_COUNT] = {"type", "id", "parent_id", "timestamp", "raw", "line_no", "offset",
-                                            "length"};
-
 /* What a block adds to: the reader's lists and `entries.Entry`'s slot layout. Borrowed refs. */
 typedef struct {
     PyObject *reader;
@@ -1461,6 +1472,7 @@ typedef struct {
     PyObject *missing;           /* reader.diagnostics.missing_parents (a dict) */
     PyObject *leaf;              /* the id of the last entry added, or NULL */
     int added;                   /* entries added (`take_entry`) */
+    int skipped;                 /* runs of blank lines read (`skip_lines`) */
 } Block;
 
 static void block_close(Block *b)
@@ -1503,21 +1515,31 @@ static int slot_layout(PyObject *type, const char **names, int n, Py_ssize_t *of
 }
 
 /* Fill `b` for `reader` and `entry_type` (a type whose fields are plain object slots: a
- * dataclass with `slots=True`); -1 with TypeError for anything else. */
-static int block_open(Block *b, PyObject *reader, PyObject *entry_type)
+ * dataclass with `slots=True`); -1 with TypeError for anything else. The slot layout of the
+ * last entry type is kept in the preparer: a call that reads one line (a file of blank lines
+ * or scalars hands back every line) costs little more than the line. */
+static int block_open(Block *b, Preparer *self, PyObject *reader, PyObject *entry_type)
 {
     PyObject *diagnostics;
     memset(b, 0, sizeof *b);
     b->reader = reader;
-    if (slot_layout(entry_type, entry_fields, E_COUNT, b->offsets) < 0)
-        return -1;
+    if (entry_type != self->entry_type) {
+        if (slot_layout(entry_type, entry_fields, E_COUNT, self->entry_offsets) < 0) {
+            Py_CLEAR(self->entry_type);
+            return -1;
+        }
+        Py_XSETREF(self->entry_type, Py_NewRef(entry_type));
+    }
+    memcpy(b->offsets, self->entry_offsets, sizeof b->offsets);
     b->type = (PyTypeObject *)entry_type;
-    b->entries = PyObject_GetAttrString(reader, "entries");
-    b->by_id = PyObject_GetAttrString(reader, "by_id");
-    diagnostics = PyObject_GetAttrString(reader, "diagnostics");
-    if (b->entries == NULL || b->by_id == NULL || diagnostics == NULL)
+    b->entries = PyObject_GetAttr(reader, s_entries);
+    b->by_id = PyObject_GetAttr(reader, s_by_id);
+    diagnostics = PyObject_GetAttr(reader, s_diagnostics);
+    if (b->entries == NULL || b->by_id == NULL || diagnostics == NULL) {
+        Py_XDECREF(diagnostics);
         goto fail;
-    b->missing = PyObject_GetAttrString(diagnostics, "missing_parents");
+    }
+    b->missing = PyObject_GetAttr(diagnostics, s_missing_parents);
     Py_DECREF(diagnostics);
     if (b->missing == NULL)
         goto fail;
@@ -1538,19 +1560,19 @@ static int block_finish(Block *b, Py_ssize_t line_no, Py_ssize_t end_offset, int
     int r;
     if (!lines)
         return 0;
-    if (b->leaf != NULL && PyObject_SetAttrString(b->reader, "leaf_id", b->leaf) < 0)
+    if (b->leaf != NULL && PyObject_SetAttr(b->reader, s_leaf_id, b->leaf) < 0)
         return -1;
     value = PyLong_FromSsize_t(line_no);
     if (value == NULL)
         return -1;
-    r = PyObject_SetAttrString(b->reader, "last_line_no", value);
+    r = PyObject_SetAttr(b->reader, s_last_line_no, value);
     Py_DECREF(value);
     if (r < 0)
         return -1;
     value = PyLong_FromSsize_t(end_offset);
     if (value == NULL)
         return -1;
-    r = PyObject_SetAttrString(b->reader, "end_offset", value);
+    r = PyObject_SetAttr(b->reader, s_end_offset, value);
     Py_DECREF(value);
     return r;
 }
@@ -1665,10 +1687,25 @@ static int block_args(PyObject *const *args, Py_ssize_t nargs, const char *name,
     return 0;
 }
 
+/* Whether data[0:size] is only ASCII whitespace as `str.strip` sees it (space, \t \n \v \f
+ * \r, \x1c-\x1f): a line `PiSessionReader._read_line` skips after its size and depth checks,
+ * with no diagnostic (a blank line; whitespace outside ASCII is left to it). */
+static int blank_line(const char *data, Py_ssize_t size)
+{
+    Py_ssize_t i;
+    for (i = 0; i < size; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if (c != ' ' && (c < '\t' || c > '\r') && (c < 0x1c || c > 0x1f))
+            return 0;
+    }
+    return 1;
+}
+
 /* The next line of data[pos:] for a block: 1 with *raw, *offset (new refs) and *len set; 0
  * when no complete line is left; 2 for a line over the size cap (nothing made; counted as
  * rejected, as `preparer(offset, raw)` rejects the `OversizedLine` a line reader gives for it);
- * -1 error. */
+ * 3 for a blank line (`blank_line`; nothing made, *len set; counted as rejected, as
+ * `prepare_line` rejects it); -1 error. */
 static int block_line(Preparer *self, const char *data, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t base,
                       PyObject **raw, PyObject **offset, Py_ssize_t *len)
 {
@@ -1679,6 +1716,10 @@ static int block_line(Preparer *self, const char *data, Py_ssize_t size, Py_ssiz
     if (*len > self->max_line_bytes) {
         self->rejected++;
         return 2;
+    }
+    if (blank_line(data + pos, *len)) {
+        self->rejected++;
+        return 3;
     }
     *raw = PyBytes_FromStringAndSize(data + pos, *len);
     if (*raw == NULL)
@@ -1692,22 +1733,42 @@ static int block_line(Preparer *self, const char *data, Py_ssize_t size, Py_ssiz
 }
 
 /* What a block does with a line `prepare_line` prepared ((id, parentId, stand-in), its line
- * number, its offset as an int object, its length with the newline): 1 taken, 0 left to the
- * caller (nothing changed), -1 error. */
+ * number, its offset as an int object, its length with the newline): 1 taken, 2 taken and the
+ * block pauses after it, 0 left to the caller (nothing changed), -1 error. */
 typedef int (*TakeLine)(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject *offset, Py_ssize_t length);
 
+/* What a block does with a run of blank lines (`blank_line`: each read as `_read_line` reads it,
+ * which only moves the reader past it), given the last one's number, offset and length with
+ * the newline: 0, or -1 with an exception. */
+typedef int (*SkipLines)(void *ctx, Py_ssize_t number, Py_ssize_t offset, Py_ssize_t length);
+
 /* The complete lines of data[*pos:] (`base`: the file offset of data[0]; *number: the number of
- * the line before data[*pos]), each prepared and given to `take`, up to the first line left to
- * the caller: then *code = 1 and *answer = what `prepare_line` said for it (a new reference;
- * NULL for a line over the size cap). *pos and *number stay at the last line taken. 0, or -1
+ * the line before data[*pos]), each prepared and given to `take` (runs of blank lines to
+ * `skip`), up to the first line left to the caller: then *code = 1 and *answer = what
+ * `prepare_line` said for it (a new reference; NULL for a line over the size cap); or after a
+ * line `take` paused on: *code = 2. *pos and *number stay at the last line read. 0, or -1
  * with an exception. */
 static int block_loop(Preparer *self, const char *data, Py_ssize_t size, Py_ssize_t *pos, Py_ssize_t base,
-                      Py_ssize_t *number, TakeLine take, void *ctx, int *code, PyObject **answer)
+                      Py_ssize_t *number, TakeLine take, SkipLines skip, void *ctx, int *code, PyObject **answer)
 {
+    Py_ssize_t blank = -1, blank_len = 0; /* the last blank line not yet given to `skip`: its pos */
     for (;;) {
         PyObject *raw = NULL, *offset = NULL, *prepared;
         Py_ssize_t len;
         int r = block_line(self, data, size, *pos, base, &raw, &offset, &len);
+        if (r == 3) {
+            blank = *pos;
+            blank_len = len + 1;
+            (*number)++;
+            *pos += len + 1;
+            continue;
+        }
+        if (blank >= 0 && r >= 0 && skip(ctx, *number, base + blank, blank_len) < 0) {
+            Py_XDECREF(raw);
+            Py_XDECREF(offset);
+            return -1;
+        }
+        blank = -1;
         if (r <= 0)
             return r;
         if (r == 2) {
@@ -1735,6 +1796,10 @@ static int block_loop(Preparer *self, const char *data, Py_ssize_t size, Py_ssiz
         Py_DECREF(prepared);
         (*number)++;
         *pos += len + 1;
+        if (r == 2) {
+            *code = 2;
+            return 0;
+        }
     }
 }
 
@@ -1748,18 +1813,45 @@ static int take_entry(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject
     return r;
 }
 
+/* `block_loop`'s `skip` for `feed_block`: the reader moves past the run (`block_finish`). */
+static int skip_lines(void *ctx, Py_ssize_t number, Py_ssize_t offset, Py_ssize_t length)
+{
+    ((Block *)ctx)->skipped++;
+    return 0;
+}
+
+/* Where `prepare_block` puts its records: the list, and the length at which it pauses. */
+typedef struct {
+    PyObject *records;
+    Py_ssize_t most;
+} Records;
+
 /* `block_loop`'s `take` for `prepare_block`: the record (number, offset, length, id, parentId,
- * stand-in) appended to the list `ctx`. */
+ * stand-in) appended to the records; 2 once they reach `most`. */
 static int take_record(void *ctx, PyObject *prepared, Py_ssize_t number, PyObject *offset, Py_ssize_t length)
 {
+    Records *out = (Records *)ctx;
     PyObject *record = Py_BuildValue("(nOnOOO)", number, offset, length, PyTuple_GET_ITEM(prepared, 0),
                                      PyTuple_GET_ITEM(prepared, 1), PyTuple_GET_ITEM(prepared, 2));
     int r;
     if (record == NULL)
         return -1;
-    r = PyList_Append((PyObject *)ctx, record);
+    r = PyList_Append(out->records, record);
     Py_DECREF(record);
-    return r < 0 ? -1 : 1;
+    return r < 0 ? -1 : PyList_GET_SIZE(out->records) >= out->most ? 2 : 1;
+}
+
+/* `block_loop`'s `skip` for `prepare_block`: the record (number, offset, length) of the run's
+ * last line (`_add_records` moves the reader past it). */
+static int skip_record(void *ctx, Py_ssize_t number, Py_ssize_t offset, Py_ssize_t length)
+{
+    PyObject *record = Py_BuildValue("(nnn)", number, offset, length);
+    int r;
+    if (record == NULL)
+        return -1;
+    r = PyList_Append(((Records *)ctx)->records, record);
+    Py_DECREF(record);
+    return r;
 }
 
 /* `preparer.feed_block(reader, entry_type, data, pos, base, line_no)`: read the complete
@@ -1776,11 +1868,11 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
     int code = 0;
     if (not_initialized(self) || block_args(args, nargs, "feed_block", &data, &size, &pos, &base, &line_no) < 0)
         return NULL;
-    if (block_open(&b, args[0], args[1]) < 0)
+    if (block_open(&b, self, args[0], args[1]) < 0)
         return NULL;
-    if (block_loop(self, data, size, &pos, base, &line_no, take_entry, &b, &code, &answer) < 0)
-        block_finish_on_error(&b, line_no, base + pos, b.added);
-    else if (block_finish(&b, line_no, base + pos, b.added) == 0)
+    if (block_loop(self, data, size, &pos, base, &line_no, take_entry, skip_lines, &b, &code, &answer) < 0)
+        block_finish_on_error(&b, line_no, base + pos, b.added + b.skipped);
+    else if (block_finish(&b, line_no, base + pos, b.added + b.skipped) == 0)
         result = block_result(pos, line_no, code, answer);
     Py_XDECREF(answer);
     block_close(&b);
@@ -1789,24 +1881,39 @@ static PyObject *Preparer_feed_block(Preparer *self, PyObject *const *args, Py_s
     return result;
 }
 
-/* `preparer.prepare_block(records, None, data, pos, base, k)`: in the forked copy of
+/* `preparer.prepare_block(records, None, data, pos, base, k, most)`: in the forked copy of
  * `slim.read_whole_file`, append to the list `records` the record (k, offset, length, id,
  * parentId, stand-in) of each complete line of data[pos:] that `prepare_line` takes (k: the
  * line's number counted from the copy's first line; `k` given is the line before data[pos]),
- * up to the first line it does not take (`block_result`). */
+ * and (k, offset, length) for the last line of each run of blank lines, up to the first line
+ * it does not take (`block_result`), or until `records` holds `most` records (code 2: the
+ * caller writes them out and calls again; the copy's memory stays bounded). */
 static PyObject *Preparer_prepare_block(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *data;
     Py_ssize_t size, pos, base, k;
     PyObject *answer = NULL, *result = NULL;
+    Records out;
     int code = 0;
-    if (not_initialized(self) || block_args(args, nargs, "prepare_block", &data, &size, &pos, &base, &k) < 0)
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "prepare_block takes 7 arguments");
+        return NULL;
+    }
+    if (not_initialized(self) || block_args(args, 6, "prepare_block", &data, &size, &pos, &base, &k) < 0)
         return NULL;
     if (!PyList_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "prepare_block: records must be a list");
         return NULL;
     }
-    if (block_loop(self, data, size, &pos, base, &k, take_record, args[0], &code, &answer) == 0)
+    out.records = args[0];
+    out.most = PyLong_AsSsize_t(args[6]);
+    if (out.most == -1 && PyErr_Occurred())
+        return NULL;
+    if (out.most < 1) {
+        PyErr_SetString(PyExc_ValueError, "prepare_block: most must be at least 1");
+        return NULL;
+    }
+    if (block_loop(self, data, size, &pos, base, &k, take_record, skip_record, &out, &code, &answer) == 0)
         result = block_result(pos, k, code, answer);
     Py_XDECREF(answer);
     if (flush_pending((PyObject *)self) < 0)
@@ -1816,8 +1923,9 @@ static PyObject *Preparer_prepare_block(Preparer *self, PyObject *const *args, P
 
 /* `preparer.add_records(reader, entry_type, records, index, base)`: add the copy's records
  * (`prepare_block`) from records[index] on, as `slim._add_records` adds them (line number =
- * base + k), up to the first one it leaves to the caller: a record of another shape, or one
- * `block_add` does not add. Returns that index (len(records) when all were added). */
+ * base + k; a blank lines' record only moves the reader past them), up to the first one it
+ * leaves to the caller: a record of another shape, or one `block_add` does not add. Returns
+ * that index (len(records) when all were added). */
 static PyObject *Preparer_add_records(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *records;
@@ -1837,22 +1945,23 @@ static PyObject *Preparer_add_records(Preparer *self, PyObject *const *args, Py_
     base = PyLong_AsSsize_t(args[4]);
     if ((index == -1 || base == -1) && PyErr_Occurred())
         return NULL;
-    if (block_open(&b, args[0], args[1]) < 0)
+    if (block_open(&b, self, args[0], args[1]) < 0)
         return NULL;
     n = PyList_GET_SIZE(records);
     for (; index < n; index++) {
         PyObject *record = PyList_GET_ITEM(records, index);
         Py_ssize_t k, offset, length;
-        int r;
-        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 6)
+        int r = 1;
+        if (!PyTuple_CheckExact(record) || (PyTuple_GET_SIZE(record) != 6 && PyTuple_GET_SIZE(record) != 3))
             break;
         k = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 0));
         offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 1));
         length = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2));
         if ((k == -1 || offset == -1 || length == -1) && PyErr_Occurred())
             goto fail;
-        r = block_add(&b, PyTuple_GET_ITEM(record, 3), PyTuple_GET_ITEM(record, 4), PyTuple_GET_ITEM(record, 5),
-                      base + k, PyTuple_GET_ITEM(record, 1), length);
+        if (PyTuple_GET_SIZE(record) == 6)
+            r = block_add(&b, PyTuple_GET_ITEM(record, 3), PyTuple_GET_ITEM(record, 4),
+                          PyTuple_GET_ITEM(record, 5), base + k, PyTuple_GET_ITEM(record, 1), length);
         if (r < 0)
             goto fail;
         if (r == 0)
@@ -1919,19 +2028,20 @@ static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject 
 
 /* `preparer.feed_lines(reader, entry_type, lines, index, most)`: the full reader's short route
  * (`PiSessionReader.feed`) for lines[index:] (a list or tuple of (line_no, offset, raw)), in C:
- * each plain message line (`plain_entry`) is parsed and added (`block_add_full`), up to the
- * first line left to the caller, or after `most` lines (the caller calls again: the dashboard
+ * each plain message line (`plain_entry`) is parsed and added (`block_add_full`) and each blank
+ * line (`blank_line`) passed, up to the first line left to the caller, or after `most` lines
+ * (the caller calls again: the dashboard
  * reads on a worker thread, and a call never holds the GIL for more than `most` lines).
  * Returns (index of the next line, or len(lines); True after `most` lines, else the parsed entry
  * of that line when it is plain but `block_add_full` did not add it, else None: the general
- * route). Sets the reader's `last_line_no`, `end_offset` and `leaf_id` for the lines it added.
+ * route). Sets the reader's `last_line_no`, `end_offset` and `leaf_id` for the lines it read.
  * The reader must be past a version-3 header. */
 static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *lines, *left = NULL, *result = NULL;
     Py_ssize_t index, n, line_no = 0, end = 0, most;
     Block b;
-    int added = 0;
+    int read = 0;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "feed_lines takes 5 arguments");
         return NULL;
@@ -1953,14 +2063,14 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
     index = PyLong_AsSsize_t(args[3]);
     if (index == -1 && PyErr_Occurred())
         return NULL;
-    if (block_open(&b, args[0], args[1]) < 0)
+    if (block_open(&b, self, args[0], args[1]) < 0)
         return NULL;
     n = PySequence_Fast_GET_SIZE(lines);
     for (; index < n; index++) {
         PyObject *line = PySequence_Fast_GET_ITEM(lines, index), *obj, *raw, *offset;
         Py_ssize_t number, start;
         int r;
-        if (added == most) {
+        if (read == most) {
             left = Py_NewRef(Py_True);
             break;
         }
@@ -1971,6 +2081,16 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
         number = PyLong_AsSsize_t(PyTuple_GET_ITEM(line, 0));
         if (number == -1 && PyErr_Occurred())
             goto fail;
+        if (PyBytes_CheckExact(raw) && PyLong_CheckExact(offset) && PyBytes_GET_SIZE(raw) <= self->max_line_bytes &&
+            blank_line(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))) {
+            start = PyLong_AsSsize_t(offset);
+            if (start == -1 && PyErr_Occurred())
+                goto fail;
+            line_no = number;
+            end = start + PyBytes_GET_SIZE(raw) + 1;
+            read++;
+            continue;
+        }
         r = plain_entry(self, offset, raw, &obj);
         if (r < 0)
             goto fail;
@@ -1993,13 +2113,13 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
         Py_DECREF(obj);
         line_no = number;
         end = start + PyBytes_GET_SIZE(raw) + 1;
-        added++;
+        read++;
     }
-    if (block_finish(&b, line_no, end, added) == 0)
+    if (block_finish(&b, line_no, end, read) == 0)
         result = Py_BuildValue("(nO)", index, left ? left : Py_None);
     goto done;
 fail:
-    block_finish_on_error(&b, line_no, end, added);
+    block_finish_on_error(&b, line_no, end, read);
 done:
     Py_XDECREF(left);
     block_close(&b);
@@ -2012,7 +2132,7 @@ static PyMethodDef Preparer_methods[] = {
     {"feed_block", (PyCFunction)(void (*)(void))Preparer_feed_block, METH_FASTCALL,
      "feed_block(reader, entry_type, data, pos, base, line_no) -> (pos, line_no, code, answer)."},
     {"prepare_block", (PyCFunction)(void (*)(void))Preparer_prepare_block, METH_FASTCALL,
-     "prepare_block(records, None, data, pos, base, k) -> (pos, k, code, answer)."},
+     "prepare_block(records, None, data, pos, base, k, most) -> (pos, k, code, answer)."},
     {"feed_lines", (PyCFunction)(void (*)(void))Preparer_feed_lines, METH_FASTCALL,
      "feed_lines(reader, entry_type, lines, index, most) -> (index of the next line, True / its parsed entry / None)."},
     {"add_records", (PyCFunction)(void (*)(void))Preparer_add_records, METH_FASTCALL,
@@ -2105,6 +2225,7 @@ static int Preparer_traverse(Preparer *self, visitproc visit, void *arg)
     Py_VISIT(self->known);
     Py_VISIT(self->encode);
     Py_VISIT(self->js_stringify);
+    Py_VISIT(self->entry_type);
     return 0;
 }
 
@@ -2122,6 +2243,7 @@ static int Preparer_clear(Preparer *self)
     Py_CLEAR(self->known);
     Py_CLEAR(self->encode);
     Py_CLEAR(self->js_stringify);
+    Py_CLEAR(self->entry_type);
     return 0;
 }
 
@@ -3063,6 +3185,10 @@ PyMODINIT_FUNC PyInit__cprep(void)
     s_compaction = intern("compaction");
     s_system = intern("system");
     if (one == NULL || zero == NULL || no_calls == NULL || s_compaction == NULL || s_system == NULL)
+        return NULL;
+    if (!(s_entries = intern("entries")) || !(s_by_id = intern("by_id")) || !(s_diagnostics = intern("diagnostics")) ||
+        !(s_missing_parents = intern("missing_parents")) || !(s_leaf_id = intern("leaf_id")) ||
+        !(s_last_line_no = intern("last_line_no")) || !(s_end_offset = intern("end_offset")))
         return NULL;
     context_roles = PySet_New(NULL);
     if (context_roles == NULL)

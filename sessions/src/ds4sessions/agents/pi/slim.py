@@ -647,6 +647,10 @@ def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) 
             reader.last_line_no = line_no = base + k
             reader.end_offset = offset + length
             add(entry_id, parent, slim, line_no, offset, length)
+        elif len(record) == 3:  # blank lines up to this one: `_read_line` only moves past them
+            k, offset, length = record
+            reader.last_line_no = base + k
+            reader.end_offset = offset + length
         else:
             k, offset, raw, oversized = record
             raw = OversizedLine(raw, oversized) if oversized is not None else raw
@@ -684,10 +688,11 @@ CHUNK_LINES = 4096
 
 def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> None:
     """In the forked copy: pickle to `spool` the record of each complete line from byte
-    `split` on, in order, in lists of `CHUNK_LINES`: (k, offset, length, id, parentId,
-    stand-in) when `_prepare` takes the line, else `_record_of` (k = line number - the line
-    number before `split`); then the tuple (the unterminated last line's `_record_of` or None,
-    the bytes read)."""
+    `split` on, in order, in lists of at most about `CHUNK_LINES`: (k, offset, length, id,
+    parentId, stand-in) when `_prepare` takes the line, (k, offset, length) for the last of a
+    run of blank lines the C preparer passed (`prepare_block`), else `_record_of` (k = line
+    number - the line number before `split`); then the tuple (the unterminated last line's
+    `_record_of` or None, the bytes read)."""
     import pickle
 
     from ds4core.tokens import MessageCount, PartCount
@@ -733,9 +738,14 @@ def _prepare_into(spool: Any, reader: SlimReader, path: Path, split: int) -> Non
             else:
                 pos = 0
                 while pos < len(data):
+                    if len(records) >= CHUNK_LINES:  # (inside a block: a block may hold a million lines)
+                        dump(records)
+                        records.clear()
                     if prepare_block is not None:
-                        pos, k, code, answer = prepare_block(records, None, data, pos, base, k)
-                        if not code:
+                        pos, k, code, answer = prepare_block(records, None, data, pos, base, k, CHUNK_LINES)
+                        if code != 1:  # (0: the block is read; 2: `records` is full)
+                            if code:
+                                continue
                             break
                     else:
                         answer = True
