@@ -10,7 +10,6 @@ reason is shown). Keys (`ds4tui.screens.view_keys`, as in the dashboard): `o` th
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
+
+from ds4core.epoch import to_datetime
 
 from ds4tui.screens.view_keys import SessionViewKeys
 from ds4tui.text import fmt_tokens, literal
@@ -52,7 +53,8 @@ def render_view(map_data: dict[str, Any], cache_data: dict[str, Any], read_only_
         window_data = limits.get(name)
         if isinstance(window_data, dict) and window_data.get("used_percent") is not None:
             reset = window_data.get("resets_at")
-            when = dt.datetime.fromtimestamp(reset, dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if isinstance(reset, (int, float)) else "?"
+            at = to_datetime(reset, utc=True) if isinstance(reset, (int, float)) else None
+            when = at.strftime("%Y-%m-%d %H:%M UTC") if at is not None else "?"
             parts.append(Text(f"rate limit {name}: {window_data['used_percent']}% used of {window_data.get('window_minutes')} min, "
                               f"resets {when}"))
     state = cache_data["state"]

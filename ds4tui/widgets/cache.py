@@ -7,7 +7,6 @@ shown through `ds4tui.text.literal`, never parsed as markup.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static  # noqa: F401
 
+from ds4core.epoch import to_datetime
 from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
@@ -39,9 +39,8 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 
 def _clock_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).astimezone().strftime("%H:%M:%S")
+    when = to_datetime(seconds) if seconds is not None else None
+    return when.strftime("%H:%M:%S") if when is not None else "—"
 
 
 def _usd(value: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -478,3 +479,59 @@ async def test_the_map_opens_on_the_ds4_plan_when_ds4_is_active(tmp_path: Path, 
         app.refresh_session(force=True)  # a later update keeps the user's choice
         await settle(pilot, app)
         assert pixel_map.view == "agent"
+
+
+def _out_of_range_times(sample01: Path, target: Path, stamp: float) -> Path:
+    """sample01 with every message's `timestamp` (Unix ms) set to `stamp`, a time `datetime`
+    cannot hold (before year 1 or after 9999)."""
+    lines = []
+    for raw in sample01.read_bytes().splitlines():
+        obj = json.loads(raw)
+        if obj.get("type") == "message":
+            obj["message"]["timestamp"] = stamp
+        lines.append(_line(obj))
+    target.write_bytes(b"".join(lines))
+    return target
+
+
+OUT_OF_RANGE = [253402300800000, -62135596800001, 1e300]
+"""Message times (Unix ms) `datetime` cannot hold: year 10000, year 0, far beyond."""
+
+
+@pytest.mark.parametrize("stamp", OUT_OF_RANGE)
+def test_map_shows_message_times_out_of_range_as_unknown(stamp: float, sample01: Path, tmp_path: Path) -> None:
+    """`ds4tui map` and `map --json` (both readers) print the map of a session whose message
+    times are out of range, with unknown turn times (it was "internal error (ValueError: year
+    10000 is out of range)")."""
+    import subprocess
+    import sys
+
+    path = _out_of_range_times(sample01, tmp_path / "s.jsonl", stamp)
+    before = path.read_bytes()
+    ds4tui = Path(sys.executable).parent / "ds4tui"  # the console script a user runs
+    for args in ([], ["--json"], ["--json", "--fast"]):
+        done = subprocess.run([str(ds4tui), "map", *args, str(path)], capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 0 and not done.stderr, (args, done.stderr)
+        if args:
+            turns = json.loads(done.stdout)["turns"]
+            assert len(turns) == 4 and all(t["time"] is None for t in turns), turns
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("stamp", OUT_OF_RANGE)
+async def test_message_times_out_of_range_are_shown_as_unknown(stamp: float, sample01: Path, tmp_path: Path) -> None:
+    """The dashboard opens a session whose message times are out of range, with unknown turn
+    times, and every tab draws (it was "ingest failed" and a screen stuck on "reading…")."""
+    path = _out_of_range_times(sample01, tmp_path / "s.jsonl", stamp)
+    before = path.read_bytes()
+    app = Ds4App(path, watch=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        assert [t.time for t in app.snapshot.turns] == [None] * len(app.snapshot.turns) and app.snapshot.turns
+        for key in ("M", "R", "K", "d", "t"):  # (a tab that raises ends the app: the press never returns)
+            await asyncio.wait_for(pilot.press(key), 30)
+            await pilot.pause()
+            assert app.query_one("#tabs").active
+        assert app.snapshot is not None and not app.derived.errors
+    assert path.read_bytes() == before

@@ -75,6 +75,20 @@ def test_countdown_warm_expiring_cold(opus_cache: dict[str, int]) -> None:
     assert clock.state(T0 + 200, expiring_s=120).status == "expiring"
 
 
+def test_a_refresh_dated_in_the_future_starts_no_countdown(opus_cache: dict[str, int]) -> None:
+    """A reply dated minutes ahead (another machine's clock) still counts down; one dated past
+    the tolerance (a year-9999 timestamp showed "warm · 69890517:14:11 left") is unknown."""
+    clock = cache_clock([reply(T0, read=2369, write=1620)], model_key=OPUS, prompt_cache=opus_cache)
+    skewed = clock.state(T0 - 120)
+    assert (skewed.status, skewed.countdown) == ("warm", "7:00")
+    assert clock.state(T0 - 300).status == "warm"
+    ahead = clock.state(T0 - 301)
+    assert (ahead.status, ahead.countdown, ahead.words) == ("unknown", None, "no countdown")
+    assert ahead.reason.startswith("the last refresh is dated 5 min 1 s in the future")
+    far = cache_clock([reply(253402300800.0, read=1, write=1)], model_key=OPUS, prompt_cache=opus_cache).state(T0)
+    assert far.status == "unknown" and far.remaining_s is None and "dated 2912382 d 13 h in the future" in far.reason
+
+
 def test_long_tier_uses_long_lifetime(opus_cache: dict[str, int]) -> None:
     clock = cache_clock([reply(T0, read=10, write=50, write_1h=50)], model_key=OPUS, prompt_cache=opus_cache)
     assert clock.lifetime_s == 3600

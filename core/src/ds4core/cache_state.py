@@ -54,6 +54,10 @@ __all__ = [
 
 #: A warm cache with less than this many seconds left is "expiring" (issue 4; configurable).
 DEFAULT_EXPIRING_SECONDS = 60.0
+FUTURE_TOLERANCE_SECONDS = 300.0
+"""How far in the future (seconds) the last refresh may be dated and still start a countdown:
+clocks of two machines disagree by seconds, not by more than a lifetime. Beyond it the time is
+wrong (a bad timestamp, or a clock set far ahead), and the state is "unknown"."""
 #: A request is cold when it read less than (1 − this) of the previous request's prompt.
 DEFAULT_PARTIAL_MISS_RATIO = 0.1
 #: Catalog and recorded cost agree within max(absolute, relative × larger) USD.
@@ -236,6 +240,10 @@ class CacheClock:
             return CacheState("cold", None, None, None, self.lifetime_s, tier,
                               f"nothing cached yet for {self.model_key}; {lifetime}")
         remaining = expires - now
+        if last is not None and last - now > FUTURE_TOLERANCE_SECONDS:  # (a year-9999 reply is not warm for millennia)
+            return CacheState("unknown", None, None, last, self.lifetime_s, tier,
+                              f"the last refresh is dated {fmt_gap(last - now)} in the future (a wrong timestamp or "
+                              f"clock), so no countdown; {lifetime}")
         if remaining <= 0:
             return CacheState("cold", remaining, expires, last, self.lifetime_s, tier,
                               f"expired {fmt_gap(-remaining)} ago; {lifetime}")

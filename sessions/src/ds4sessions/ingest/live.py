@@ -360,19 +360,23 @@ _UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
 _SECOND = dt.timedelta(seconds=1)
 
 
-def _local_time(ms: float) -> dt.datetime:
+def _local_time(ms: float) -> dt.datetime | None:
     """`datetime.fromtimestamp(ms / 1000, tz=utc).astimezone()`, equal, with its zone shared
     (`_ZONES`). The zone follows CPython's `astimezone()` rule (`local_timezone_from_timestamp`
     in _datetimemodule.c): `timezone(timedelta(seconds=tm_gmtoff), tm_zone)` of `time.localtime`
-    at the instant's whole UTC seconds (floored), so only the zone object is not new. Raises what
-    `fromtimestamp` raises (a timestamp out of range)."""
-    when = dt.datetime.fromtimestamp(ms / 1000, tz=_UTC)
-    local = time.localtime((when - _UNIX_EPOCH) // _SECOND)
-    key = (local.tm_gmtoff, local.tm_zone)
-    zone = _ZONES.get(key)
-    if zone is None:
-        zone = _ZONES[key] = dt.timezone(dt.timedelta(seconds=local.tm_gmtoff), local.tm_zone)
-    return when.astimezone(zone)
+    at the instant's whole UTC seconds (floored), so only the zone object is not new. None (an
+    unknown time) for a time `datetime` cannot hold: before year 1 or after 9999 (a written
+    message time, so bad input, not an error)."""
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, tz=_UTC)
+        local = time.localtime((when - _UNIX_EPOCH) // _SECOND)
+        key = (local.tm_gmtoff, local.tm_zone)
+        zone = _ZONES.get(key)
+        if zone is None:
+            zone = _ZONES[key] = dt.timezone(dt.timedelta(seconds=local.tm_gmtoff), local.tm_zone)
+        return when.astimezone(zone)  # (raises too at the range's edge, east of UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _retokened(

@@ -27,11 +27,12 @@ Units: tokens; times in Unix epoch seconds; costs in USD; days as local `YYYY-MM
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+from ds4core.epoch import to_datetime
 
 if TYPE_CHECKING:  # imported where used: the first paint from the index needs only the dataclasses
     from ds4core.models import ModelTable
@@ -292,10 +293,10 @@ def placeholder(info: SessionInfo) -> SessionSummary:
 
 
 def local_day(seconds: float | None) -> str:
-    """Local calendar day of an epoch time, "unknown" for None."""
-    if seconds is None:
-        return "unknown"
-    return dt.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d")
+    """Local calendar day of an epoch time, "unknown" for None or a time out of range
+    (`ds4core.epoch.to_datetime`)."""
+    when = to_datetime(seconds) if seconds is not None else None
+    return when.strftime("%Y-%m-%d") if when is not None else "unknown"
 
 
 def _main_requests(conversation: Conversation) -> list[Request]:
