@@ -9,7 +9,9 @@ files that are not Pi sessions go through the Typer CLI; they are compared too) 
 bench's synthetic sessions `bench/out/synthetic-{1000,10000,50000}.jsonl` (made by
 `bench/bench_cold.py` if missing). Each input runs in a fresh `.venv/bin/ds4tui` process, in
 both modes; stdout, stderr and the exit status are recorded (`DIR/<n>.<mode>.out|err|rc`) or
-compared with the recording. Prints one line per difference and the count of identical runs;
+compared with the recording (the bench's own files by their path in the checkout, with the
+checkout's folder left out of the output, so a recording made in another worktree applies).
+Prints one line per difference and the count of identical runs;
 exits 1 on any difference or missing recording.
 """
 
@@ -56,10 +58,12 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     same = differ = 0
     for path in inputs():
-        name = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+        key = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path  # (a bench file: the same in any worktree)
+        name = hashlib.sha1(str(key).encode()).hexdigest()[:12]
         for fast in (False, True):
             stem = folder / f"{name}.{'fast' if fast else 'exact'}"
             out, err, rc = run(path, fast)
+            out = out.replace(str(ROOT).encode(), b"<checkout>")  # (a bench file's path is printed)
             if args.record:
                 stem.with_suffix(stem.suffix + ".out").write_bytes(out)
                 stem.with_suffix(stem.suffix + ".err").write_bytes(err)
