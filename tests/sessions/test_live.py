@@ -188,3 +188,30 @@ def test_force_reads_the_file_again_from_its_start(sample01: Path, tmp_path: Pat
     assert again is not None and again.model_key == "anthropic/claude-sonnet-4-0"
     assert again.context.messages == open_snapshot(path).context.messages
     assert again.lineage is not None and again.lineage[0] != first.lineage[0]  # a new epoch
+
+
+def test_a_whole_read_holds_a_bounded_number_of_lines(tmp_path: Path, sample01: Path, monkeypatch) -> None:
+    """`refresh()` without a limit reads the file in polls of at most `POLL_LINES` lines (a file
+    of 8M blank lines took 1.35 GB as one poll's lines) and makes the snapshot one poll makes:
+    the same map, turns and diagnostics, one snapshot."""
+    import tracemalloc
+
+    from ds4sessions.ingest import tailer
+    from ds4tui.mapdata import dumps_map, map_json
+
+    lines = sample01.read_bytes().split(b"\n")[:-1]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(lines[:3] + [b""] * 150_000 + lines[3:] + [b" "] * 150_000) + b"\n")
+    one = LiveSession(path).refresh()
+    monkeypatch.setattr(tailer, "POLL_LINES", 5_000)
+    live = LiveSession(path)
+    tracemalloc.start()
+    try:
+        snap = live.refresh()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert snap is not None and snap.unread_bytes == 0 and snap.version == one.version
+    assert dumps_map(map_json(snap)).replace(str(path), "") == dumps_map(map_json(one)).replace(str(path), "")
+    assert live.reader.last_line_no == len(lines) + 300_000 and live.reader.end_offset == path.stat().st_size
+    assert peak < 8 << 20, peak  # 300,000 lines in one poll: ~40 MB

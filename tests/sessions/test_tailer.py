@@ -150,6 +150,42 @@ def test_empty_lines_are_delivered_and_numbered(tmp_path: Path) -> None:
     assert batch.lines == (TailLine(1, 0, b""), TailLine(2, 1, b""), TailLine(3, 2, b"A"), TailLine(4, 4, b""))
 
 
+@pytest.mark.parametrize("most", [1, 7, 1000])
+def test_a_poll_with_a_limit_delivers_at_most_poll_lines(most: int, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice of tiny lines stops after `POLL_LINES` lines, at a line end, inside a read chunk
+    (16 MiB of blank lines were 16M lines, 2 GB, in one poll); the polls that follow deliver
+    every line once, as one poll without a limit does, then the torn last line."""
+    from ds4sessions.ingest import tailer as tailer_module
+
+    monkeypatch.setattr(tailer_module, "POLL_LINES", most)
+    monkeypatch.setattr(tailer_module, "CHUNK_BYTES", 4096)
+    body = b"".join(b"\n" * (i % 5) + b"x" * (i % 300) + b"\n" for i in range(2000)) + b"\n\r\n{torn"
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n" + body)
+    whole = Tailer(path).poll()
+    sliced = Tailer(path)
+    lines: list[TailLine] = []
+    batch = sliced.poll(1 << 30)
+    polls = 1
+    while batch.unread:
+        assert 0 < len(batch.lines) <= most and batch.pending_bytes == 0
+        lines += batch.lines
+        batch = sliced.poll(1 << 30)
+        polls += 1
+    lines += batch.lines
+    assert lines == list(whole.lines) and len(lines) == 6003
+    assert (batch.pending_bytes, batch.offset, batch.size) == (whole.pending_bytes, whole.offset, whole.size) == (5, len(HEADER) + len(body) - 4, path.stat().st_size)
+    assert polls == -(-6003 // most) + (6003 % most == 0)  # (the last full poll leaves the torn line unread)
+    assert sliced.pending_line() == whole_pending(path)
+
+
+def whole_pending(path: Path) -> TailLine | None:
+    tailer = Tailer(path)
+    tailer.poll()
+    return tailer.pending_line()
+
+
 def test_line_longer_than_a_mebibyte(tmp_path: Path) -> None:
     # Pi stores images as base64 inside lines (Pi session format §11); read chunks are 1 MiB.
     big = b'{"data":"' + bytes(range(65, 91)) * 100_000 + b'"}'  # 2.6 MB

@@ -625,16 +625,20 @@ class LiveSession:
         file's size and times is invisible to the tail; also after the model table changed).
         `limit` (> 0): read about that many new bytes at most (`Tailer.poll`); the snapshot then
         says how many are left (`Snapshot.unread_bytes`) and the next refresh reads on. The
-        final snapshot equals the one a single refresh makes.
+        final snapshot equals the one a single refresh makes. None: to the end of the file, in
+        polls of `READ_SLICE_BYTES` (and `tailer.POLL_LINES` lines), so the lines in memory at
+        once stay bounded, and one snapshot at the end.
         """
         if force and self.last is not None:
             self._tailer = Tailer(self.path)
             self._start_over()
-        batch = self._tailer.poll(limit)
-        with bulk_gc(len(batch.lines) >= BULK_LINES):
-            return self._refresh(batch, force)
+        batch = self._tailer.poll(limit if limit is not None else READ_SLICE_BYTES)
+        with bulk_gc(len(batch.lines) >= BULK_LINES or batch.unread > 0):
+            return self._refresh(batch, force, whole=limit is None)
 
-    def _refresh(self, batch: TailBatch, force: bool) -> Snapshot | None:
+    def _refresh(self, batch: TailBatch, force: bool, whole: bool = False) -> Snapshot | None:
+        """Read `batch` (and, `whole`, every poll after it up to the end of the file) into the
+        reader and build the snapshot when anything changed (or `force`)."""
         reset = batch.reset is not None
         if batch.reset == "deleted":
             self._deleted = True
@@ -642,9 +646,21 @@ class LiveSession:
             self._deleted = False
             self._start_over()
         new_entries = self._reader.feed(batch.lines) if batch.lines else []
+        changed = bool(batch.lines) or reset or self.last is None
+        while whole and batch.unread:  # (a read to the end: the next slice of lines)
+            batch = self._tailer.poll(READ_SLICE_BYTES)
+            if batch.reset == "deleted":
+                self._deleted = True
+                break
+            if batch.reset is not None:  # rewritten while read: from its start again, in full
+                reset = changed = True
+                self._deleted = False
+                self._start_over()
+                new_entries = []
+            new_entries += self._reader.feed(batch.lines) if batch.lines else ()
+            changed = changed or bool(batch.lines)
         self._note_replies(new_entries)
         self._reader.set_pending_tail(batch.pending_bytes)
-        changed = bool(batch.lines) or reset or self.last is None
         if not changed and not force:
             last = self.last
             if last is not None and (last.pending_bytes != batch.pending_bytes or last.unread_bytes != batch.unread):
@@ -813,6 +829,10 @@ class LiveSession:
 
 BULK_LINES = 2_000
 """A batch of at least this many lines is read with the cyclic GC paused (`bulk_gc`)."""
+
+READ_SLICE_BYTES = 64 << 20
+"""Bytes per poll of a read to the end (`LiveSession.refresh` without a limit): its lines are
+fed to the reader one poll at a time (a poll also stops at `tailer.POLL_LINES` lines)."""
 
 
 @contextmanager

@@ -44,6 +44,11 @@ HEAD_BYTES = 4096
 ANCHOR_BYTES = 64
 """Bytes just before the read offset remembered to detect a rewrite that keeps the header."""
 
+POLL_LINES = 1 << 18
+"""Lines one poll with a `limit` delivers at most (it stops after that many, at a line end): a
+line costs ~130 bytes of Python objects whatever its length, so a slice of a file of tiny lines
+(16 MiB of blank lines: 16M lines, 2 GB) stays bounded (~35 MB), like one of real lines."""
+
 
 class TailLine(NamedTuple):
     """One complete line of the file.
@@ -140,8 +145,9 @@ class Tailer:
         """Read what was appended since the last poll and return it as a `TailBatch`.
 
         `limit`: read about that many new bytes at most (whole read chunks, so up to
-        `CHUNK_BYTES` more) and leave the rest for the next poll (`TailBatch.unread`): a large
-        file read in slices, each delivered as it comes. None: up to the end of the file.
+        `CHUNK_BYTES` more), and at most `POLL_LINES` lines, and leave the rest for the next
+        poll (`TailBatch.unread`): a large file read in slices, each delivered as it comes.
+        None: up to the end of the file.
 
         Detection rules, in order (same identity = same `(st_dev, st_ino)` as last seen):
         1. path absent: "deleted" once if the file was seen before, then empty batches;
@@ -225,7 +231,8 @@ class Tailer:
 
         Linear in the new bytes: a line spanning many chunks is joined once. A line longer than
         `MAX_LINE_BYTES` is not kept: it is delivered as an `OversizedLine` (its head and real
-        length), so memory stays bounded by the cap, not by the line.
+        length), so memory stays bounded by the cap, not by the line. With `limit`, the read
+        ends after `POLL_LINES` lines (a chunk with more is cut after that many).
         """
         start = self._offset + self._pending_len()
         f.seek(start)
@@ -239,7 +246,14 @@ class Tailer:
         line_no, offset = self._line_no, self._offset
         cap = MAX_LINE_BYTES
         stop = pos + limit if limit is not None else None
-        while (stop is None or pos < stop) and (chunk := f.read(CHUNK_BYTES)):
+        room = POLL_LINES if limit is not None else -1  # lines this poll may still deliver (-1: any)
+        while (stop is None or pos < stop) and room and (chunk := f.read(CHUNK_BYTES)):
+            if room > 0:
+                newlines = chunk.count(b"\n")
+                if newlines >= room:  # the chunk up to the end of the room-th line
+                    chunk = chunk[: _line_end(chunk, room)]
+                    newlines = room
+                room -= newlines
             if pos < HEAD_BYTES:  # invariant: head == file[:min(pos, HEAD_BYTES)]
                 head += chunk[: HEAD_BYTES - pos]
             pos += len(chunk)
@@ -292,6 +306,19 @@ class Tailer:
     def _batch(self, lines: tuple[TailLine, ...], reset: ResetReason | None, size: int) -> TailBatch:
         """Wrap `lines` with the current offset and held partial line; `size` in bytes."""
         return TailBatch(lines, reset, self._pending_len(), size, self._offset)
+
+
+def _line_end(chunk: bytes, n: int) -> int:
+    """The index just past the `n`-th `\\n` of `chunk` (n >= 1; there are at least n): the
+    least `end` with n newlines in chunk[:end], found by bisection (~20 `count` calls)."""
+    low, high = n, len(chunk)  # chunk[:low] holds fewer than n newlines or low == end; chunk[:high] at least n
+    while low < high:
+        middle = (low + high) // 2
+        if chunk.count(b"\n", 0, middle) >= n:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _same(seen: _Seen, st: os.stat_result) -> bool:
