@@ -268,3 +268,23 @@ async def test_a_slow_manifest_is_redrawn_at_most_every_few_draw_times() -> None
         manifest.show(second)  # a newer plan while one waits: still one redraw
         await pilot.pause(0.45)
         assert manifest._pending is None and drawn() == [(i.key, i.included) for i in second.items]
+
+
+class EmptyManifestApp(App):
+    """A manifest no plan was shown in yet (the dashboard while a large session is read)."""
+
+    def compose(self) -> ComposeResult:
+        yield ManifestView(id="manifest")
+
+
+async def test_before_the_plan_the_manifest_says_when_it_comes() -> None:
+    """'No plan yet.' read as 'there is no plan' for the seconds a large session takes (a new
+    user's trial): the placeholder says the plan comes once the session is read."""
+    from textual.widgets import Static
+
+    app = EmptyManifestApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        text = str(app.query_one("#manifest-explain", Static).render())
+        assert text == "No plan yet: DS4 plans once the whole session is read (seconds on a large one)."
+        assert app.query_one(DataTable).row_count == 0
