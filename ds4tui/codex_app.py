@@ -133,16 +133,19 @@ class CodexApp(SessionViewKeys):
         """Poll the rollout; on new lines re-read the state and redraw."""
         from ds4sessions.agents.codex import view
 
-        batch = self.tailer.poll()
-        if batch.reset is not None and batch.reset != "deleted":
-            self.reader = self.agent.reader(self.path)
-        if batch.reset is not None:
-            self.lines_read = 0
-        self.lines_read += len(batch.lines)
-        self.bytes_read = batch.offset
-        if not batch.lines and self.updates:
+        new = False
+        for batch in self.tailer.polls():  # (a large rollout: one slice of lines in memory at a time)
+            if batch.reset is not None and batch.reset != "deleted":
+                self.reader = self.agent.reader(self.path)
+            if batch.reset is not None:
+                self.lines_read = 0
+            self.lines_read += len(batch.lines)
+            self.bytes_read = batch.offset
+            if batch.lines:
+                new = True
+                self.reader.feed([(line.line_no, line.offset, line.raw) for line in batch.lines])
+        if not new and self.updates:
             return
-        self.reader.feed([(line.line_no, line.offset, line.raw) for line in batch.lines])
         conv = self.reader.conversation()
         at = conv.extra.get("lastTime") or 0.0
         if self.map_state is None:

@@ -41,6 +41,10 @@ def map_json_of(path: Path) -> dict:
     return json.loads(result.stdout)
 
 
+def expected_lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
 def shown(app: CodexApp) -> str:
     console = Console(width=160, record=True, file=io.StringIO())
     console.print(app.rendered)
@@ -54,8 +58,16 @@ def test_the_shared_sample_is_checked_when_present() -> None:
 
 
 @pytest.mark.parametrize("path", rollouts(), ids=lambda p: ("shared/" if SHARED and SHARED in p.parents else "fixture/") + p.name[-14:])
-async def test_tui_shows_what_map_json_prints(path: Path) -> None:
+@pytest.mark.parametrize("poll_lines", [1 << 18, 2])
+async def test_tui_shows_what_map_json_prints(path: Path, poll_lines: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(`poll_lines` 2: the view reads the rollout in many slices, `Tailer.polls`, the same.)"""
+    from ds4sessions.ingest import tailer
+
     expected = map_json_of(path)
+    monkeypatch.setattr(tailer, "POLL_LINES", poll_lines)
+    sizes: list[int] = []
+    poll = tailer.Tailer.poll
+    monkeypatch.setattr(tailer.Tailer, "poll", lambda self, *a: sizes.append(len((b := poll(self, *a)).lines)) or b)
     app = CodexApp(path)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
@@ -69,6 +81,7 @@ async def test_tui_shows_what_map_json_prints(path: Path) -> None:
             assert any(line.split() and line.strip().startswith(row["label"]) and line.rstrip().endswith(fmt_tokens(row["tokens"]))
                        for line in text.splitlines()), (row["label"], row["tokens"])
         await pilot.press("q")
+    assert max(sizes) <= poll_lines and sum(sizes) == expected_lines(path), sizes  # (lines in memory at once)
     if path.name.endswith("7ef9-7e61-a841-8556539ac489.jsonl"):  # the main rollout: a real gap to attribute
         # Codex's own count 10,613; cl100k estimate 5,335, so 5,278 unattributed (chars-v1 said 4,265)
         assert expected["estimator"] == "cl100k" and expected["contextTokens"] == 10_613

@@ -120,6 +120,25 @@ def test_the_list_covers_every_agent_with_context_and_liveness(home: Home) -> No
         assert (codex.agent, codex.project, codex.context_window) == ("codex", "/home/dev/proj-codex", 190000)
 
 
+def test_the_scan_reads_each_file_one_slice_of_lines_at_a_time(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The overview reads a file in polls of at most `POLL_LINES` lines (`Tailer.polls`: a file
+    of millions of tiny lines no longer lands in memory as one list), with the same summaries."""
+    from ds4sessions.ingest import tailer
+
+    import shutil
+
+    whole = _by_path(home.overview().load_all())
+    shutil.rmtree(home.root / "state")  # (no index: every file is read again)
+    monkeypatch.setattr(tailer, "POLL_LINES", 3)
+    sizes: list[int] = []
+    poll = tailer.Tailer.poll
+    monkeypatch.setattr(tailer.Tailer, "poll", lambda self, *a: sizes.append(len((b := poll(self, *a)).lines)) or b)
+    sliced = _by_path(home.overview().load_all())
+    assert max(sizes) == 3 and sum(sizes) == sum(Path(p).read_bytes().count(b"\n") for p in whole)
+    assert {k: (s.context_tokens, s.model, s.name) for k, s in sliced.items()} == \
+        {k: (s.context_tokens, s.model, s.name) for k, s in whole.items()}
+
+
 def test_pi_countdown_follows_the_last_refresh_and_the_model_lifetime(home: Home) -> None:
     summaries = _by_path(home.overview().load_all())
     warm = summaries[str(home.placed["pi-warm"])]

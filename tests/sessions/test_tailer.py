@@ -511,3 +511,20 @@ def test_watcher_can_be_stopped_from_its_callback(tmp_path: Path) -> None:
     assert stopped.wait(WAKE_TIMEOUT)
     watcher.stop()  # from the test thread: joins what is left
     assert set(threading.enumerate()) <= before
+
+
+def test_polls_reads_to_the_end_one_slice_of_lines_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`polls()` (the overview's and the Codex view's read): batches of at most `POLL_LINES`
+    lines that together are one `poll()`'s lines; after an append, only the new ones."""
+    from ds4sessions.ingest import tailer as tailer_module
+
+    monkeypatch.setattr(tailer_module, "POLL_LINES", 100)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n" + b"\n" * 250 + b"1\n" * 99)
+    tailer = Tailer(path)
+    batches = list(tailer.polls())
+    assert [len(b.lines) for b in batches] == [100, 100, 100, 50]
+    assert [line for b in batches for line in b.lines] == list(Tailer(path).poll().lines)
+    append(path, b"2\n" * 3 + b"{torn")
+    again = list(tailer.polls())
+    assert [[line.raw for line in b.lines] for b in again] == [[b"2"] * 3] and again[-1].pending_bytes == 5

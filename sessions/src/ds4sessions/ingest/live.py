@@ -40,7 +40,7 @@ from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.agents.pi.slim import CountingLedger, attribute_fast, c_parser, prompt_text
 from ds4sessions.agents.pi.slim import _cprep as _c
-from ds4sessions.ingest.tailer import TailBatch, Tailer
+from ds4sessions.ingest.tailer import SLICE_BYTES, TailBatch, Tailer
 
 
 @dataclass(frozen=True, slots=True)
@@ -830,7 +830,7 @@ class LiveSession:
 BULK_LINES = 2_000
 """A batch of at least this many lines is read with the cyclic GC paused (`bulk_gc`)."""
 
-READ_SLICE_BYTES = 64 << 20
+READ_SLICE_BYTES = SLICE_BYTES
 """Bytes per poll of a read to the end (`LiveSession.refresh` without a limit): its lines are
 fed to the reader one poll at a time (a poll also stops at `tailer.POLL_LINES` lines)."""
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, NamedTuple
+from typing import BinaryIO, Iterator, Literal, NamedTuple
 
 from ds4sessions.ingest.limits import HEAD_KEPT, MAX_LINE_BYTES, OversizedLine
 from ds4sessions.safety import not_regular
@@ -43,6 +43,9 @@ HEAD_BYTES = 4096
 
 ANCHOR_BYTES = 64
 """Bytes just before the read offset remembered to detect a rewrite that keeps the header."""
+
+SLICE_BYTES = 64 << 20
+"""Bytes per poll of a read to the end in slices (`Tailer.polls`, `LiveSession.refresh`)."""
 
 POLL_LINES = 1 << 18
 """Lines one poll with a `limit` delivers at most (it stops after that many, at a line end): a
@@ -131,6 +134,16 @@ class Tailer:
         self._over = 0  # > 0: the partial last line is longer than MAX_LINE_BYTES; its length
         self._head = b""  # first min(HEAD_BYTES, bytes read) bytes of the file
         self._anchor = b""  # the ANCHOR_BYTES (or fewer) bytes before _offset
+
+    def polls(self, limit: int = SLICE_BYTES) -> Iterator[TailBatch]:
+        """`poll(limit)`, then again while the last batch left bytes unread: a read to the end
+        of the file whose lines are in memory one batch (`limit` bytes, `POLL_LINES` lines) at
+        a time. Each batch is handled as a `poll()` batch (a reset in a later one too)."""
+        batch = self.poll(limit)
+        yield batch
+        while batch.unread:
+            batch = self.poll(limit)
+            yield batch
 
     def pending_line(self) -> TailLine | None:
         """The held partial last line as the `TailLine` it would become (its line number and

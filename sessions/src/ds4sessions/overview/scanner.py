@@ -248,14 +248,14 @@ class Overview:
 
     def _advance(self, key: str, opened: _Open) -> SessionSummary | None:
         try:
-            batch = opened.tailer.poll()
-            if batch.reset is not None and batch.reset != "deleted":
-                opened.reader = opened.agent.reader(opened.tailer.path)
-            if batch.reset == "deleted":
-                self._open.pop(key, None)
-                return self._summaries.get(key)
-            if batch.lines:
-                opened.reader.feed(batch.lines)
+            for batch in opened.tailer.polls():  # (a large file: one slice of lines in memory at a time)
+                if batch.reset is not None and batch.reset != "deleted":
+                    opened.reader = opened.agent.reader(opened.tailer.path)
+                if batch.reset == "deleted":
+                    self._open.pop(key, None)
+                    return self._summaries.get(key)
+                if batch.lines:
+                    opened.reader.feed(batch.lines)
             conversation = opened.reader.conversation()
             st = os.stat(key)
         except Exception as exc:  # a reader bug or an unreadable file: one visible line
