@@ -4,7 +4,8 @@ autocompact", the prompt-cache countdown (ticking while the agent is idle) and e
 cache-read share with its miss cause.
 
 The file is tailed by a 1 s timer: complete lines only (a torn last line waits), fed to the
-plug-in's incremental `ClaudeReader`; a file that shrinks is read again from the start. Nothing is
+plug-in's incremental `ClaudeReader`; a file truncated, rewritten or replaced is read again from
+the start (`ClaudeTail`). Nothing is
 ever written to the transcript. Keys (`ds4tui.screens.view_keys`, as in the dashboard): `o` the
 home screen, `?` help, `r` re-read from the start, `q` quit.
 """
@@ -22,8 +23,9 @@ from textual.widgets import DataTable, Footer, Static
 
 from ds4core.cache_state import fmt_gap
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
-from ds4sessions.agents.claude.reader import ClaudeReader
+from ds4sessions.agents.claude.reader import MAX_LINE_BYTES, ClaudeReader
 from ds4sessions.agents.claude.views import cache_report, context_map, shown_category
+from ds4sessions.ingest.tailer import Tailer
 from ds4tui.screens.view_keys import SessionViewKeys
 from ds4tui.text import fmt_tokens, literal
 
@@ -42,50 +44,51 @@ def fmt_seconds(seconds: float | None) -> str:
 
 
 class ClaudeTail:
-    """Complete lines appended to a file since the last call, fed to a fresh `ClaudeReader`.
+    """Complete lines appended to a file since the last call, fed to a `ClaudeReader`.
 
-    `poll()` returns True when new lines were read. A file that got shorter (rewritten) starts a
-    new reader. OSError (file gone, unreadable) leaves the state as it was and is reported in
-    `error`.
+    Read by a `Tailer` (`ds4sessions.ingest.tailer`): `poll()` reads at most `MAX_READ_BYTES`
+    and `tailer.POLL_LINES` lines (a huge transcript is caught up over several polls, and a
+    file of tiny lines never lands in memory at once) and returns True when lines were read or
+    the reader started over. A file that was truncated, rewritten in place or replaced is read
+    again from its start with a new reader; a deleted one keeps the last state, said in
+    `error` until it appears again. OSError (unreadable) leaves the state as it was and is
+    reported in `error`.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: str | None = None
+        self._tailer = Tailer(path, cap=MAX_LINE_BYTES)  # (the reader's own cap, 64 MiB)
+        self._gone = False
         self._reset()
 
     def _reset(self) -> None:
         self.reader: ClaudeReader = ClaudeCodeAgent().reader(self.path)
-        self.offset = 0
-        self.line_no = 0
+        self.offset = 0  # bytes read: just after the last complete line
+        self.line_no = 0  # the last complete line's number
 
     def poll(self) -> bool:
         try:
-            size = self.path.stat().st_size
-            if size < self.offset:
-                self._reset()
-            if size == self.offset:
-                self.error = None
-                return False
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(min(size - self.offset, MAX_READ_BYTES))
+            batch = self._tailer.poll(MAX_READ_BYTES)
         except OSError as error:
             self.error = f"cannot read {self.path}: {error.strerror or error}"
             return False
+        changed = False
+        if batch.reset == "deleted" or (self._gone and batch.reset is None):
+            self._gone = True
+            self.error = f"{self.path} was deleted: the last state read is shown"
+            return False
+        self._gone = False
         self.error = None
-        end = data.rfind(b"\n")
-        if end < 0:
-            return False  # a torn line: wait for its end
-        lines = []
-        offset = self.offset
-        for raw in data[: end + 1].splitlines(keepends=True):
-            self.line_no += 1
-            lines.append((self.line_no, offset, raw))
-            offset += len(raw)
-        self.offset = offset
-        self.reader.feed(lines)
-        return True
+        if batch.reset is not None:
+            self._reset()
+            changed = True
+        if batch.lines:
+            self.reader.feed(batch.lines)
+            self.line_no = batch.lines[-1].line_no
+            changed = True
+        self.offset = batch.offset
+        return changed
 
 
 class ClaudeApp(SessionViewKeys):

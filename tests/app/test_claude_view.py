@@ -96,3 +96,84 @@ async def test_the_dashboards_keys_o_help_and_r(tmp_path: Path, monkeypatch) -> 
         assert [n.message for n in app._notifications][-1] == f"re-read s.jsonl: {path.stat().st_size / 1024:.1f} KiB, {lines:,} lines"
         await check_help_and_home(pilot, app, pi)
     assert app.return_value == pi
+
+
+def _map_of(conversation) -> dict:  # type: ignore[no-untyped-def]
+    from ds4sessions.agents.claude.views import context_map
+
+    return {k: v for k, v in context_map(conversation, {}).items() if k != "path"}
+
+
+def _read_all(tail) -> list[int]:  # type: ignore[no-untyped-def]
+    """Poll until nothing is left; the lines each poll read."""
+    counts = []
+    while True:
+        before = tail.line_no
+        if not tail.poll():
+            return counts
+        counts.append(tail.line_no - before)
+
+
+def test_the_tail_reads_a_file_of_tiny_lines_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A transcript with runs of blank lines is read `POLL_LINES` lines a poll at most (it was up
+    to 8 MiB of lines at once: ~1 GB of line objects for blank lines), with the numbers of a
+    whole read."""
+    from ds4sessions.agents.claude.reader import read_transcript
+    from ds4sessions.ingest import tailer
+    from ds4tui.claude_view import ClaudeTail
+
+    lines = FIX.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(lines[:20]) + b"\n" * 700 + b"".join(lines[20:]) + b" \n" * 300)
+    monkeypatch.setattr(tailer, "POLL_LINES", 100)
+    tail = ClaudeTail(path)
+    counts = _read_all(tail)
+    assert max(counts) == 100 and sum(counts) == len(lines) + 1000 and tail.offset == path.stat().st_size
+    assert _map_of(tail.reader.conversation()) == _map_of(read_transcript(path))
+
+
+def test_the_tail_starts_over_on_a_replaced_file_and_keeps_the_state_of_a_deleted_one(tmp_path: Path) -> None:
+    """A transcript replaced by another (rename over it) is read from its start (the old tail read
+    on from its old offset inside the new file); a deleted one keeps the last state and says so."""
+    from ds4sessions.agents.claude.reader import read_transcript
+    from ds4tui.claude_view import ClaudeTail
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(FIX.read_bytes().splitlines(keepends=True)[:33]))
+    tail = ClaudeTail(path)
+    _read_all(tail)
+    other = FIX.parent / "autocompact-diagnostics.jsonl"
+    staged = tmp_path / "staged.jsonl"
+    shutil.copy(other, staged)
+    staged.replace(path)
+    assert tail.poll() is True
+    _read_all(tail)
+    assert _map_of(tail.reader.conversation()) == _map_of(read_transcript(other))
+    assert not tail.reader.conversation().diagnostics
+    shown = _map_of(tail.reader.conversation())
+    path.unlink()
+    assert tail.poll() is False and tail.poll() is False
+    assert tail.error == f"{path} was deleted: the last state read is shown"
+    assert _map_of(tail.reader.conversation()) == shown
+    shutil.copy(FIX, path)
+    assert tail.poll() is True and tail.error is None
+    _read_all(tail)
+    assert _map_of(tail.reader.conversation()) == _map_of(read_transcript(path))
+
+
+def test_a_line_over_the_cap_is_the_same_diagnostic_as_a_whole_read(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The tail keeps only the head of a line over the reader's cap (`OversizedLine`); the
+    reader reports it as the whole-file read does, not as bad JSON."""
+    from ds4sessions.agents.claude import reader as claude_reader
+    from ds4tui import claude_view
+
+    monkeypatch.setattr(claude_reader, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(claude_view, "MAX_LINE_BYTES", 1000)
+    lines = FIX.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(lines[:5]) + b'{"type":"user","x":"' + b"y" * 5000 + b'"}\n' + b"".join(lines[5:]))
+    tail = claude_view.ClaudeTail(path)
+    _read_all(tail)
+    got = [(d.kind, d.message, d.line_no) for d in tail.reader.conversation().diagnostics]
+    assert got == [(d.kind, d.message, d.line_no) for d in claude_reader.read_transcript(path).diagnostics]
+    assert ("line longer than 1000 bytes, not read", 6) in [(m, n) for _, m, n in got]

@@ -123,9 +123,12 @@ class Tailer:
     the `TailBatch` it returns is immutable and may be handed to any thread.
     """
 
-    def __init__(self, path: Path) -> None:
-        """Tail `path` (a session file that may not exist yet). No I/O happens here."""
+    def __init__(self, path: Path, cap: int | None = None) -> None:
+        """Tail `path` (a session file that may not exist yet). No I/O happens here. `cap`: the
+        longest line kept, in bytes (default `limits.MAX_LINE_BYTES`; an agent whose reader
+        allows longer lines gives its own)."""
         self.path = Path(path)
+        self._cap = cap
         self._seen: _Seen | None = None  # None: absent (or never polled)
         self._polled = False
         self._line_no = 0  # complete lines delivered
@@ -257,7 +260,7 @@ class Tailer:
         head = bytearray(self._head)
         pos = start
         line_no, offset = self._line_no, self._offset
-        cap = MAX_LINE_BYTES
+        cap = MAX_LINE_BYTES if self._cap is None else self._cap
         stop = pos + limit if limit is not None else None
         room = POLL_LINES if limit is not None else -1  # lines this poll may still deliver (-1: any)
         while (stop is None or pos < stop) and room and (chunk := f.read(CHUNK_BYTES)):

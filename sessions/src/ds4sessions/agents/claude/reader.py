@@ -37,7 +37,6 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from ds4sessions.agents.base import (
     Usage,
 )
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostic, Problem
+from ds4sessions.ingest.limits import OversizedLine
 
 CAPABILITIES = Capabilities(
     ds4_plan=False,
@@ -186,6 +186,9 @@ class ClaudeReader:
 
     def _line(self, line_no: int, offset: int, raw: bytes) -> None:
         if not isinstance(raw, (bytes, bytearray)):
+            return
+        if isinstance(raw, OversizedLine):  # (a tailer's line over its cap: only its head was kept)
+            self._problem(Problem.MALFORMED, f"line longer than {MAX_LINE_BYTES} bytes, not read", line_no, offset, None)
             return
         raw = bytes(raw).rstrip(b"\r\n")
         if not raw.strip():
