@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -655,6 +656,15 @@ def _add_records(reader: SlimReader, records: list[tuple[Any, ...]], base: int) 
             k, offset, raw, oversized = record
             raw = OversizedLine(raw, oversized) if oversized is not None else raw
             read(base + k, offset, raw, line_length(raw) + 1)
+            # the records after it for the general route too (a file of scalars or text): read
+            # here without an `add_records` call each
+            for record in islice(records, index, None):
+                if len(record) != 4:
+                    break
+                k, offset, raw, oversized = record
+                raw = OversizedLine(raw, oversized) if oversized is not None else raw
+                read(base + k, offset, raw, line_length(raw) + 1)
+                index += 1
     if records:
         reader.diagnostics.pending = None
 
