@@ -488,3 +488,21 @@ def test_map_state_append_equals_a_fresh_map() -> None:
         reader.feed(items[reader.entries:cut])
         conv = reader.conversation()
         assert view.map_json(conv, state=state) == view.map_json(conv, exact=False)
+
+
+def test_a_bare_carriage_return_does_not_end_a_line() -> None:
+    """Lines end at `\\n` only, as Codex reads a rollout back (codex-rs `load_rollout_items`:
+    `str::lines`): two rows joined by a bare `\\r` are one malformed line (`bytes.splitlines`
+    made two rows of them), and the line numbers after it stay the file's."""
+    data = MAIN.read_bytes()
+    joined = b'{"timestamp":"2026-12-02T01:10:30.000Z","type":"event_msg","payload":{"type":"x"}}\r' \
+             b'{"timestamp":"2026-12-02T01:10:31.000Z","type":"event_msg","payload":{"type":"y"}}\r\n'
+    lines = iter_lines(data + joined + b'{"torn"')
+    assert len(lines) == data.count(b"\n") + 2 and lines[-1] == (len(lines), len(data) + len(joined), b'{"torn"')
+    reader = CodexReader(MAIN)
+    reader.feed(lines[:-1])
+    whole = CodexReader(MAIN)
+    whole.feed(iter_lines(data))
+    assert reader.row_types == whole.row_types
+    assert [(d.kind, d.line_no) for d in reader.diagnostics][-1] == ("malformed", data.count(b"\n") + 1)
+    assert iter_lines(b"") == [] and iter_lines(b"a\n\nb") == [(1, 0, b"a"), (2, 2, b""), (3, 3, b"b")]

@@ -44,7 +44,6 @@ ones stay visible.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from collections import Counter
@@ -786,13 +785,19 @@ def _replace_synthetic(request: Request) -> Request:
 
 
 def iter_lines(data: bytes) -> list[tuple[int, int, bytes]]:
-    """Split `data` into complete `(line_no, offset, raw)` lines (a torn last line is kept: at a
-    final read the reader reports it as malformed when it does not parse)."""
+    """Split `data` into `(line_no, offset, raw)` lines at each `\\n` only (`raw` without it), as
+    Codex reads a rollout back: `str::lines` in codex-rs `RolloutRecorder::load_rollout_items`
+    (core/src/rollout/recorder.rs) ends a line at `\\n` or `\\r\\n`, so a bare `\\r` is not a line
+    end (`bytes.splitlines` made two lines of it); a trailing `\\r` is whitespace the reader
+    strips. A torn last line is kept: at a final read the reader reports it as malformed when it
+    does not parse."""
     out: list[tuple[int, int, bytes]] = []
     offset = 0
-    for no, raw in enumerate(data.splitlines(keepends=True), 1):
+    for no, raw in enumerate(data.split(b"\n"), 1):
         out.append((no, offset, raw))
-        offset += len(raw)
+        offset += len(raw) + 1
+    if out and not out[-1][2]:  # (the empty piece after a final newline, or an empty file)
+        out.pop()
     return out
 
 
