@@ -506,3 +506,26 @@ def test_a_bare_carriage_return_does_not_end_a_line() -> None:
     assert reader.row_types == whole.row_types
     assert [(d.kind, d.line_no) for d in reader.diagnostics][-1] == ("malformed", data.count(b"\n") + 1)
     assert iter_lines(b"") == [] and iter_lines(b"a\n\nb") == [(1, 0, b"a"), (2, 2, b""), (3, 3, b"b")]
+
+
+def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
+    """`read_rollout` reads the file a line at a time, with `iter_lines`' lines (it held the
+    file's bytes and a list of every line: ~130 bytes a line for a file of blank lines)."""
+    import tracemalloc
+
+    path = tmp_path / "r.jsonl"
+    data = MAIN.read_bytes()
+    path.write_bytes(data[: len(data) // 2].rsplit(b"\n", 1)[0] + b"\n" + b"\n" * 200_000 + b"\r\n" +
+                     data[len(data) // 2:].split(b"\n", 1)[1] + b'{"torn"')
+    whole = CodexReader(path)
+    whole.feed(iter_lines(path.read_bytes()))
+    tracemalloc.start()
+    try:
+        reader = read_rollout(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert reader.row_types == whole.row_types and reader.diagnostics == whole.diagnostics
+    assert reader.conversation().messages == whole.conversation().messages
+    assert reader.diagnostics[-1].line_no == path.read_bytes().count(b"\n") + 1  # the torn line, by number
+    assert peak < 4 << 20, peak  # (the file's bytes alone are 0.3 MB; the old list ~26 MB)

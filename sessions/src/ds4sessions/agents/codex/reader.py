@@ -49,7 +49,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ds4sessions.agents.common import iso_seconds as _seconds
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
@@ -802,7 +802,18 @@ def iter_lines(data: bytes) -> list[tuple[int, int, bytes]]:
 
 
 def read_rollout(path: Path, **options: Any) -> CodexReader:
-    """Read a whole rollout file; `options` go to `CodexReader`. Raises OSError when unreadable."""
+    """Read a whole rollout file, streamed (one line in memory at a time: a file of millions of
+    tiny lines never lands in memory as a list); `options` go to `CodexReader`. The lines are
+    `iter_lines`' (ended at `\\n` only). Raises OSError when unreadable."""
     reader = CodexReader(path, **options)
-    reader.feed(iter_lines(Path(path).read_bytes()))
+    with open(path, "rb") as f:
+        reader.feed(_file_lines(f))
     return reader
+
+
+def _file_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
+    """`iter_lines(f.read())`, streamed: a binary file's lines end at `\\n` only."""
+    offset = 0
+    for no, raw in enumerate(f, 1):
+        yield no, offset, raw[:-1] if raw.endswith(b"\n") else raw
+        offset += len(raw)
