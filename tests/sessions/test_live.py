@@ -215,3 +215,36 @@ def test_a_whole_read_holds_a_bounded_number_of_lines(tmp_path: Path, sample01: 
     assert dumps_map(map_json(snap)).replace(str(path), "") == dumps_map(map_json(one)).replace(str(path), "")
     assert live.reader.last_line_no == len(lines) + 300_000 and live.reader.end_offset == path.stat().st_size
     assert peak < 8 << 20, peak  # 300,000 lines in one poll: ~40 MB
+
+
+def test_a_file_replaced_between_two_slices_of_a_whole_read_is_read_from_its_start(
+        tmp_path: Path, sample01: Path, monkeypatch) -> None:
+    """A read to the end in slices (`Tailer.polls`) that meets a reset in a later slice starts
+    over from it: the snapshot is the new file's, as a fresh read makes it."""
+    from ds4sessions.ingest import tailer
+    from ds4tui.mapdata import dumps_map, map_json
+
+    lines = sample01.read_bytes().split(b"\n")[:-1]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(lines[:3] + [b""] * 50 + lines[3:]) + b"\n")
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"\n".join(lines[:12]) + b"\n")
+    expected = LiveSession(other).refresh()
+    monkeypatch.setattr(tailer, "POLL_LINES", 20)
+    polls: list[int] = []
+    poll = tailer.Tailer.poll
+
+    def poll_then_replace(self, *args):  # type: ignore[no-untyped-def]
+        batch = poll(self, *args)
+        polls.append(len(batch.lines))
+        if len(polls) == 2:
+            staged = tmp_path / "staged.jsonl"
+            shutil.copy(other, staged)
+            staged.replace(path)
+        return batch
+
+    monkeypatch.setattr(tailer.Tailer, "poll", poll_then_replace)
+    snap = LiveSession(path).refresh()
+    assert polls[:2] == [20, 20] and len(polls) == 3  # the third poll saw the replacement: 12 lines
+    assert snap is not None and len(snap.context.messages) == len(expected.context.messages)
+    assert dumps_map(map_json(snap)).replace(str(path), "") == dumps_map(map_json(expected)).replace(str(other), "")

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ds4core.categories import Attribution, Breakdown, Segment, compose_breakdown, counted_parts, message_parts
 from ds4core.models import ModelInfo, ModelTable
@@ -40,7 +40,7 @@ from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.agents.pi.slim import CountingLedger, attribute_fast, c_parser, prompt_text
 from ds4sessions.agents.pi.slim import _cprep as _c
-from ds4sessions.ingest.tailer import SLICE_BYTES, TailBatch, Tailer
+from ds4sessions.ingest.tailer import TailBatch, Tailer
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,39 +626,34 @@ class LiveSession:
         `limit` (> 0): read about that many new bytes at most (`Tailer.poll`); the snapshot then
         says how many are left (`Snapshot.unread_bytes`) and the next refresh reads on. The
         final snapshot equals the one a single refresh makes. None: to the end of the file, in
-        polls of `READ_SLICE_BYTES` (and `tailer.POLL_LINES` lines), so the lines in memory at
-        once stay bounded, and one snapshot at the end.
+        slices (`Tailer.polls`: `SLICE_BYTES` and `tailer.POLL_LINES` lines a poll, so the lines
+        in memory at once stay bounded), and one snapshot at the end.
         """
         if force and self.last is not None:
             self._tailer = Tailer(self.path)
             self._start_over()
-        batch = self._tailer.poll(limit if limit is not None else READ_SLICE_BYTES)
+        polls = self._tailer.polls() if limit is None else iter((self._tailer.poll(limit),))
+        batch = next(polls)
         with bulk_gc(len(batch.lines) >= BULK_LINES or batch.unread > 0):
-            return self._refresh(batch, force, whole=limit is None)
+            return self._refresh(itertools.chain((batch,), polls), force)
 
-    def _refresh(self, batch: TailBatch, force: bool, whole: bool = False) -> Snapshot | None:
-        """Read `batch` (and, `whole`, every poll after it up to the end of the file) into the
-        reader and build the snapshot when anything changed (or `force`)."""
-        reset = batch.reset is not None
-        if batch.reset == "deleted":
-            self._deleted = True
-        elif reset:
-            self._deleted = False
-            self._start_over()
-        new_entries = self._reader.feed(batch.lines) if batch.lines else []
-        changed = bool(batch.lines) or reset or self.last is None
-        while whole and batch.unread:  # (a read to the end: the next slice of lines)
-            batch = self._tailer.poll(READ_SLICE_BYTES)
-            if batch.reset == "deleted":
-                self._deleted = True
-                break
-            if batch.reset is not None:  # rewritten while read: from its start again, in full
+    def _refresh(self, batches: Iterable[TailBatch], force: bool) -> Snapshot | None:
+        """Read `batches` (one poll's, or the slices of a read to the end) into the reader and
+        build the snapshot when anything changed (or `force`). A reset in any batch starts
+        over from it (a rewrite between two slices: the file from its start, in full)."""
+        reset = False
+        changed = self.last is None
+        new_entries: list[Entry] = []
+        for batch in batches:
+            if batch.reset is not None:
                 reset = changed = True
-                self._deleted = False
-                self._start_over()
-                new_entries = []
-            new_entries += self._reader.feed(batch.lines) if batch.lines else ()
-            changed = changed or bool(batch.lines)
+                self._deleted = batch.reset == "deleted"
+                if not self._deleted:
+                    self._start_over()
+                    new_entries = []
+            if batch.lines:
+                new_entries += self._reader.feed(batch.lines)
+                changed = True
         self._note_replies(new_entries)
         self._reader.set_pending_tail(batch.pending_bytes)
         if not changed and not force:
@@ -829,10 +824,6 @@ class LiveSession:
 
 BULK_LINES = 2_000
 """A batch of at least this many lines is read with the cyclic GC paused (`bulk_gc`)."""
-
-READ_SLICE_BYTES = SLICE_BYTES
-"""Bytes per poll of a read to the end (`LiveSession.refresh` without a limit): its lines are
-fed to the reader one poll at a time (a poll also stops at `tailer.POLL_LINES` lines)."""
 
 
 @contextmanager
