@@ -529,3 +529,25 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
     assert reader.conversation().messages == whole.conversation().messages
     assert reader.diagnostics[-1].line_no == path.read_bytes().count(b"\n") + 1  # the torn line, by number
     assert peak < 4 << 20, peak  # (the file's bytes alone are 0.3 MB; the old list ~26 MB)
+
+
+def test_a_line_over_the_cap_is_reported_alike_by_map_and_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than `MAX_LINE_BYTES` is one "oversized" diagnostic, not read, both in the
+    one-shot read (`read_rollout`: it read the whole line) and in the view's tailer (its
+    `OversizedLine` head was parsed and reported as bad JSON)."""
+    from ds4sessions.ingest import limits, tailer
+
+    for module in (limits, tailer):
+        monkeypatch.setattr(module, "MAX_LINE_BYTES", 3000)
+    data = MAIN.read_bytes()
+    big = b'{"timestamp":"2026-12-02T01:10:30.000Z","type":"event_msg","payload":{"type":"x","t":"' + b"y" * 5000 + b'"}}\n'
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(data + big)
+    shown = CodexReader(path)
+    shown.feed(tailer.Tailer(path).poll().lines)
+    read = read_rollout(path)
+    number = data.count(b"\n") + 1
+    assert [(d.kind, d.message, d.line_no) for d in read.diagnostics] == \
+        [(d.kind, d.message, d.line_no) for d in shown.diagnostics]
+    assert (read.diagnostics[-1].kind, read.diagnostics[-1].line_no) == ("oversized", number)
+    assert read.diagnostics[-1].message == "line of 5,089 bytes is longer than the 3,000-byte cap; not read"

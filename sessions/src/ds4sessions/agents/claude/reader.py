@@ -55,7 +55,7 @@ from ds4sessions.agents.base import (
     Usage,
 )
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostic, Problem
-from ds4sessions.ingest.limits import OversizedLine
+from ds4sessions.ingest.limits import OversizedLine, iter_lines
 
 CAPABILITIES = Capabilities(
     ds4_plan=False,
@@ -570,13 +570,13 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
 
 
 def read_lines(path: Path) -> Iterable[tuple[int, int, bytes]]:
-    """`(line_no, offset, raw)` of every line of `path` (the last one even without a newline).
-    Raises OSError when the file cannot be read."""
-    offset = 0
+    """`(line_no, offset, raw)` of every line of `path` (the last one even without a newline),
+    streamed by `ingest.limits.iter_lines` with this reader's cap: a line longer than
+    `MAX_LINE_BYTES` comes as an `OversizedLine` (its head), never whole in memory, as the
+    Claude Code view's tailer gives it. Raises OSError when the file cannot be read."""
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
+        for line_no, offset, raw, _ in iter_lines(f, MAX_LINE_BYTES):
             yield line_no, offset, raw
-            offset += len(raw)
 
 
 def read_transcript(path: Path, parent: str | None = None) -> Conversation:

@@ -44,16 +44,20 @@ ones stay visible.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ds4sessions.agents.common import iso_seconds as _seconds
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
+from ds4sessions.ingest import limits
+from ds4sessions.ingest.limits import OversizedLine
+from ds4sessions.ingest.limits import iter_lines as file_lines
 
 CAPABILITIES = Capabilities(
     ds4_plan=False,
@@ -257,6 +261,10 @@ class CodexReader:
             self._line(line_no, offset, raw)
 
     def _line(self, line_no: int, offset: int, raw: bytes) -> None:
+        if isinstance(raw, OversizedLine):  # (a line over the read's cap: only its head was kept)
+            self._diag("oversized", f"line of {raw.length:,} bytes is longer than the {limits.MAX_LINE_BYTES:,}-byte cap; "
+                       "not read", line_no, offset)
+            return
         stripped = raw.strip()
         if not stripped:
             return
@@ -358,22 +366,22 @@ class CodexReader:
         if path is None:
             self._diag("fork_parent_missing", f"forked from {parent}, whose rollout was not found: inherited history unknown")
             return
+        self._foreign = parent
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:  # (streamed, and only up to the fork's ordinal)
+                for line_no, offset, raw, _ in file_lines(f):
+                    try:
+                        ordinal = json.loads(raw).get("ordinal")
+                    except (ValueError, AttributeError):
+                        continue
+                    if not isinstance(ordinal, int) or ordinal >= upto:
+                        break
+                    self.inherited["rows"] += 1
+                    self._line_inherited(line_no, offset, raw)
         except OSError as error:
             self._diag("fork_parent_missing", f"parent rollout {path} unreadable: {error}")
-            return
-        self._foreign = parent
-        for line_no, offset, raw in iter_lines(data):
-            try:
-                ordinal = json.loads(raw).get("ordinal")
-            except (ValueError, AttributeError):
-                continue
-            if not isinstance(ordinal, int) or ordinal >= upto:
-                break
-            self.inherited["rows"] += 1
-            self._line_inherited(line_no, offset, raw)
-        self._foreign = None
+        finally:
+            self._foreign = None
 
     def _line_inherited(self, line_no: int, offset: int, raw: bytes) -> None:
         row = json.loads(raw)
@@ -790,30 +798,17 @@ def iter_lines(data: bytes) -> list[tuple[int, int, bytes]]:
     (core/src/rollout/recorder.rs) ends a line at `\\n` or `\\r\\n`, so a bare `\\r` is not a line
     end (`bytes.splitlines` made two lines of it); a trailing `\\r` is whitespace the reader
     strips. A torn last line is kept: at a final read the reader reports it as malformed when it
-    does not parse."""
-    out: list[tuple[int, int, bytes]] = []
-    offset = 0
-    for no, raw in enumerate(data.split(b"\n"), 1):
-        out.append((no, offset, raw))
-        offset += len(raw) + 1
-    if out and not out[-1][2]:  # (the empty piece after a final newline, or an empty file)
-        out.pop()
-    return out
+    does not parse. The lines of `ingest.limits.iter_lines` (what `read_rollout` streams, and the
+    Codex view's tailer splits alike), so a line over `MAX_LINE_BYTES` is an `OversizedLine`."""
+    return [(no, offset, raw) for no, offset, raw, _ in file_lines(io.BytesIO(data))]
 
 
 def read_rollout(path: Path, **options: Any) -> CodexReader:
-    """Read a whole rollout file, streamed (one line in memory at a time: a file of millions of
-    tiny lines never lands in memory as a list); `options` go to `CodexReader`. The lines are
-    `iter_lines`' (ended at `\\n` only). Raises OSError when unreadable."""
+    """Read a whole rollout file, streamed by `ingest.limits.iter_lines` (one read chunk in
+    memory at a time; lines end at `\\n` only, as in `iter_lines`; a line over `MAX_LINE_BYTES`
+    is reported, not read, as the Codex view's tailer reports it); `options` go to `CodexReader`.
+    Raises OSError when unreadable."""
     reader = CodexReader(path, **options)
     with open(path, "rb") as f:
-        reader.feed(_file_lines(f))
+        reader.feed((line_no, offset, raw) for line_no, offset, raw, _ in file_lines(f))
     return reader
-
-
-def _file_lines(f: Any) -> Iterator[tuple[int, int, bytes]]:
-    """`iter_lines(f.read())`, streamed: a binary file's lines end at `\\n` only."""
-    offset = 0
-    for no, raw in enumerate(f, 1):
-        yield no, offset, raw[:-1] if raw.endswith(b"\n") else raw
-        offset += len(raw)
