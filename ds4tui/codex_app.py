@@ -143,7 +143,7 @@ class CodexApp(SessionViewKeys):
             self.bytes_read = batch.offset
             if batch.lines:
                 new = True
-                self.reader.feed([(line.line_no, line.offset, line.raw) for line in batch.lines])
+                self.reader.feed(batch.lines)  # (tailer lines are (line_no, offset, raw) tuples)
         if not new and self.updates:
             return
         conv = self.reader.conversation()
