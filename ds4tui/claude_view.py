@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
-from ds4core.cache_state import fmt_gap
+from ds4core.epoch import dated_ahead, fmt_gap
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
 from ds4sessions.agents.claude.reader import MAX_LINE_BYTES, ClaudeReader
 from ds4sessions.agents.claude.views import cache_report, context_map, shown_category
@@ -189,8 +189,11 @@ class ClaudeApp(SessionViewKeys):
         state = c["state"]
         now = self.clock()
         remaining = None if state["expiresAt"] is None else max(state["expiresAt"] - now, 0.0)
+        ahead = dated_ahead(state["anchor"], now)
         if state["expiresAt"] is None:
             countdown = "cache: no write yet"
+        elif ahead is not None:
+            countdown = f"cache {state['tier']}: {ahead}"
         elif remaining:
             countdown = f"cache {state['tier']}: {fmt_seconds(remaining)} left"
         else:

@@ -177,3 +177,33 @@ def test_a_line_over_the_cap_is_the_same_diagnostic_as_a_whole_read(tmp_path: Pa
     got = [(d.kind, d.message, d.line_no) for d in tail.reader.conversation().diagnostics]
     assert got == [(d.kind, d.message, d.line_no) for d in claude_reader.read_transcript(path).diagnostics]
     assert ("line longer than 1000 bytes, not read", 6) in [(m, n) for _, m, n in got]
+
+
+def test_snapshot_of_a_deleted_transcript(snap_compare, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The view once its transcript is deleted: the last state read stays on screen (the
+    categories, the requests, the countdown at a fixed clock) and the status line says why."""
+    monkeypatch.chdir(tmp_path)
+    path = Path("s.jsonl")
+    shutil.copy(FIX, path)
+    app = ClaudeApp(path, env={}, watch=True, clock=lambda: 1_796_176_129.596)  # 2 min after the last request
+
+    async def delete(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause()
+        path.unlink()
+        app.refresh_data(force=False)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=delete)
+
+
+async def test_a_last_request_dated_in_the_future_starts_no_countdown(tmp_path: Path) -> None:
+    """A clock 187 days before the transcript's last request (a wrong timestamp or clock): no
+    countdown, and why (it showed "cache 5m: 4493:25:10 left")."""
+    app = ClaudeApp(FIX, env={}, watch=False, clock=lambda: 1_780_000_000.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        head = str(app.query_one("#head", Static).render())
+        assert "cache 5m: the last refresh is dated 187 d 5 h in the future (a wrong timestamp or clock), so no countdown" \
+            in " ".join(head.split()), head
+        assert " left" not in head
+

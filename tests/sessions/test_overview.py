@@ -149,6 +149,11 @@ def test_pi_countdown_follows_the_last_refresh_and_the_model_lifetime(home: Home
     assert warm.cache_at(expires - 42).words == "expiring · 0:42 left"
     assert warm.cache_at(expires - 0.2).countdown == "0:01"
     assert warm.cache_at(expires + 1).status == "cold"
+    # a last refresh dated more than 300 s after now (a wrong timestamp or clock): no countdown
+    assert warm.cache_at(expires - 300 - 300).words == "warm · 10:00 left"
+    ahead = warm.cache_at(expires - 300 - 301)
+    assert (ahead.status, ahead.words) == ("unknown", "no countdown")
+    assert ahead.label == "the last refresh is dated 5 min 1 s in the future (a wrong timestamp or clock), so no countdown"
     old = summaries[str(home.placed["pi-old"])]
     # 05's last reply is deepseek-v4-pro, which declares no promptCache: no countdown, said so
     assert old.cache_at(home.now).status == "unknown"

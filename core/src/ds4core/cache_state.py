@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ds4core.epoch import dated_ahead, fmt_gap
 from ds4core.models import Pricing
 from ds4core.usage import Usage
 
@@ -54,10 +55,6 @@ __all__ = [
 
 #: A warm cache with less than this many seconds left is "expiring" (issue 4; configurable).
 DEFAULT_EXPIRING_SECONDS = 60.0
-FUTURE_TOLERANCE_SECONDS = 300.0
-"""How far in the future (seconds) the last refresh may be dated and still start a countdown:
-clocks of two machines disagree by seconds, not by more than a lifetime. Beyond it the time is
-wrong (a bad timestamp, or a clock set far ahead), and the state is "unknown"."""
 #: A request is cold when it read less than (1 − this) of the previous request's prompt.
 DEFAULT_PARTIAL_MISS_RATIO = 0.1
 #: Catalog and recorded cost agree within max(absolute, relative × larger) USD.
@@ -75,21 +72,6 @@ def fmt_duration(seconds: float) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def fmt_gap(seconds: float) -> str:
-    """A human gap: `"45 s"`, `"9 min 30 s"`, `"2 h 5 min"`, `"260 d 8 h"`."""
-    total = int(round(seconds))
-    if total < 60:
-        return f"{total} s"
-    if total < 3600:
-        minutes, secs = divmod(total, 60)
-        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
-    if total >= 2 * 86400:
-        days, rest = divmod(total, 86400)
-        return f"{days} d {rest // 3600} h" if rest // 3600 else f"{days} d"
-    hours, rest = divmod(total, 3600)
-    return f"{hours} h {rest // 60} min" if rest // 60 else f"{hours} h"
 
 
 # --- Events ----------------------------------------------------------------------------------
@@ -240,10 +222,9 @@ class CacheClock:
             return CacheState("cold", None, None, None, self.lifetime_s, tier,
                               f"nothing cached yet for {self.model_key}; {lifetime}")
         remaining = expires - now
-        if last is not None and last - now > FUTURE_TOLERANCE_SECONDS:  # (a year-9999 reply is not warm for millennia)
-            return CacheState("unknown", None, None, last, self.lifetime_s, tier,
-                              f"the last refresh is dated {fmt_gap(last - now)} in the future (a wrong timestamp or "
-                              f"clock), so no countdown; {lifetime}")
+        ahead = dated_ahead(last, now)
+        if ahead is not None:
+            return CacheState("unknown", None, None, last, self.lifetime_s, tier, f"{ahead}; {lifetime}")
         if remaining <= 0:
             return CacheState("cold", remaining, expires, last, self.lifetime_s, tier,
                               f"expired {fmt_gap(-remaining)} ago; {lifetime}")

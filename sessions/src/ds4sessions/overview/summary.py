@@ -32,7 +32,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from ds4core.epoch import to_datetime
+from ds4core.epoch import dated_ahead, to_datetime
 
 if TYPE_CHECKING:  # imported where used: the first paint from the index needs only the dataclasses
     from ds4core.models import ModelTable
@@ -215,6 +215,9 @@ class SessionSummary:
         clock = self.cache
         if clock.lifetime_s is None:
             return CacheNow("unknown", None, None, clock.reason or clock.label)
+        ahead = dated_ahead(clock.last_refresh_s, now)
+        if ahead is not None:
+            return CacheNow("unknown", None, None, ahead)
         expires = clock.expires_at_s
         if expires is None:
             return CacheNow("cold", None, None, clock.label)
