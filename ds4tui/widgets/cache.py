@@ -40,7 +40,7 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 def _clock_time(seconds: float | None) -> str:
     when = to_datetime(seconds) if seconds is not None else None
-    return when.strftime("%H:%M:%S") if when is not None else "—"
+    return when.strftime("%H:%M:%S") if when is not None else f"{'—':<8}"  # (as wide as a time: the columns stay)
 
 
 def _usd(value: float | None) -> str:

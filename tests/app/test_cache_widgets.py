@@ -107,3 +107,20 @@ async def test_waiting_without_view() -> None:
 @pytest.mark.parametrize(("offset", "label"), [(30, "warm"), (265, "expiring"), (400, "cold")])
 def test_snapshot(snap_compare, view01: CacheView, offset: float, label: str) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(CacheApp(view01, Clock(REFRESH + offset)), terminal_size=(110, 48))
+
+
+def test_snapshot_of_reply_times_past_year_9999(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Replies dated year 10000: the countdown says why there is none, and the request times
+    are unknown ("—"); the tab drew a traceback before."""
+    import json
+
+    lines = []
+    for raw in SAMPLE.read_bytes().splitlines():
+        obj = json.loads(raw)
+        if obj.get("type") == "message":
+            obj["message"]["timestamp"] = 253402300800000
+        lines.append(json.dumps(obj).encode())
+    path = tmp_path / "y10k.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    view = cache_view(open_snapshot(path), now=REFRESH)
+    assert snap_compare(CacheApp(view, Clock(REFRESH)), terminal_size=(110, 40))
