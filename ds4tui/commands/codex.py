@@ -48,14 +48,13 @@ def _pi_header(path: Path) -> bool:
 
 def read_conversation(agent, path: Path):  # type: ignore[no-untyped-def]
     """The whole file read by `agent`'s reader; the frozen `Conversation`."""
-    from ds4sessions.agents.codex.reader import iter_lines
+    from ds4sessions.agents.codex.reader import feed_rollout
 
     reader = agent.reader(path)
     try:
-        data = path.read_bytes()
+        feed_rollout(reader, path)  # (streamed: a line at a time)
     except OSError as error:
         fail(f"{path}: cannot read: {error.strerror or error}")
-    reader.feed(iter_lines(data))
     return reader.conversation()
 
 

@@ -509,8 +509,9 @@ def test_a_bare_carriage_return_does_not_end_a_line() -> None:
 
 
 def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
-    """`read_rollout` reads the file a line at a time, with `iter_lines`' lines (it held the
-    file's bytes and a list of every line: ~130 bytes a line for a file of blank lines)."""
+    """`read_rollout` and the CLI's `read_conversation` read the file a line at a time, with
+    `iter_lines`' lines (they held the file's bytes and a list of every line: ~130 bytes a line
+    for a file of blank lines)."""
     import tracemalloc
 
     path = tmp_path / "r.jsonl"
@@ -529,6 +530,17 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
     assert reader.conversation().messages == whole.conversation().messages
     assert reader.diagnostics[-1].line_no == path.read_bytes().count(b"\n") + 1  # the torn line, by number
     assert peak < 4 << 20, peak  # (the file's bytes alone are 0.3 MB; the old list ~26 MB)
+    # and the read `ds4tui map/cache/context` make (it read the bytes and listed every line)
+    from ds4sessions.agents.codex import CodexAgent
+    from ds4tui.commands.codex import read_conversation
+
+    tracemalloc.start()
+    try:
+        conversation = read_conversation(CodexAgent(), path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert conversation.messages == whole.conversation().messages and peak < 4 << 20, peak
 
 
 def test_a_line_over_the_cap_is_reported_alike_by_map_and_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

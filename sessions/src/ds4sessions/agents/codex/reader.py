@@ -803,12 +803,16 @@ def iter_lines(data: bytes) -> list[tuple[int, int, bytes]]:
     return [(no, offset, raw) for no, offset, raw, _ in file_lines(io.BytesIO(data))]
 
 
-def read_rollout(path: Path, **options: Any) -> CodexReader:
-    """Read a whole rollout file, streamed by `ingest.limits.iter_lines` (one read chunk in
-    memory at a time; lines end at `\\n` only, as in `iter_lines`; a line over `MAX_LINE_BYTES`
-    is reported, not read, as the Codex view's tailer reports it); `options` go to `CodexReader`.
-    Raises OSError when unreadable."""
-    reader = CodexReader(path, **options)
+def feed_rollout(reader: CodexReader, path: Path) -> CodexReader:
+    """Feed the whole rollout file at `path` to `reader` (returned), streamed by
+    `ingest.limits.iter_lines`: one read chunk in memory at a time, lines ended at `\\n` only (as
+    in `iter_lines`), a line over `MAX_LINE_BYTES` reported, not read, as the Codex view's tailer
+    reports it. Raises OSError when the file cannot be read."""
     with open(path, "rb") as f:
         reader.feed((line_no, offset, raw) for line_no, offset, raw, _ in file_lines(f))
     return reader
+
+
+def read_rollout(path: Path, **options: Any) -> CodexReader:
+    """`feed_rollout` into a new `CodexReader(path, **options)`. Raises OSError when unreadable."""
+    return feed_rollout(CodexReader(path, **options), path)
