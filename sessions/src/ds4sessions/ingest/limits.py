@@ -195,12 +195,17 @@ def iter_lines(f: BinaryIO, cap: int | None = None) -> Iterator[tuple[int, int, 
         cut = 0
         while True:
             nl = chunk.find(b"\n", cut)
+            if nl != -1 and not parts and not skipped and nl - cut <= cap:
+                # a whole line inside the chunk (the usual one): nothing held before it
+                line_no += 1
+                yield line_no, offset, chunk[cut:nl], True
+                offset += nl - cut + 1
+                cut = nl + 1
+                continue
             piece = chunk[cut:] if nl == -1 else chunk[cut:nl]
             if skipped or held + len(piece) > cap:
                 if not skipped:
-                    head = b"".join(parts)[:HEAD_KEPT] if parts else piece[:HEAD_KEPT]
-                    if len(head) < HEAD_KEPT:
-                        head = (head + piece)[:HEAD_KEPT]
+                    head = (b"".join(parts) + piece[:HEAD_KEPT])[:HEAD_KEPT]
                     skipped = held
                     parts, held = [], 0
                 skipped += len(piece)

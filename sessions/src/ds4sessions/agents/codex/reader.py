@@ -808,8 +808,10 @@ def feed_rollout(reader: CodexReader, path: Path) -> CodexReader:
     `ingest.limits.iter_lines`: one read chunk in memory at a time, lines ended at `\\n` only (as
     in `iter_lines`), a line over `MAX_LINE_BYTES` reported, not read, as the Codex view's tailer
     reports it. Raises OSError when the file cannot be read."""
+    line = reader._line  # (what `feed` does per line, without a second generator around the lines)
     with open(path, "rb") as f:
-        reader.feed((line_no, offset, raw) for line_no, offset, raw, _ in file_lines(f))
+        for line_no, offset, raw, _ in file_lines(f):
+            line(line_no, offset, raw)
     return reader
 
 
