@@ -52,12 +52,14 @@ class ClaudeTail:
     the reader started over. A file that was truncated, rewritten in place or replaced is read
     again from its start with a new reader; a deleted one keeps the last state, said in
     `error` until it appears again. OSError (unreadable) leaves the state as it was and is
-    reported in `error`.
+    reported in `error`. `note` says why the file was read again from its start, until lines are
+    appended to it.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: str | None = None
+        self.note: str | None = None
         self._tailer = Tailer(path, cap=MAX_LINE_BYTES)  # (the reader's own cap, 64 MiB)
         self._gone = False
         self._reset()
@@ -80,9 +82,13 @@ class ClaudeTail:
             return False
         self._gone = False
         self.error = None
-        if batch.reset is not None:
+        if batch.reset is not None:  # truncated, rewritten, replaced, appeared
             self._reset()
+            how = "created again" if batch.reset == "appeared" else batch.reset
+            self.note = f"{self.path} was {how}: read again from its start"
             changed = True
+        elif batch.lines:
+            self.note = None
         if batch.lines:
             self.reader.feed(batch.lines)
             self.line_no = batch.lines[-1].line_no
@@ -213,6 +219,7 @@ class ClaudeApp(SessionViewKeys):
         status = [f"{len(c['history']['records'])} requests, {len(c['history']['misses'])} misses"]
         if problems:
             status.append(f"⚠ {problems} problem{'' if problems == 1 else 's'}")
-        if self.tail.error:
-            status.append(literal(self.tail.error, keep_newlines=False))
+        for said in (self.tail.error, self.tail.note):
+            if said:
+                status.append(literal(said, keep_newlines=False))
         self.query_one("#status", Static).update(" · ".join(status))

@@ -146,7 +146,7 @@ def test_the_tail_starts_over_on_a_replaced_file_and_keeps_the_state_of_a_delete
     staged = tmp_path / "staged.jsonl"
     shutil.copy(other, staged)
     staged.replace(path)
-    assert tail.poll() is True
+    assert tail.poll() is True and tail.note == f"{path} was replaced: read again from its start"
     _read_all(tail)
     assert _map_of(tail.reader.conversation()) == _map_of(read_transcript(other))
     assert not tail.reader.conversation().diagnostics
@@ -156,9 +156,12 @@ def test_the_tail_starts_over_on_a_replaced_file_and_keeps_the_state_of_a_delete
     assert tail.error == f"{path} was deleted: the last state read is shown"
     assert _map_of(tail.reader.conversation()) == shown
     shutil.copy(FIX, path)
-    assert tail.poll() is True and tail.error is None
+    assert tail.poll() is True and tail.error is None and tail.note == f"{path} was created again: read again from its start"
     _read_all(tail)
     assert _map_of(tail.reader.conversation()) == _map_of(read_transcript(path))
+    with path.open("ab") as f:  # an append: the note has been read
+        f.write(FIX.read_bytes().splitlines(keepends=True)[-1])
+    assert tail.poll() is True and tail.note is None
 
 
 def test_a_line_over_the_cap_is_the_same_diagnostic_as_a_whole_read(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
