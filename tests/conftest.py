@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -60,3 +61,15 @@ def _utc_and_isolated_agent_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factor
 def sample01() -> Path:
     """A real Pi-written session that always ships with the tests (01-tools-and-image)."""
     return FIXTURES / "pi" / "01-tools-and-image.jsonl"
+
+
+def traced_peak(call: Callable[[], Any]) -> tuple[Any, int]:
+    """(`call()`, the peak of the bytes Python allocated while it ran: tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -280,7 +280,7 @@ def test_incremental_feed_equals_whole_read() -> None:
 def test_a_line_over_the_cap_is_never_whole_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`read_transcript` streams lines with the reader's cap: a 16 MB line over a 1,000-byte cap
     is reported and only its head is read (the file iterator read it whole first)."""
-    import tracemalloc
+    from tests.conftest import traced_peak
 
     from ds4sessions.agents.claude import reader as claude_reader
 
@@ -288,11 +288,6 @@ def test_a_line_over_the_cap_is_never_whole_in_memory(tmp_path: Path, monkeypatc
     lines = (FIX / "manual-compact-diagnostics.jsonl").read_bytes().splitlines(keepends=True)
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"".join(lines[:5]) + b'{"type":"user","x":"' + b"y" * 16_000_000 + b'"}\n' + b"".join(lines[5:]))
-    tracemalloc.start()
-    try:
-        conversation = read_transcript(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    conversation, peak = traced_peak(lambda: read_transcript(path))
     assert ("line longer than 1000 bytes, not read", 6) in [(d.message, d.line_no) for d in conversation.diagnostics]
     assert peak < 6_000_000, peak  # (read chunks; the whole line: 32 MB)

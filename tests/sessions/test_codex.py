@@ -512,7 +512,7 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
     """`read_rollout` and the CLI's `read_conversation` read the file a line at a time, with
     `iter_lines`' lines (they held the file's bytes and a list of every line: ~130 bytes a line
     for a file of blank lines)."""
-    import tracemalloc
+    from tests.conftest import traced_peak
 
     path = tmp_path / "r.jsonl"
     data = MAIN.read_bytes()
@@ -520,12 +520,7 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
                      data[len(data) // 2:].split(b"\n", 1)[1] + b'{"torn"')
     whole = CodexReader(path)
     whole.feed(iter_lines(path.read_bytes()))
-    tracemalloc.start()
-    try:
-        reader = read_rollout(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    reader, peak = traced_peak(lambda: read_rollout(path))
     assert reader.row_types == whole.row_types and reader.diagnostics == whole.diagnostics
     assert reader.conversation().messages == whole.conversation().messages
     assert reader.diagnostics[-1].line_no == path.read_bytes().count(b"\n") + 1  # the torn line, by number
@@ -534,12 +529,7 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
     from ds4sessions.agents.codex import CodexAgent
     from ds4tui.commands.codex import read_conversation
 
-    tracemalloc.start()
-    try:
-        conversation = read_conversation(CodexAgent(), path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    conversation, peak = traced_peak(lambda: read_conversation(CodexAgent(), path))
     assert conversation.messages == whole.conversation().messages and peak < 4 << 20, peak
 
 

@@ -194,7 +194,7 @@ def test_a_whole_read_holds_a_bounded_number_of_lines(tmp_path: Path, sample01: 
     """`refresh()` without a limit reads the file in polls of at most `POLL_LINES` lines (a file
     of 8M blank lines took 1.35 GB as one poll's lines) and makes the snapshot one poll makes:
     the same map, turns and diagnostics, one snapshot."""
-    import tracemalloc
+    from tests.conftest import traced_peak
 
     from ds4sessions.ingest import tailer
     from ds4tui.mapdata import dumps_map, map_json
@@ -205,12 +205,7 @@ def test_a_whole_read_holds_a_bounded_number_of_lines(tmp_path: Path, sample01: 
     one = LiveSession(path).refresh()
     monkeypatch.setattr(tailer, "POLL_LINES", 5_000)
     live = LiveSession(path)
-    tracemalloc.start()
-    try:
-        snap = live.refresh()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    snap, peak = traced_peak(live.refresh)
     assert snap is not None and snap.unread_bytes == 0 and snap.version == one.version
     assert dumps_map(map_json(snap)).replace(str(path), "") == dumps_map(map_json(one)).replace(str(path), "")
     assert live.reader.last_line_no == len(lines) + 300_000 and live.reader.end_offset == path.stat().st_size
