@@ -20,7 +20,7 @@ from ds4sessions.agents.pi.context import build_context
 from ds4sessions.agents.pi.entries import StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
 from ds4sessions.ingest import live
-from ds4sessions.ingest.live import Turn, _extend_turns, _local_time, _preview, _turn_numbers, build_turns, open_snapshot
+from ds4sessions.ingest.live import Turn, _extend_turns, _preview, _turn_numbers, _zone, build_turns, open_snapshot
 from tests.conftest import ROOT
 from tests.sessions.test_slim_blocks import sample_files
 
@@ -31,7 +31,7 @@ needs_c = pytest.mark.skipif(slim._cprep is None, reason="the C extension _cprep
 
 
 def _c(messages: list[Any], ids: list[Any], tokens: list[Any], numbers: dict[str, int]) -> Any:
-    return slim._cprep.turns(messages, ids, tokens, numbers, Turn, _local_time, _preview, StandIn)
+    return slim._cprep.turns(messages, ids, tokens, numbers, Turn, _zone, _preview, StandIn)
 
 
 def _python(messages: list[Any], ids: list[Any], tokens: list[Any], numbers: dict[str, int]) -> tuple[Turn, ...]:

@@ -167,6 +167,45 @@ print(n, bad)
         assert (n, bad) == (2 * 4 * 31 * 48 * 3, 0), zone
 
 
+def test_turn_local_time_in_c_equals_python_at_range_edges_and_across_zones() -> None:
+    """`_cprep.local_time` (what the turns call) equals `_local_time_py` (fromtimestamp,
+    localtime, astimezone): same value, ISO text and zone object, or None alike, for ints and
+    floats at the ends of datetime's range (both sides of UTC), half-microsecond roundings,
+    ints past 2**53, NaN and infinities; run in child processes, one per zone."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import random, time
+time.tzset()
+from ds4sessions.ingest.live import _c, _local_time, _local_time_py
+assert _c is not None
+edges = [253402300799999, 253402300800000, -62135596800000, -62135596800001, 0, -1, 1]
+values = []
+for e in edges:
+    values += [e + d for d in range(-3, 4)] + [e + 0.0005, e - 0.0005, e + 0.0015, float(e)]
+values += [2**53, 2**53 + 1, -2**53, -2**53 - 1, 10**30, -10**30, float("nan"), float("inf"), -float("inf"), 1e300]
+rng = random.Random(7)
+values += [rng.uniform(-7e13, 2.6e14) for _ in range(20000)] + [rng.randrange(-63 * 10**12, 254 * 10**12) for _ in range(20000)]
+values += [round(rng.uniform(0, 2e12), 4) for _ in range(20000)]
+bad = nones = 0
+for v in values:
+    a, b = _local_time(v), _local_time_py(v)
+    nones += a is None
+    if a != b or (a is not None and (a.isoformat(), a.tzinfo) != (b.isoformat(), b.tzinfo)) or (a is None) != (b is None):
+        bad += 1
+print(len(values), nones, bad)
+"""
+    for zone in ("UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago", "Australia/Lord_Howe", "America/St_Johns"):
+        if zone != "UTC" and not Path("/usr/share/zoneinfo", zone).exists():
+            continue
+        env = {**os.environ, "TZ": zone}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        n, nones, bad = map(int, out.split())
+        assert bad == 0 and nones >= 20, (zone, n, nones, bad)
+
+
 def test_force_reads_the_file_again_from_its_start(sample01: Path, tmp_path: Path) -> None:
     """`refresh(force=True)` (the TUI's `r`) reads the whole file again: a rewrite in place that
     kept the size and the modification time is invisible to the tail, not to a re-read."""

@@ -275,7 +275,7 @@ def build_turns(
         _c is not None and type(messages) is list and type(entry_ids) is list and type(tokens) is list
         and type(numbers) is dict
     ):
-        made = _c.turns(messages, entry_ids, tokens, numbers, Turn, _local_time, _preview, StandIn)
+        made = _c.turns(messages, entry_ids, tokens, numbers, Turn, _zone, _preview, StandIn)
         if made is not None:
             return made  # type: ignore[no-any-return]
     return _extend_turns((), messages, entry_ids, tokens, numbers, 0)
@@ -366,17 +366,30 @@ def _local_time(ms: float) -> dt.datetime | None:
     in _datetimemodule.c): `timezone(timedelta(seconds=tm_gmtoff), tm_zone)` of `time.localtime`
     at the instant's whole UTC seconds (floored), so only the zone object is not new. None (an
     unknown time) for a time `datetime` cannot hold: before year 1 or after 9999 (a written
-    message time, so bad input, not an error)."""
+    message time, so bad input, not an error). In C (`_cprep.local_time`: ~0.1 µs instead of
+    ~2.5 µs, once per turn) when the extension is built; `_local_time_py` otherwise."""
+    if _c is not None:
+        return _c.local_time(ms, _zone)  # type: ignore[no-any-return]
+    return _local_time_py(ms)
+
+
+def _local_time_py(ms: float) -> dt.datetime | None:
+    """`_local_time` in Python."""
     try:
         when = dt.datetime.fromtimestamp(ms / 1000, tz=_UTC)
         local = time.localtime((when - _UNIX_EPOCH) // _SECOND)
-        key = (local.tm_gmtoff, local.tm_zone)
-        zone = _ZONES.get(key)
-        if zone is None:
-            zone = _ZONES[key] = dt.timezone(dt.timedelta(seconds=local.tm_gmtoff), local.tm_zone)
-        return when.astimezone(zone)  # (raises too at the range's edge, east of UTC)
+        return when.astimezone(_zone(local.tm_gmtoff, local.tm_zone))  # (raises too at the range's edge, east of UTC)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def _zone(gmtoff: int, name: str) -> dt.timezone:
+    """The shared zone of UTC offset `gmtoff` (seconds) and `name` (`_ZONES`)."""
+    key = (gmtoff, name)
+    zone = _ZONES.get(key)
+    if zone is None:
+        zone = _ZONES[key] = dt.timezone(dt.timedelta(seconds=gmtoff), name)
+    return zone
 
 
 def _retokened(

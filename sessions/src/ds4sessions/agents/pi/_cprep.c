@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
+#include <datetime.h>
 
 /* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
 /* `hashlib.blake2b(data, digest_size=16).digest()`: the key `Cl100kCounter.text` uses for a
@@ -2682,9 +2684,127 @@ static Py_ssize_t tool_calls(PyObject *messages, Py_ssize_t start, Py_ssize_t en
     return calls;
 }
 
+/* ---- a turn's local time ---------------------------------------------------------------- */
+
+/* The last zone `zone_of` gave, by (UTC offset, name): most turns of a session share one. */
+static PyObject *zone_factory, *zone_cached;
+static long zone_gmtoff;
+static char zone_name[64];
+
+/* CPython 3.11's `_PyTime_RoundHalfEven` (Python/pytime.c). */
+static double round_half_even(double x)
+{
+    double rounded = round(x);
+    if (fabs(x - rounded) == 0.5)
+        rounded = 2.0 * round(x / 2.0);
+    return rounded;
+}
+
+/* 1 when `t` (seconds since the epoch, UTC) is a time from year 1 to 9999, with its broken-down
+ * UTC fields in *tm; else 0. */
+static int utc_fields(long long t, struct tm *tm)
+{
+    time_t when = (time_t)t;
+    if ((long long)when != t || gmtime_r(&when, tm) == NULL)
+        return 0;
+    return tm->tm_year + 1900 >= 1 && tm->tm_year + 1900 <= 9999;
+}
+
+/* `local_time(ms, zone_of)`: `live._local_time(ms)`, i.e.
+ * `datetime.fromtimestamp(ms / 1000, tz=utc).astimezone(zone)` with
+ * `zone = zone_of(tm_gmtoff, tm_zone)` of `time.localtime` at the instant's whole seconds
+ * (CPython's `astimezone()` rule, `local_timezone_from_timestamp` in _datetimemodule.c), or
+ * None for a time `datetime` cannot hold (before year 1 or after 9999, at either end), NaN or
+ * infinity. `ms` is an int or a float (not a bool: the caller checks). The seconds and
+ * microseconds are those of `datetime.fromtimestamp` (CPython 3.11 `_PyTime_ObjectToTimeval`,
+ * round half to even); `ms / 1000` of an int is exact below 2**53, and any int beyond that is
+ * out of range anyway. New reference, or NULL with an exception (raised by `zone_of`). */
+static PyObject *local_time_of(PyObject *ms, PyObject *zone_of)
+{
+    double d, intpart, frac;
+    long long sec;
+    long us;
+    struct tm utc, local;
+    time_t when;
+    if (PyLong_Check(ms)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(ms, &overflow);
+        if (value == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow || value > (1LL << 53) || value < -(1LL << 53))
+            Py_RETURN_NONE;
+        d = (double)value / 1000.0;
+    } else if (PyFloat_Check(ms)) {
+        d = PyFloat_AS_DOUBLE(ms) / 1000.0;
+    } else {
+        PyErr_SetString(PyExc_TypeError, "local_time: an int or a float");
+        return NULL;
+    }
+    if (!isfinite(d) || fabs(d) > 1e15)
+        Py_RETURN_NONE;
+    frac = modf(d, &intpart);
+    frac = round_half_even(frac * 1e6);
+    if (frac >= 1e6) {
+        frac -= 1e6;
+        intpart += 1.0;
+    } else if (frac < 0) {
+        frac += 1e6;
+        intpart -= 1.0;
+    }
+    sec = (long long)intpart;
+    us = (long)frac;
+    if (!utc_fields(sec, &utc))
+        Py_RETURN_NONE;
+    when = (time_t)sec;
+    if (localtime_r(&when, &local) == NULL)
+        Py_RETURN_NONE;
+    if (!utc_fields(sec + local.tm_gmtoff, &utc))  /* the local time, as `astimezone` makes it */
+        Py_RETURN_NONE;
+    {
+        const char *name = local.tm_zone != NULL ? local.tm_zone : "";
+        if (zone_cached == NULL || zone_factory != zone_of || zone_gmtoff != local.tm_gmtoff ||
+            strncmp(zone_name, name, sizeof zone_name) != 0 || strlen(name) >= sizeof zone_name) {
+            PyObject *offset = PyLong_FromLong(local.tm_gmtoff), *label, *zone;
+            if (offset == NULL)
+                return NULL;
+            label = PyUnicode_DecodeLocale(name, "surrogateescape");  /* as `time.localtime` */
+            if (label == NULL) {
+                Py_DECREF(offset);
+                return NULL;
+            }
+            zone = PyObject_CallFunctionObjArgs(zone_of, offset, label, NULL);
+            Py_DECREF(offset);
+            Py_DECREF(label);
+            if (zone == NULL)
+                return NULL;
+            Py_XSETREF(zone_cached, zone);
+            Py_XSETREF(zone_factory, Py_NewRef(zone_of));
+            zone_gmtoff = local.tm_gmtoff;
+            strncpy(zone_name, name, sizeof zone_name - 1);
+            zone_name[sizeof zone_name - 1] = '\0';
+        }
+    }
+    return PyDateTimeAPI->DateTime_FromDateAndTime(
+        utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, (int)us,
+        zone_cached, PyDateTimeAPI->DateTimeType);
+}
+
+static PyObject *py_local_time(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "local_time takes 2 arguments");
+        return NULL;
+    }
+    if (PyBool_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "local_time: an int or a float");
+        return NULL;
+    }
+    return local_time_of(args[0], args[1]);
+}
+
 /* What `close` reads, for `close_turn`. */
 typedef struct {
-    PyObject *messages, *entry_ids, *tokens, *numbers, *local_time, *preview;
+    PyObject *messages, *entry_ids, *tokens, *numbers, *local_time /* its `zone_of` */, *preview;
     PyTypeObject *type;
     Py_ssize_t offsets[T_FIELDS];
 } Turns;
@@ -2712,7 +2832,7 @@ static int close_turn(Turns *t, Py_ssize_t start, Py_ssize_t end, Py_ssize_t num
         if (ts == NULL && PyErr_Occurred())
             return -1;
         if (ts != NULL && (PyLong_Check(ts) || PyFloat_Check(ts)) && !PyBool_Check(ts))
-            values[T_TIME] = PyObject_CallOneArg(t->local_time, ts);
+            values[T_TIME] = local_time_of(ts, t->local_time);
         else
             values[T_TIME] = Py_NewRef(Py_None);
         if (values[T_TIME] == NULL)
@@ -3105,7 +3225,9 @@ static PyMethodDef module_methods[] = {
      "attribute(messages, entry_ids, count, counted_name, in_llm_context, segment, standin) -> "
      "(totals, children, segments, message_tokens, total)."},
     {"turns", (PyCFunction)(void (*)(void))py_turns, METH_FASTCALL,
-     "turns(messages, entry_ids, tokens, turn_numbers, turn_type, local_time, preview, standin) -> tuple or None."},
+     "turns(messages, entry_ids, tokens, turn_numbers, turn_type, zone_of, preview, standin) -> tuple or None."},
+    {"local_time", (PyCFunction)(void (*)(void))py_local_time, METH_FASTCALL,
+     "local_time(ms, zone_of) -> datetime or None: `live._local_time(ms)`."},
     {"branch_scan", (PyCFunction)(void (*)(void))py_branch_scan, METH_FASTCALL,
      "branch_scan(branch_entry_ids, by_id, entry_type, standin) -> (last compaction, turn numbers) or None."},
     {"role_counts", (PyCFunction)(void (*)(void))py_role_counts, METH_FASTCALL,
@@ -3157,6 +3279,9 @@ PyMODINIT_FUNC PyInit__cprep(void)
     int i;
     static const char *roles[] = {"system", "user", "assistant", "toolResult", "custom", "branchSummary",
                                   "compactionSummary"};
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
+        return NULL;
     key_codes = PyDict_New();
     if (key_codes == NULL)
         return NULL;
