@@ -158,3 +158,92 @@ def test_branch_scan_hands_back_what_it_does_not_read() -> None:
 
 class _Mapping(dict):  # type: ignore[type-arg]
     pass
+
+
+PARENTS = ["(previous)", "(previous)", "(previous)", None, "", "e1", "e3", "zz", 7]
+
+
+@st.composite
+def _sessions(draw: Any) -> list[bytes]:
+    """A small version-3 session: mostly a chain (each parent the entry before), with ids drawn
+    from a small pool (so some repeat), odd parents, entries without ids, compactions and
+    non-message entries."""
+    import json
+
+    lines = [json.dumps({"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"})]
+    previous: Any = draw(st.sampled_from([None, None, "zz", "e4"]))  # the first parent
+    for k in range(draw(st.integers(1, 8))):
+        eid = draw(st.sampled_from([f"e{k}"] * 4 + ["e1", None, 5]))
+        parent = draw(st.sampled_from(PARENTS)) if k else previous
+        parent = previous if parent == "(previous)" else parent
+        kind = draw(st.sampled_from(["user", "assistant", "user", "compaction", "model_change"]))
+        entry: dict[str, Any] = {"id": eid, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z"}
+        if kind == "compaction":
+            entry.update(type="compaction", summary="s", firstKeptEntryId="e0", tokensBefore=10)
+        elif kind == "model_change":
+            entry.update(type="model_change", provider="p", modelId="m")
+        else:
+            entry.update(type="message", message={"role": kind, "content": [{"type": "text", "text": f"t{k}"}], "timestamp": k})
+        lines.append(json.dumps(entry))
+        previous = eid
+    return [line.encode() + b"\n" for line in lines]
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(_sessions())
+def test_one_chain_path_equals_the_walk_on_generated_sessions(lines: list[bytes]) -> None:
+    """`_cprep.linear_path` (a session that is one chain: its whole list, no id lookups) and the
+    branch scan over `SessionContext.chain` give the contexts, facts and turn numbers of the
+    walk by ids, on both readers; a session is taken as one chain exactly when the walk from
+    its last entry meets all its entries, no id repeats and the first entry's parent is no id."""
+    import tempfile
+
+    from ds4sessions.agents.pi.context import branch_path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.jsonl"
+        path.write_bytes(b"".join(lines))
+        for reader in (_reader_of(path), _slim_reader(path)):
+            saved = live._c, context_module._cprep
+            live._c = context_module._cprep = None
+            try:
+                walked = build_context(reader)
+                expected = _branch_scan(walked, reader), _full_facts(walked, reader)
+                walk = branch_path(reader)
+            finally:
+                live._c, context_module._cprep = saved
+            got = build_context(reader)
+            assert got == walked and got.warnings == walked.warnings
+            assert (_branch_scan(got, reader), _full_facts(got, reader)) == expected
+            assert branch_path(reader) == walk
+            ids = [e.id for e in reader.entries]
+            root_parent = reader.entries[0].parent_id
+            one_chain = len(walk) == len(reader.entries) and None not in ids and len(set(ids)) == len(ids) and (
+                root_parent is None or root_parent not in ids  # (else a cycle through the whole file: walked)
+            )
+            assert (got.chain is not None) == one_chain
+            assert walked.chain is None
+
+
+def _slim_reader(path: Path) -> Any:
+    reader = SlimReader(path, StandInLedger(CharsV1Counter(), message_parts))
+    slim.read_whole_file(reader, path)
+    return reader
+
+
+@needs_c
+def test_one_chain_is_taken_without_id_lookups_and_a_cycle_is_not(tmp_path: Path) -> None:
+    """The chain answer is the session's entry list (a copy) for a plain session; a first entry
+    whose parent is a later entry's id (a cycle through the whole file) is walked instead."""
+    def entry(eid: str, parent: str | None) -> Entry:
+        return Entry("message", eid, parent, "", StandIn({"role": "user", "content": "x"}), 1, 0, 1)
+
+    a, b, c = entry("a", None), entry("b", "a"), entry("c", "b")
+    assert slim._cprep.linear_path([a, b, c], {"a": a, "b": b, "c": c}, Entry) == [a, b, c]
+    assert slim._cprep.linear_path([entry("a", "zz"), b], {"a": a, "b": b}, Entry) is not None  # (a missing parent: a root)
+    cyclic = entry("a", "c")
+    assert slim._cprep.linear_path([cyclic, b, c], {"a": cyclic, "b": b, "c": c}, Entry) is None
+    assert slim._cprep.linear_path([a, c], {"a": a, "c": c}, Entry) is None  # (c's parent is not a)
+    assert slim._cprep.linear_path([a, b, b], {"a": a, "b": b}, Entry) is None  # (an id twice)
+    assert slim._cprep.linear_path([], {}, Entry) is None

@@ -193,7 +193,10 @@ def _branch_scan(ctx: SessionContext, reader: PiSessionReader) -> tuple[int | No
     """One walk of the branch's entry ids: the position of the last compaction on it (None
     without one) and, for each user prompt, its 1-based turn number on the branch."""
     ids, by_id = ctx.branch_entry_ids, reader.by_id
-    if _c is not None and type(ids) is list and type(by_id) is dict:
+    chain, entries = ctx.chain, reader.entries
+    if chain is not None and len(chain) == len(entries) == len(ids) and chain[-1] is entries[-1]:
+        by_id = chain  # (nothing read since `build_context` found one chain: `by_id[ids[i]]` is `chain[i]`)
+    if _c is not None and type(ids) is list and type(by_id) in (dict, list):
         scanned = _c.branch_scan(ids, by_id, Entry, StandIn)  # the same loop in C (tests/sessions/test_c_scans.py)
         if scanned is not None:
             return scanned  # type: ignore[no-any-return]
@@ -965,5 +968,5 @@ def _numbers_only(snap: Snapshot) -> Snapshot:
     light.labels, light.session_name, light.leaf_id = session.labels, session.session_name, session.leaf_id
     light.diagnostics, light.end_offset, light.last_line_no = session.diagnostics, session.end_offset, session.last_line_no
     light.identity = session.identity
-    context = replace(snap.context, messages=[], message_entry_ids=[], branch_entry_ids=[], context_entry_ids=[])
+    context = replace(snap.context, messages=[], message_entry_ids=[], branch_entry_ids=[], context_entry_ids=[], chain=None)
     return replace(snap, session=light, context=context, _lineage=None, _requests=None)

@@ -2992,8 +2992,65 @@ static int entry_message(PyObject *raw, PyObject *standin, PyObject **message)
     return 0;
 }
 
+/* `linear_path(entries, by_id, entry_type)`: `context.branch_path(session)` from the last entry
+ * (the default leaf) without a dict lookup per entry, for a session whose entries form one
+ * chain in file order: each an `entry_type` object (slots) with a string id, no id used twice
+ * (`by_id` holds as many ids as there are entries), each entry's parent the entry before it
+ * (the same string), and the first one's parent None or an id no entry has. The walk from the
+ * last entry then meets every entry, last to first, and stops after the first: a new list
+ * equal to `entries`. None for any other session (the walk answers). */
+static PyObject *py_linear_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *fields[2] = {"id", "parent_id"};
+    PyObject *entries, *by_id, *previous = NULL;
+    Py_ssize_t offsets[2], i, n;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "linear_path takes 3 arguments");
+        return NULL;
+    }
+    entries = args[0];
+    by_id = args[1];
+    if (!PyList_CheckExact(entries) || !PyDict_CheckExact(by_id)) {
+        PyErr_SetString(PyExc_TypeError, "linear_path: a list of entries and a dict");
+        return NULL;
+    }
+    if (slot_layout(args[2], fields, 2, offsets) < 0)
+        return NULL;
+    n = PyList_GET_SIZE(entries);
+    if (n == 0 || PyDict_GET_SIZE(by_id) != n)
+        Py_RETURN_NONE;
+    for (i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i), *id, *parent;
+        if ((PyObject *)Py_TYPE(entry) != args[2])
+            Py_RETURN_NONE;
+        id = *(PyObject **)((char *)entry + offsets[0]);
+        parent = *(PyObject **)((char *)entry + offsets[1]);
+        if (id == NULL || parent == NULL || !PyUnicode_CheckExact(id))
+            Py_RETURN_NONE;
+        if (i == 0) {
+            if (parent != Py_None) {
+                int known;
+                if (!PyUnicode_CheckExact(parent))
+                    Py_RETURN_NONE;
+                known = PyDict_Contains(by_id, parent);
+                if (known < 0)
+                    return NULL;
+                if (known)
+                    Py_RETURN_NONE;
+            }
+        } else if (parent != previous && (!PyUnicode_CheckExact(parent) || PyUnicode_Compare(parent, previous) != 0)) {
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        previous = id;
+    }
+    return PyList_GetSlice(entries, 0, n);
+}
+
 /* `branch_scan(branch_entry_ids, by_id, entry_type, standin)`: `live._branch_scan` over the
- * branch's entry ids with the reader's id index (a dict of `entry_type` objects):
+ * branch's entry ids with the reader's id index (a dict of `entry_type` objects; or the list of
+ * the branch's entries, when `by_id[branch_entry_ids[i]]` is known to be its i-th entry):
  * (the position of the last compaction or None, {prompt entry id: its turn number}), or None
  * when an entry's `raw` or a message is of a shape the Python loop must read. */
 static PyObject *py_branch_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -3008,8 +3065,9 @@ static PyObject *py_branch_scan(PyObject *module, PyObject *const *args, Py_ssiz
     ids = args[0];
     by_id = args[1];
     standin = args[3];
-    if (!PyList_CheckExact(ids) || !PyDict_CheckExact(by_id)) {
-        PyErr_SetString(PyExc_TypeError, "branch_scan: a list of ids and a dict");
+    if (!PyList_CheckExact(ids) || !(PyDict_CheckExact(by_id) ||
+                                     (PyList_CheckExact(by_id) && PyList_GET_SIZE(by_id) == PyList_GET_SIZE(ids)))) {
+        PyErr_SetString(PyExc_TypeError, "branch_scan: a list of ids and a dict (or a list as long)");
         return NULL;
     }
     if (slot_layout(args[2], fields, 2, offsets) < 0)
@@ -3022,7 +3080,8 @@ static PyObject *py_branch_scan(PyObject *module, PyObject *const *args, Py_ssiz
     for (i = 0; i < n; i++) {
         PyObject *eid = PyList_GET_ITEM(ids, i), *entry, *kind, *message, *role;
         int r;
-        entry = PyDict_GetItemWithError(by_id, eid);  /* (None is a key too: `by_id.get(None)`) */
+        entry = PyList_CheckExact(by_id) ? PyList_GET_ITEM(by_id, i)
+                                         : PyDict_GetItemWithError(by_id, eid);  /* (None is a key too: `by_id.get(None)`) */
         if (entry == NULL) {
             if (PyErr_Occurred())
                 goto fail;
@@ -3228,6 +3287,8 @@ static PyMethodDef module_methods[] = {
      "turns(messages, entry_ids, tokens, turn_numbers, turn_type, zone_of, preview, standin) -> tuple or None."},
     {"local_time", (PyCFunction)(void (*)(void))py_local_time, METH_FASTCALL,
      "local_time(ms, zone_of) -> datetime or None: `live._local_time(ms)`."},
+    {"linear_path", (PyCFunction)(void (*)(void))py_linear_path, METH_FASTCALL,
+     "linear_path(entries, by_id, entry_type) -> list or None: the branch of a session that is one chain."},
     {"branch_scan", (PyCFunction)(void (*)(void))py_branch_scan, METH_FASTCALL,
      "branch_scan(branch_entry_ids, by_id, entry_type, standin) -> (last compaction, turn numbers) or None."},
     {"role_counts", (PyCFunction)(void (*)(void))py_role_counts, METH_FASTCALL,

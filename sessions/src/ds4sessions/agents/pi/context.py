@@ -86,7 +86,10 @@ class SessionContext:
     - `warnings`: `ContextWarning`s (never affect the messages);
     - `context_edits`: the context edits in force among the selected entries (target id → its
       replacement; §7 step 4) and `indexed_ids`: how many ids the session indexed when this was
-      built — both what `extend_context` needs; not part of Pi's shape.
+      built — both what `extend_context` needs; not part of Pi's shape;
+    - `chain`: the branch's entries when `build_context` found the session to be one chain
+      (`_cprep.linear_path`), else None: while the session holds `len(chain)` entries,
+      `by_id[branch_entry_ids[i]]` is `chain[i]`, so a scan of the branch needs no id lookup.
     """
 
     messages: list[dict[str, Any]]
@@ -101,6 +104,7 @@ class SessionContext:
     warnings: list[ContextWarning] = field(default_factory=list)
     context_edits: dict[str, Any] = field(default_factory=dict, repr=False)
     indexed_ids: int = field(default=0, repr=False, compare=False)
+    chain: list[Entry] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The shape of Pi's `<name>.context.json` (without `llmMessages`; see `convert_to_llm`)."""
@@ -138,12 +142,24 @@ def branch_path(session: PiSession, leaf_id: str | None = None) -> list[Entry]:
     or unknown (Pi falls back the same way). The walk follows `parent_id` until it is None or names
     no entry; unlike Pi it also stops when an entry repeats (a `parentId` cycle). O(path length).
     """
+    return _branch(session, leaf_id)[0]
+
+
+def _branch(session: PiSession, leaf_id: str | None) -> tuple[list[Entry], bool]:
+    """`branch_path(session, leaf_id)` and whether it is the session's one chain
+    (`_cprep.linear_path` answered)."""
     get = session.by_id.get
     leaf = get(leaf_id) if leaf_id is not None else None
     if leaf is None:
         leaf = session.leaf
     if leaf is None:
-        return []
+        return [], False
+    if _cprep is not None and leaf is session.leaf and type(session.entries) is list and type(session.by_id) is dict:
+        # A session that is one chain in file order (most are): its whole list, checked in one
+        # pass without a dict lookup per entry (`_cprep.linear_path`; 0.06 s at 200,000 entries).
+        chain = _cprep.linear_path(session.entries, session.by_id, Entry)
+        if chain is not None:
+            return chain, True
     # Without a cycle the walk meets distinct entries, all in `by_id` but perhaps the leaf: at
     # most len(by_id) + 1. So the walk is bounded by that and needs no set of the entries seen
     # (a third of its time on 200,000 entries, issue 14); one that runs longer has met an entry
@@ -160,9 +176,9 @@ def branch_path(session: PiSession, leaf_id: str | None = None) -> list[Entry]:
         if current is None:
             break
     else:
-        return _branch_path_with_cycle(leaf, get)
+        return _branch_path_with_cycle(leaf, get), False
     path.reverse()
-    return path
+    return path, False
 
 
 def _branch_path_with_cycle(leaf: Entry, get: Callable[[str], Entry | None]) -> list[Entry]:
@@ -183,7 +199,7 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
     """Build the LLM context Pi would send from `leaf_id` (default: the session's leaf, Pi's leaf
     on load). Pi session format §7; O(path length). Never raises for bad content.
     """
-    path = branch_path(session, leaf_id)
+    path, chain = _branch(session, leaf_id)
     warnings = _path_warnings(session, path, leaf_id)
 
     # The last thinking-level change, model source and compaction on the path win (Pi §7 step
@@ -242,6 +258,7 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
         warnings=warnings,
         context_edits=edits,
         indexed_ids=len(session.by_id),
+        chain=path if chain else None,
     )
 
 
