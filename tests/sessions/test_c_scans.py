@@ -176,12 +176,25 @@ def _sessions(draw: Any) -> list[bytes]:
         eid = draw(st.sampled_from([f"e{k}"] * 4 + ["e1", None, 5]))
         parent = draw(st.sampled_from(PARENTS)) if k else previous
         parent = previous if parent == "(previous)" else parent
-        kind = draw(st.sampled_from(["user", "assistant", "user", "compaction", "model_change"]))
+        kind = draw(st.sampled_from(["user", "assistant", "user", "compaction", "model_change", "custom_message",
+                                     "branch_summary", "context_edit", "message without content"]))
         entry: dict[str, Any] = {"id": eid, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z"}
         if kind == "compaction":
-            entry.update(type="compaction", summary="s", firstKeptEntryId="e0", tokensBefore=10)
+            entry.update(type="compaction", summary="s", firstKeptEntryId=draw(st.sampled_from(["e0", "e2"])), tokensBefore=10)
         elif kind == "model_change":
             entry.update(type="model_change", provider="p", modelId="m")
+        elif kind == "custom_message":
+            entry.update(type="custom_message", customType="c", content="x", display=True)
+        elif kind == "branch_summary":
+            entry.update(type="branch_summary", summary="s", fromId="e0")
+        elif kind == "context_edit":
+            entry.update(type="context_edit", targetId=draw(st.sampled_from(["e0", "e1"])), replacement={"role": "user", "content": "r"})
+        elif kind == "message without content":
+            content = draw(st.sampled_from([None, "(absent)", "text"]))
+            message: dict[str, Any] = {"role": draw(st.sampled_from(["assistant", "user", "toolResult"])), "timestamp": k}
+            if content != "(absent)":
+                message["content"] = content
+            entry.update(type="message", message=message)
         else:
             entry.update(type="message", message={"role": kind, "content": [{"type": "text", "text": f"t{k}"}], "timestamp": k})
         lines.append(json.dumps(entry))
@@ -195,7 +208,8 @@ def _sessions(draw: Any) -> list[bytes]:
 def test_one_chain_path_equals_the_walk_on_generated_sessions(lines: list[bytes]) -> None:
     """`_cprep.linear_path` (a session that is one chain: its whole list, no id lookups) and the
     branch scan over `SessionContext.chain` give the contexts, facts and turn numbers of the
-    walk by ids, on both readers; a session is taken as one chain exactly when the walk from
+    walk by ids, and `_cprep.context_messages` the messages of the Python loop, on both
+    readers; a session is taken as one chain exactly when the walk from
     its last entry meets all its entries, no id repeats and the first entry's parent is no id."""
     import tempfile
 
@@ -215,6 +229,7 @@ def test_one_chain_path_equals_the_walk_on_generated_sessions(lines: list[bytes]
                 live._c, context_module._cprep = saved
             got = build_context(reader)
             assert got == walked and got.warnings == walked.warnings
+            assert [type(m) for m in got.messages] == [type(m) for m in walked.messages]
             assert (_branch_scan(got, reader), _full_facts(got, reader)) == expected
             assert branch_path(reader) == walk
             ids = [e.id for e in reader.entries]

@@ -2992,6 +2992,97 @@ static int entry_message(PyObject *raw, PyObject *standin, PyObject **message)
     return 0;
 }
 
+/* `context_messages(selected, compaction, entry_type, standin, other)`: the message loop of
+ * `context.build_context` with no context edit in force: for each entry of `selected` (a list
+ * of `entry_type` objects), its message when it is a `message` entry other than `compaction`
+ * whose message (the `standin` raw itself, or an exact dict raw's dict `message`) is a
+ * `standin` or an exact dict with a `content` that is not None; else each message of
+ * `other(entry, entry is compaction)` (the Python `_entry_messages`, an iterable). Returns
+ * (messages, entry ids), two new lists. */
+static PyObject *py_context_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *fields[3] = {"type", "id", "raw"};
+    PyObject *selected, *compaction, *standin, *other, *messages = NULL, *ids = NULL, *result;
+    Py_ssize_t offsets[3], i, n;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "context_messages takes 5 arguments");
+        return NULL;
+    }
+    selected = args[0];
+    compaction = args[1];
+    standin = args[3];
+    other = args[4];
+    if (!PyList_CheckExact(selected)) {
+        PyErr_SetString(PyExc_TypeError, "context_messages: a list of entries");
+        return NULL;
+    }
+    if (slot_layout(args[2], fields, 3, offsets) < 0)
+        return NULL;
+    n = PyList_GET_SIZE(selected);
+    messages = PyList_New(0);
+    ids = PyList_New(0);
+    if (messages == NULL || ids == NULL)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(selected, i), *kind, *id, *raw, *message = NULL, *made, *iterator, *item;
+        int plain = (PyObject *)Py_TYPE(entry) == args[2];
+        kind = plain ? *(PyObject **)((char *)entry + offsets[0]) : NULL;
+        id = plain ? *(PyObject **)((char *)entry + offsets[1]) : NULL;
+        raw = plain ? *(PyObject **)((char *)entry + offsets[2]) : NULL;
+        if (kind != NULL && id != NULL && raw != NULL && entry != compaction && PyUnicode_CheckExact(kind) &&
+            str_is(kind, s_message)) {
+            if ((PyObject *)Py_TYPE(raw) == standin) {
+                message = raw;
+            } else if (PyDict_CheckExact(raw)) {
+                message = PyDict_GetItemWithError(raw, s_message);
+                if (message == NULL && PyErr_Occurred())
+                    goto fail;
+            }
+            if (message != NULL && (PyDict_CheckExact(message) || (PyObject *)Py_TYPE(message) == standin)) {
+                PyObject *content = PyDict_GetItemWithError(message, key_str[K_CONTENT]);
+                if (content == NULL && PyErr_Occurred())
+                    goto fail;
+                if (content != Py_None) {  /* (absent: `get("content", ...)` is not None) */
+                    if (PyList_Append(messages, message) < 0 || PyList_Append(ids, id) < 0)
+                        goto fail;
+                    continue;
+                }
+            }
+        }
+        made = PyObject_CallFunctionObjArgs(other, entry, entry == compaction ? Py_True : Py_False, NULL);
+        if (made == NULL)
+            goto fail;
+        iterator = PyObject_GetIter(made);
+        Py_DECREF(made);
+        if (iterator == NULL)
+            goto fail;
+        Py_XINCREF(id);
+        while ((item = PyIter_Next(iterator)) != NULL) {
+            int r = PyList_Append(messages, item);
+            Py_DECREF(item);
+            if (r == 0 && id == NULL)  /* (an entry this loop does not read: `entry.id` as Python reads it) */
+                id = PyObject_GetAttrString(entry, "id");
+            if (r < 0 || id == NULL || PyList_Append(ids, id) < 0) {
+                Py_DECREF(iterator);
+                Py_XDECREF(id);
+                goto fail;
+            }
+        }
+        Py_DECREF(iterator);
+        Py_XDECREF(id);
+        if (PyErr_Occurred())
+            goto fail;
+    }
+    result = PyTuple_Pack(2, messages, ids);
+    Py_DECREF(messages);
+    Py_DECREF(ids);
+    return result;
+fail:
+    Py_XDECREF(messages);
+    Py_XDECREF(ids);
+    return NULL;
+}
+
 /* `linear_path(entries, by_id, entry_type)`: `context.branch_path(session)` from the last entry
  * (the default leaf) without a dict lookup per entry, for a session whose entries form one
  * chain in file order: each an `entry_type` object (slots) with a string id, no id used twice
@@ -3287,6 +3378,8 @@ static PyMethodDef module_methods[] = {
      "turns(messages, entry_ids, tokens, turn_numbers, turn_type, zone_of, preview, standin) -> tuple or None."},
     {"local_time", (PyCFunction)(void (*)(void))py_local_time, METH_FASTCALL,
      "local_time(ms, zone_of) -> datetime or None: `live._local_time(ms)`."},
+    {"context_messages", (PyCFunction)(void (*)(void))py_context_messages, METH_FASTCALL,
+     "context_messages(selected, compaction, entry_type, standin, other) -> (messages, entry ids)."},
     {"linear_path", (PyCFunction)(void (*)(void))py_linear_path, METH_FASTCALL,
      "linear_path(entries, by_id, entry_type) -> list or None: the branch of a session that is one chain."},
     {"branch_scan", (PyCFunction)(void (*)(void))py_branch_scan, METH_FASTCALL,

@@ -231,7 +231,14 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
 
     messages: list[dict[str, Any]] = []
     message_entry_ids: list[str | None] = []
-    for entry in selected:
+    if _cprep is not None and not edits and type(selected) is list:  # the loop below, in C (no edit in force)
+        messages, message_entry_ids = _cprep.context_messages(
+            selected, compaction, Entry, StandIn, lambda entry, cut: _entry_messages(entry, cut, edits)
+        )
+        selected_rest: Sequence[Entry] = ()
+    else:
+        selected_rest = selected
+    for entry in selected_rest:
         if entry.type == MESSAGE and entry is not compaction:  # the common case of `_entry_messages`
             raw = entry.raw
             message = raw if type(raw) is StandIn else entry.message  # (`Entry.message`'s first case)
