@@ -70,8 +70,10 @@ def _load_cl100k_lean() -> None:
     keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own tables),
     so the read reuses that memory (issue 14). Only in this one-shot process."""
     from ds4core.tokens import Cl100kCounter
+    from ds4sessions.agents.pi.slim import use_cl100k
 
     encoding = Cl100kCounter()._encoding
+    use_cl100k(encoding)  # (the C count of ASCII texts keeps its own copy of the ranks: ~3 MiB)
     if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
         encoding._mergeable_ranks = {}
 

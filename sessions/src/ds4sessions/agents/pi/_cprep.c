@@ -917,6 +917,288 @@ static int python_text(Preparer *self, PyObject *s, long long *tokens)
     return r;
 }
 
+/* ---- cl100k counted in C for ASCII text ----------------------------------------------------
+ * tiktoken's `encode_ordinary` for `cl100k_base` (tiktoken 0.14: src/lib.rs `encode_ordinary`,
+ * `byte_pair_encode`, `_byte_pair_merge`), counted without building the ids, for a text that is
+ * all ASCII: its pattern (`CL100K_PATTERN` below, checked equal to the encoding's own) split by
+ * hand, each piece one token when it is a token, else merged pair by pair (the lowest rank
+ * first, the leftmost of equal ranks) as `_byte_pair_merge` merges. The merge ranks come from
+ * the encoding (`set_cl100k_ranks`). A text with a byte over 127, or a piece longer than
+ * `BPE_MAX_PIECE` bytes, is left to tiktoken (-2). tests/sessions/test_bpe_count.py compares
+ * the counts with tiktoken's on every sample's texts and on generated ones. */
+
+#define BPE_MAX_PIECE 256
+#define BPE_NONE UINT32_MAX
+
+static struct {
+    uint32_t mask;             /* slots - 1 (a power of two minus one), 0 when not loaded */
+    uint32_t *slot_entry;      /* entry index + 1 per slot, 0 for an empty slot */
+    uint32_t *offset, *length, *rank;  /* per entry: its bytes in `bytes`, its rank */
+    unsigned char *bytes;
+} bpe;
+
+static uint32_t bpe_hash(const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+/* The rank of the byte string p[0:n], or BPE_NONE when it is not a token. */
+static uint32_t bpe_rank(const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t i = bpe_hash(p, n) & bpe.mask, e;
+    while ((e = bpe.slot_entry[i]) != 0) {
+        e--;
+        if (bpe.length[e] == (uint32_t)n && memcmp(bpe.bytes + bpe.offset[e], p, (size_t)n) == 0)
+            return bpe.rank[e];
+        i = (i + 1) & bpe.mask;
+    }
+    return BPE_NONE;
+}
+
+static void bpe_free(void)
+{
+    PyMem_Free(bpe.slot_entry);
+    PyMem_Free(bpe.offset);
+    PyMem_Free(bpe.length);
+    PyMem_Free(bpe.rank);
+    PyMem_Free(bpe.bytes);
+    memset(&bpe, 0, sizeof bpe);
+}
+
+/* `set_cl100k_ranks(ranks)`: load the merge ranks ({bytes: int}, tiktoken's `_mergeable_ranks`)
+ * for `bpe_count`, or with None unload them (tiktoken counts every text again). Raises
+ * TypeError / ValueError for anything else (nothing is loaded then). */
+static PyObject *py_set_cl100k_ranks(PyObject *module, PyObject *ranks)
+{
+    Py_ssize_t n, pos = 0, total = 0, k = 0;
+    PyObject *key, *value;
+    uint32_t slots = 1;
+    if (ranks == Py_None) {
+        bpe_free();
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_Check(ranks)) {
+        PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a dict of bytes to ranks");
+        return NULL;
+    }
+    n = PyDict_GET_SIZE(ranks);
+    while (PyDict_Next(ranks, &pos, &key, &value)) {
+        if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0 || !PyLong_CheckExact(value)) {
+            PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a dict of bytes to ranks");
+            return NULL;
+        }
+        total += PyBytes_GET_SIZE(key);
+    }
+    if (n == 0 || n > (1 << 24) || total > ((Py_ssize_t)1 << 30)) {
+        PyErr_SetString(PyExc_ValueError, "set_cl100k_ranks: an empty or oversized table");
+        return NULL;
+    }
+    bpe_free();
+    while (slots < 2 * (uint32_t)n)
+        slots <<= 1;
+    bpe.slot_entry = PyMem_Calloc(slots, sizeof(uint32_t));
+    bpe.offset = PyMem_Malloc((size_t)n * sizeof(uint32_t));
+    bpe.length = PyMem_Malloc((size_t)n * sizeof(uint32_t));
+    bpe.rank = PyMem_Malloc((size_t)n * sizeof(uint32_t));
+    bpe.bytes = PyMem_Malloc((size_t)total);
+    if (!bpe.slot_entry || !bpe.offset || !bpe.length || !bpe.rank || !bpe.bytes) {
+        bpe_free();
+        return PyErr_NoMemory();
+    }
+    bpe.mask = slots - 1;
+    pos = 0;
+    total = 0;
+    while (PyDict_Next(ranks, &pos, &key, &value)) {
+        Py_ssize_t len = PyBytes_GET_SIZE(key);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(key);
+        long long rank = PyLong_AsLongLong(value);
+        uint32_t i;
+        if ((rank == -1 && PyErr_Occurred()) || rank < 0 || rank >= BPE_NONE) {
+            bpe_free();
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "set_cl100k_ranks: a rank out of range");
+            return NULL;
+        }
+        memcpy(bpe.bytes + total, p, (size_t)len);
+        bpe.offset[k] = (uint32_t)total;
+        bpe.length[k] = (uint32_t)len;
+        bpe.rank[k] = (uint32_t)rank;
+        i = bpe_hash(p, len) & bpe.mask;
+        while (bpe.slot_entry[i] != 0)
+            i = (i + 1) & bpe.mask;
+        bpe.slot_entry[i] = (uint32_t)k + 1;
+        total += len;
+        k++;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The pattern `bpe_match` splits by: tiktoken 0.14's `cl100k_base` `pat_str`. */
+static const char CL100K_PATTERN[] =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|"
+    "\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+
+/* `use_cl100k(encoding)`: load `encoding._mergeable_ranks` for `bpe_count` when its `_pat_str`
+ * is `CL100K_PATTERN` (once: True when loaded, now or before; False when it cannot be: another
+ * pattern, no ranks, e.g. dropped by `mapjson._load_cl100k_lean` before this was called). */
+static PyObject *py_use_cl100k(PyObject *module, PyObject *encoding)
+{
+    PyObject *pattern, *ranks, *done;
+    int same;
+    if (bpe.mask != 0)
+        Py_RETURN_TRUE;
+    pattern = PyObject_GetAttrString(encoding, "_pat_str");
+    if (pattern == NULL)
+        return NULL;
+    same = PyUnicode_Check(pattern) && PyUnicode_CompareWithASCIIString(pattern, CL100K_PATTERN) == 0;
+    Py_DECREF(pattern);
+    if (!same)
+        Py_RETURN_FALSE;
+    ranks = PyObject_GetAttrString(encoding, "_mergeable_ranks");
+    if (ranks == NULL)
+        return NULL;
+    if (!PyDict_Check(ranks) || PyDict_GET_SIZE(ranks) == 0) {
+        Py_DECREF(ranks);
+        Py_RETURN_FALSE;
+    }
+    done = py_set_cl100k_ranks(module, ranks);
+    Py_DECREF(ranks);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    Py_RETURN_TRUE;
+}
+
+/* Tokens of one piece of `byte_pair_encode` (its length 1..BPE_MAX_PIECE). */
+static Py_ssize_t bpe_piece(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t start[BPE_MAX_PIECE + 2], parts, i, best;
+    uint32_t rank[BPE_MAX_PIECE + 2], min;
+    if (n == 1 || bpe_rank(p, n) != BPE_NONE)
+        return 1;
+    /* `_byte_pair_merge`: parts (start, rank of the pair starting there) */
+    for (i = 0; i < n - 1; i++) {
+        start[i] = i;
+        rank[i] = bpe_rank(p + i, 2);
+    }
+    start[n - 1] = n - 1;
+    rank[n - 1] = BPE_NONE;
+    start[n] = n;
+    rank[n] = BPE_NONE;
+    parts = n + 1;
+    for (;;) {
+        min = BPE_NONE;
+        best = -1;
+        for (i = 0; i < parts - 1; i++)
+            if (rank[i] < min) {
+                min = rank[i];
+                best = i;
+            }
+        if (best < 0)
+            break;
+        /* merge parts best and best + 1; then the ranks of the pairs at best - 1 and best */
+        memmove(start + best + 1, start + best + 2, (size_t)(parts - best - 2) * sizeof start[0]);
+        memmove(rank + best + 1, rank + best + 2, (size_t)(parts - best - 2) * sizeof rank[0]);
+        parts--;
+        if (best > 0)
+            rank[best - 1] = best + 1 < parts ? bpe_rank(p + start[best - 1], start[best + 1] - start[best - 1]) : BPE_NONE;
+        rank[best] = best + 2 < parts ? bpe_rank(p + start[best], start[best + 2] - start[best]) : BPE_NONE;
+    }
+    return parts - 1;
+}
+
+static inline int bpe_letter(unsigned char c) { return (unsigned char)((c | 32) - 'a') < 26; }
+static inline int bpe_digit(unsigned char c) { return (unsigned char)(c - '0') < 10; }
+static inline int bpe_space(unsigned char c) { return c == ' ' || (unsigned char)(c - 9) < 5; }
+static inline int bpe_other(unsigned char c) { return !bpe_space(c) && !bpe_letter(c) && !bpe_digit(c); }
+
+/* The length of the cl100k pattern's match at s[p] (s[0:n] ASCII, p < n):
+ * '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
+ * (alternatives in order, the first that matches; in ASCII \p{L} is [A-Za-z], \p{N} [0-9], \s
+ * [\t\n\v\f\r ]). Every position matches one (the pieces cover the text). */
+static Py_ssize_t bpe_match(const unsigned char *s, Py_ssize_t n, Py_ssize_t p)
+{
+    unsigned char c = s[p];
+    Py_ssize_t q, r, k;
+    if (c == '\'' && p + 1 < n) {
+        unsigned char d = s[p + 1] | 32;
+        if (bpe_letter(s[p + 1]) && (d == 's' || d == 'd' || d == 'm' || d == 't'))
+            return 2;
+        if (p + 2 < n && bpe_letter(s[p + 1]) && bpe_letter(s[p + 2])) {
+            unsigned char e = s[p + 2] | 32;
+            if ((d == 'l' && e == 'l') || (d == 'v' && e == 'e') || (d == 'r' && e == 'e'))
+                return 3;
+        }
+    }
+    q = (c == '\r' || c == '\n' || bpe_letter(c) || bpe_digit(c)) ? p : p + 1;
+    if (q < n && bpe_letter(s[q])) {
+        while (q < n && bpe_letter(s[q]))
+            q++;
+        return q - p;
+    }
+    if (bpe_digit(c)) {
+        for (q = p; q < n && q - p < 3 && bpe_digit(s[q]); q++)
+            ;
+        return q - p;
+    }
+    q = (c == ' ' && p + 1 < n && bpe_other(s[p + 1])) ? p + 1 : p;
+    if (bpe_other(s[q])) {
+        while (q < n && bpe_other(s[q]))
+            q++;
+        while (q < n && (s[q] == '\r' || s[q] == '\n'))
+            q++;
+        return q - p;
+    }
+    /* c is whitespace */
+    for (r = p; r < n && bpe_space(s[r]); r++)
+        ;
+    if (r == n)
+        return n - p;
+    for (k = r - 1; k >= p; k--)
+        if (s[k] == '\r' || s[k] == '\n')
+            return k + 1 - p;
+    if (r - p >= 2)
+        return r - 1 - p;
+    return 1;
+}
+
+/* cl100k tokens of `text` (`len(encoding.encode_ordinary(text))`), or -2 when it is left to
+ * tiktoken (no ranks loaded, a byte over 127, a piece over BPE_MAX_PIECE bytes). */
+static Py_ssize_t bpe_count(PyObject *text)
+{
+    const unsigned char *s;
+    Py_ssize_t n, p = 0, total = 0;
+    if (bpe.mask == 0 || !PyUnicode_IS_ASCII(text))
+        return -2;
+    s = (const unsigned char *)PyUnicode_DATA(text);
+    n = PyUnicode_GET_LENGTH(text);
+    while (p < n) {
+        Py_ssize_t m = bpe_match(s, n, p);
+        if (m > BPE_MAX_PIECE)
+            return -2;
+        total += bpe_piece(s + p, m);
+        p += m;
+    }
+    return total;
+}
+
+static PyObject *py_bpe_count(PyObject *module, PyObject *text)
+{
+    Py_ssize_t n;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "bpe_count: a str");
+        return NULL;
+    }
+    n = bpe_count(text);
+    if (n == -2)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(n);
+}
+
 static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
 {
     PyObject *key, *known, *ids, *total;
@@ -954,15 +1236,20 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
         goto fail;
     self->pending_encodes++;  /* self.encodes += 1 (`flush_pending`) */
     self->encoded = 1;
-    if (self->encode == NULL) {
-        PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding);
+    if (self->encode == NULL) {  /* (the first text this preparer tokenizes) */
+        PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding), *used;
         if (encoding == NULL)
             goto fail;
         self->encode = PyObject_GetAttr(encoding, s_encode_ordinary);
+        used = self->encode != NULL ? py_use_cl100k(NULL, encoding) : NULL;
         Py_DECREF(encoding);
-        if (self->encode == NULL)
+        if (used == NULL)
             goto fail;
+        Py_DECREF(used);
     }
+    n = bpe_count(s);
+    if (n >= 0)
+        goto counted;
     ids = PyObject_CallOneArg(self->encode, s);
     if (ids == NULL)
         goto fail;
@@ -970,6 +1257,7 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
     Py_DECREF(ids);
     if (n < 0)
         goto fail;
+counted:
     total = PyLong_FromSsize_t(n);
     if (total == NULL)
         goto fail;
@@ -3378,6 +3666,12 @@ static PyMethodDef module_methods[] = {
      "turns(messages, entry_ids, tokens, turn_numbers, turn_type, zone_of, preview, standin) -> tuple or None."},
     {"local_time", (PyCFunction)(void (*)(void))py_local_time, METH_FASTCALL,
      "local_time(ms, zone_of) -> datetime or None: `live._local_time(ms)`."},
+    {"set_cl100k_ranks", (PyCFunction)py_set_cl100k_ranks, METH_O,
+     "set_cl100k_ranks(ranks): load cl100k's merge ranks ({bytes: rank}) for bpe_count and the preparers (None: unload)."},
+    {"use_cl100k", (PyCFunction)py_use_cl100k, METH_O,
+     "use_cl100k(encoding) -> bool: load its merge ranks for bpe_count when its pattern is cl100k's."},
+    {"bpe_count", (PyCFunction)py_bpe_count, METH_O,
+     "bpe_count(text) -> int or None: len(cl100k.encode_ordinary(text)) for an ASCII text (None: not counted here)."},
     {"context_messages", (PyCFunction)(void (*)(void))py_context_messages, METH_FASTCALL,
      "context_messages(selected, compaction, entry_type, standin, other) -> (messages, entry ids)."},
     {"linear_path", (PyCFunction)(void (*)(void))py_linear_path, METH_FASTCALL,
