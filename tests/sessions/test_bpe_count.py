@@ -1,10 +1,11 @@
-"""cl100k counted in C for ASCII text (`_cprep.bpe_count`, `_cprep.use_cl100k`; issue 14): the
-counts equal tiktoken's `len(encode_ordinary(text))` on every text of every shared sample, on
-generated texts built from the pattern's edge cases (contractions in any case, whitespace runs
-with and without line ends, digits, punctuation followed by line ends, control characters) and
-on long pieces that take many merges; a text it does not count (not ASCII, a piece over 256
-bytes) is left to tiktoken; an encoding with another pattern or without ranks is not used; and a
-whole read counts the same with and without it."""
+"""cl100k counted in C (`_cprep.bpe_count`, `_cprep.use_cl100k`; issue 14): the counts equal
+tiktoken's `len(encode_ordinary(text))` on every text of every shared sample, on generated
+texts built from the pattern's edge cases (contractions in any case, whitespace runs with and
+without line ends, digits, punctuation followed by line ends, control characters), on texts
+mixing ASCII lines with other characters (those lines counted by tiktoken) and on long pieces
+that take many merges; what it does not count (an over-long piece; anything not ASCII without
+tiktoken at hand) is left to tiktoken; an encoding with another pattern or without ranks is not
+used; and a whole read counts the same with and without it."""
 
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ def test_equal_to_tiktoken_on_every_sample_text(ranks: Any, tmp_path: Path) -> N
     assert len(counted) >= 500 and sum(map(len, counted)) >= 100_000
     wrong = [t[:80] for t in counted if ranks.bpe_count(t) != _tiktoken(t)]
     assert wrong == []
-    assert all(ranks.bpe_count(t) is None for t in texts if not t.isascii())
+    assert all(ranks.bpe_count(t) is None for t in texts if not t.isascii())  # (without `encode`)
+    mixed = [f"{t}\n\u00e9\n{t}" for t in counted[:300]] + [t for t in texts if not t.isascii()]
+    wrong = [t[:80] for t in mixed if ranks.bpe_count(t, _ENCODING.encode_ordinary) != _tiktoken(t)]
+    assert wrong == []
 
 
 _PARTS = [" ", "  ", "\n", "\r", "\r\n", "\t", "\x0b", "\x0c", "\x1c", "\x00", "\x7f", "'", "'s", "'S", "'ll", "'LL",
@@ -81,6 +85,23 @@ def test_equal_to_tiktoken_on_generated_texts(parts: list[str], repeat: int) -> 
     slim._cprep.use_cl100k(_ENCODING)
     text = "".join(parts) * repeat
     assert slim._cprep.bpe_count(text) == _tiktoken(text)
+
+
+_MIXED = [" ", "\n", "\r", "\r\n", "\t", "\u00a0", "\u3000", "\u2028", "\u0085", "\u1680", "\u2003", "\u00e9", "\u65e5\u672c",
+          "\u2014", "\u2713", "\U0001f600", "\ud800", "\udc00", "a", "hello", "'s", "'LL", ".", "1", "12", "  ", "\n\n", " \n", "\u03a9",
+          "\u00df", "\u01c5", "\u00b2", "\u0663", "\x1c", "\x00", "'", "\u00e9\n", "\n\u00e9", "\n ", ".\n", "x\n"]
+
+
+@needs_c
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_MIXED), min_size=0, max_size=40))
+def test_text_with_other_characters_counts_as_tiktoken_counts(parts: list[str]) -> None:
+    """Lines of ASCII counted here and the others by tiktoken: Unicode whitespace after a line
+    end (no cut there), lone surrogates (tiktoken's replacement), letters, digits and symbols
+    outside ASCII, line ends of every kind."""
+    slim._cprep.use_cl100k(_ENCODING)
+    text = "".join(parts)
+    assert slim._cprep.bpe_count(text, _ENCODING.encode_ordinary) == _tiktoken(text)
 
 
 @needs_c
@@ -163,3 +184,30 @@ def test_every_contraction_and_apostrophe_word_counts_as_tiktoken_counts(ranks: 
                     if ranks.bpe_count(text) != _tiktoken(text):
                         wrong.append(text)
     assert wrong == []
+
+
+@needs_c
+def test_a_text_over_the_chunk_size_counts_as_the_python_counter_counts_it() -> None:
+    """A text over `CL100K_CHUNK_CHARS` is counted in C chunk by chunk (cut at the last newline or
+    space of each chunk's second half, as `Cl100kCounter.text` cuts it): the same count as the
+    Python counter's (tiktoken on each chunk), for ASCII, mixed and cut-less texts."""
+    from ds4core.categories import message_parts
+    from ds4core.tokens import CL100K_CHUNK_CHARS, TokenLedger
+
+    rng = random.Random(3)
+    words = ["def", "x", "=", "1\n", "  ", "return", "caf\u00e9", "\u2014", "\n\n", "'s", "12345", "\t"]
+    texts = [
+        " ".join(rng.choice(words[:6]) for _ in range(60_000)),  # ASCII
+        " ".join(rng.choice(words) for _ in range(60_000)),  # mixed
+        "".join(rng.choice("abcdefgh.") for _ in range(3 * CL100K_CHUNK_CHARS)),  # no newline or space: cut at the size
+        "x\n" * (CL100K_CHUNK_CHARS // 2 + 7),
+        "ab \ncd " * (CL100K_CHUNK_CHARS // 3),  # (a cut at the last newline would split " \n")
+    ]
+    for text in texts:
+        assert len(text) > CL100K_CHUNK_CHARS
+        message = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+        in_c = slim.CountingLedger(Cl100kCounter(digest_above=256))
+        assert in_c._count_c is not None
+        expected = TokenLedger(Cl100kCounter(digest_above=256), message_parts).count(message)
+        assert in_c.count(message) == expected
+        assert in_c.counter.encodes == 1

@@ -25,8 +25,9 @@
  *
  * Calls back into Python: `orjson.loads` (the parse), `ds4core.categories.js_stringify` for
  * tool-call arguments that are not "plain" (`ds4core.jsjson._plain`), `Cl100kCounter.text`
- * for texts longer than `CL100K_CHUNK_CHARS`, and `Encoding.encode_ordinary` for a text the
- * memo does not know.
+ * for a text with lone surrogates, and `Encoding.encode_ordinary` for the lines of a text the
+ * memo does not know that `bpe_count` does not count itself (a line with a character outside
+ * ASCII, a piece over 256 bytes, or every text when the encoding's ranks are not at hand).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -890,9 +891,6 @@ static int count_of(PyObject *value, long long *tokens)
     return (*tokens == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* `Cl100kCounter.text(s)`: the memo (`_known`, by the text or by the BLAKE2b digest of its
- * UTF-8 above `digest_above` characters), else one encode (`encodes` + 1, the count kept);
- * a text longer than `CL100K_CHUNK_CHARS` is left to the Python method (chunks). */
 /* `counter.text(s)` by the Python method (its own memo and `encodes`), the counts kept in C
  * written first; `self->encoded` is set when it tokenized (`encodes` changed). */
 static int python_text(Preparer *self, PyObject *s, long long *tokens)
@@ -1166,16 +1164,10 @@ static Py_ssize_t bpe_match(const unsigned char *s, Py_ssize_t n, Py_ssize_t p)
     return 1;
 }
 
-/* cl100k tokens of `text` (`len(encoding.encode_ordinary(text))`), or -2 when it is left to
- * tiktoken (no ranks loaded, a byte over 127, a piece over BPE_MAX_PIECE bytes). */
-static Py_ssize_t bpe_count(PyObject *text)
+/* Tokens of the ASCII bytes s[0:n], counted as a whole text; -2 for a piece over BPE_MAX_PIECE. */
+static Py_ssize_t bpe_ascii(const unsigned char *s, Py_ssize_t n)
 {
-    const unsigned char *s;
-    Py_ssize_t n, p = 0, total = 0;
-    if (bpe.mask == 0 || !PyUnicode_IS_ASCII(text))
-        return -2;
-    s = (const unsigned char *)PyUnicode_DATA(text);
-    n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t p = 0, total = 0;
     while (p < n) {
         Py_ssize_t m = bpe_match(s, n, p);
         if (m > BPE_MAX_PIECE)
@@ -1186,19 +1178,175 @@ static Py_ssize_t bpe_count(PyObject *text)
     return total;
 }
 
-static PyObject *py_bpe_count(PyObject *module, PyObject *text)
+/* Unicode's White_Space (the pattern's \s). */
+static int bpe_white(Py_UCS4 c)
+{
+    return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* len(encode(text[start:end])); -1 with an exception. */
+static Py_ssize_t bpe_encoded(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *encode)
+{
+    PyObject *part = PyUnicode_Substring(text, start, end), *ids;
+    Py_ssize_t n;
+    if (part == NULL)
+        return -1;
+    ids = PyObject_CallOneArg(encode, part);
+    Py_DECREF(part);
+    if (ids == NULL)
+        return -1;
+    n = PyObject_Length(ids);
+    Py_DECREF(ids);
+    return n;
+}
+
+/* cl100k tokens of `text` (`len(encoding.encode_ordinary(text))`); -1 with an exception; -2
+ * when it is left to tiktoken (no ranks loaded; not ASCII and no `encode`; all ASCII with a
+ * piece over BPE_MAX_PIECE bytes). A text that is not all ASCII is cut after each line end (\r
+ * or \n) that a character other than White_Space follows: the pattern ends a piece there (the
+ * whitespace run up to that line end is one piece, `\s*[\r\n]`, or ends a `[\r\n]*+`; no piece
+ * starts with a line end and goes on), and `find_iter` from a piece boundary finds the pieces
+ * it finds in the substring from there (the pattern has no look-behind, and `\s++$` at a
+ * substring's end covers the run `\s*[\r\n]` covers). Each ASCII line is counted here; each run
+ * of lines holding another character (or an over-long piece) by `encode` (tiktoken's
+ * `encode_ordinary`), one call per run. */
+static Py_ssize_t bpe_count(PyObject *text, PyObject *encode)
+{
+    int kind;
+    const void *data;
+    unsigned char *copy = NULL;
+    Py_ssize_t n, i, start = 0, pending = -1, total = 0, m;
+    int ascii = 1;
+    if (bpe.mask == 0)
+        return -2;
+    n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text))
+        return bpe_ascii((const unsigned char *)PyUnicode_DATA(text), n);
+    if (encode == NULL)
+        return -2;
+    kind = PyUnicode_KIND(text);
+    data = PyUnicode_DATA(text);
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 127)
+            ascii = 0;
+        if (i + 1 < n && !((c == '\n' || c == '\r') && !bpe_white(PyUnicode_READ(kind, data, i + 1))))
+            continue;
+        /* a line: text[start:i + 1] */
+        m = -2;
+        if (ascii) {
+            const unsigned char *line;
+            if (kind == PyUnicode_1BYTE_KIND) {
+                line = (const unsigned char *)data + start;
+            } else {
+                Py_ssize_t k;
+                if (copy == NULL && (copy = PyMem_Malloc((size_t)n)) == NULL) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                for (k = start; k <= i; k++)
+                    copy[k - start] = (unsigned char)PyUnicode_READ(kind, data, k);
+                line = copy;
+            }
+            m = bpe_ascii(line, i + 1 - start);
+        }
+        if (m >= 0) {
+            if (pending >= 0) {
+                Py_ssize_t run = bpe_encoded(text, pending, start, encode);
+                if (run < 0)
+                    goto fail;
+                total += run;
+                pending = -1;
+            }
+            total += m;
+        } else if (pending < 0) {
+            pending = start;
+        }
+        start = i + 1;
+        ascii = 1;
+    }
+    if (pending >= 0) {
+        Py_ssize_t run = bpe_encoded(text, pending, n, encode);
+        if (run < 0)
+            goto fail;
+        total += run;
+    }
+    PyMem_Free(copy);
+    return total;
+fail:
+    PyMem_Free(copy);
+    return -1;
+}
+
+static PyObject *py_bpe_count(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t n;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "bpe_count: a str");
+    if (nargs < 1 || nargs > 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "bpe_count(text, encode=None): a str");
         return NULL;
     }
-    n = bpe_count(text);
+    n = bpe_count(args[0], nargs == 2 && args[1] != Py_None ? args[1] : NULL);
+    if (n == -1)
+        return NULL;
     if (n == -2)
         Py_RETURN_NONE;
     return PyLong_FromSsize_t(n);
 }
 
+/* Tokens of one chunk: `bpe_count`, else `len(encode(chunk))`; -1 with an exception. */
+static Py_ssize_t chunk_count(PyObject *chunk, PyObject *encode)
+{
+    Py_ssize_t n = bpe_count(chunk, encode);
+    PyObject *ids;
+    if (n != -2)
+        return n;
+    ids = PyObject_CallOneArg(encode, chunk);
+    if (ids == NULL)
+        return -1;
+    n = PyObject_Length(ids);
+    Py_DECREF(ids);
+    return n;
+}
+
+/* `Cl100kCounter.text`'s count of a text longer than CL100K_CHUNK_CHARS (its memo aside): the sum
+ * of the chunks' counts, each chunk ending at the last newline or space in its second half (the
+ * later of the two), else at CL100K_CHUNK_CHARS characters. -1 with an exception. */
+static Py_ssize_t chunked_count(Preparer *self, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), start = 0, total = 0;
+    while (start < n) {
+        Py_ssize_t end = start + CL100K_CHUNK_CHARS < n ? start + CL100K_CHUNK_CHARS : n, tokens;
+        PyObject *chunk;
+        if (end < n) {
+            Py_ssize_t from = start + CL100K_CHUNK_CHARS / 2;
+            Py_ssize_t line = PyUnicode_FindChar(s, '\n', from, end, -1), space, cut;
+            if (line == -2)
+                return -1;
+            space = PyUnicode_FindChar(s, ' ', from, end, -1);
+            if (space == -2)
+                return -1;
+            cut = line > space ? line : space;
+            if (cut > start)
+                end = cut;
+        }
+        chunk = PyUnicode_Substring(s, start, end);
+        if (chunk == NULL)
+            return -1;
+        tokens = chunk_count(chunk, self->encode);
+        Py_DECREF(chunk);
+        if (tokens < 0)
+            return -1;
+        total += tokens;
+        start = end;
+    }
+    return total;
+}
+
+/* `Cl100kCounter.text(s)`: the memo (`_known`, by the text or by the BLAKE2b digest of its
+ * UTF-8 above `digest_above` characters), else one count (`encodes` + 1, the count kept):
+ * `bpe_count`, or tiktoken where it does not count; a text longer than `CL100K_CHUNK_CHARS`
+ * in chunks (`chunked_count`), as the Python method counts it. */
 static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
 {
     PyObject *key, *known, *ids, *total;
@@ -1208,8 +1356,6 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
         *tokens = 0;
         return 0;
     }
-    if (n > CL100K_CHUNK_CHARS)
-        return python_text(self, s, tokens);
     if (self->digest_above >= 0 && n > self->digest_above) {
         Py_ssize_t size;
         uint8_t digest[16];
@@ -1247,9 +1393,11 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
             goto fail;
         Py_DECREF(used);
     }
-    n = bpe_count(s);
+    n = PyUnicode_GET_LENGTH(s) > CL100K_CHUNK_CHARS ? chunked_count(self, s) : bpe_count(s, self->encode);
     if (n >= 0)
         goto counted;
+    if (n == -1)
+        goto fail;
     ids = PyObject_CallOneArg(self->encode, s);
     if (ids == NULL)
         goto fail;
@@ -3670,8 +3818,9 @@ static PyMethodDef module_methods[] = {
      "set_cl100k_ranks(ranks): load cl100k's merge ranks ({bytes: rank}) for bpe_count and the preparers (None: unload)."},
     {"use_cl100k", (PyCFunction)py_use_cl100k, METH_O,
      "use_cl100k(encoding) -> bool: load its merge ranks for bpe_count when its pattern is cl100k's."},
-    {"bpe_count", (PyCFunction)py_bpe_count, METH_O,
-     "bpe_count(text) -> int or None: len(cl100k.encode_ordinary(text)) for an ASCII text (None: not counted here)."},
+    {"bpe_count", (PyCFunction)(void (*)(void))py_bpe_count, METH_FASTCALL,
+     "bpe_count(text, encode=None) -> int or None: len(cl100k.encode_ordinary(text)), its ASCII lines counted "
+     "here and the others by encode (None: not counted here)."},
     {"context_messages", (PyCFunction)(void (*)(void))py_context_messages, METH_FASTCALL,
      "context_messages(selected, compaction, entry_type, standin, other) -> (messages, entry ids)."},
     {"linear_path", (PyCFunction)(void (*)(void))py_linear_path, METH_FASTCALL,
