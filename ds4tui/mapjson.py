@@ -66,14 +66,26 @@ def _fast_open_path(args: list[str]) -> Path | None:
 
 
 def _load_cl100k_lean() -> None:
-    """Load cl100k now and drop tiktoken's Python copy of its merge ranks (~12 MiB of bytes
-    keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own tables),
-    so the read reuses that memory (issue 14). Only in this one-shot process."""
+    """Make cl100k ready for the read, lean: in this one-shot process only (issue 14).
+
+    The C count (`_cprep.bpe_count`: ASCII lines) needs only cl100k's ranks, which come from the
+    token cache (`tokencache.cl100k_ranks`) without building tiktoken's `Encoding` (~0.08 s);
+    tiktoken's encoding is then built only if a text needs it (a line with a character outside
+    ASCII, a piece over 256 bytes). Without the cache or the extension: the encoding is loaded
+    now, its ranks given to the C count, and tiktoken's Python copy of them dropped (~12 MiB of
+    bytes keys: `Encoding` keeps it only to be pickled; encoding uses the Rust `CoreBPE`'s own
+    tables), so the read reuses that memory."""
+    from types import SimpleNamespace
+
     from ds4core.tokens import Cl100kCounter
     from ds4sessions.agents.pi.slim import use_cl100k
+    from ds4sessions.tokencache import cl100k_ranks
 
+    cached = cl100k_ranks()
+    if cached is not None and use_cl100k(SimpleNamespace(_pat_str=cached[0], _mergeable_ranks=cached[1])):
+        return
     encoding = Cl100kCounter()._encoding
-    use_cl100k(encoding)  # (the C count of ASCII texts keeps its own copy of the ranks: ~3 MiB)
+    use_cl100k(encoding)  # (the C count keeps its own copy of the ranks: ~3 MiB)
     if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
         encoding._mergeable_ranks = {}
 

