@@ -153,3 +153,42 @@ def test_a_long_session_takes_the_c_route(tmp_path: Path, monkeypatch: pytest.Mo
     snap = open_snapshot(path, exact=False)
     assert len(snap.turns) == 200 and [t.index for t in snap.turns] == list(range(1, 201))
     assert sum(t.tool_calls for t in snap.turns) == 200
+
+
+def _rows_py(turns: Any) -> list[dict[str, Any]]:
+    return [{"index": t.index, "time": t.time.isoformat() if t.time else None, "prompt": t.prompt,
+             "toolCalls": t.tool_calls, "tokens": t.tokens, "entryIds": list(t.entry_ids)} for t in turns]
+
+
+@needs_c
+def test_map_rows_equal_the_python_rows(tmp_path: Path) -> None:
+    """`_cprep.turn_rows` (the turns of `map --json`) makes the dicts the Python comprehension
+    makes: on every sample's turns, and on times at the ends of datetime's range in fixed zones
+    of odd offsets (seconds, negative, named) interleaved, with and without microseconds, and in
+    a ZoneInfo zone, naive, or a datetime subclass (those by their own `isoformat`)."""
+    import datetime as dt
+    import zoneinfo
+
+    from ds4tui.mapdata import turn_rows
+
+    for path in sample_files(tmp_path, large=True):
+        turns = open_snapshot(path, exact=False).turns
+        assert turn_rows(turns) == _rows_py(turns)
+    zones = [dt.timezone.utc, dt.timezone(dt.timedelta(hours=-3, minutes=-30)), dt.timezone(dt.timedelta(seconds=3723)),
+             dt.timezone(dt.timedelta(hours=5, minutes=45), "X"), dt.timezone(dt.timedelta(seconds=-1))]
+    times: list[Any] = []
+    for zone in zones:
+        for us in (0, 1, 999_999):
+            times += [dt.datetime(1, 1, 1, 0, 0, 0, us, tzinfo=dt.timezone(dt.timedelta(0))),
+                      dt.datetime(9999, 12, 31, 23, 59, 59, us, tzinfo=zone), dt.datetime(2026, 3, 8, 2, 30, 5, us, tzinfo=zone)]
+
+    class Later(dt.datetime):
+        def isoformat(self, *args: Any, **kwargs: Any) -> str:
+            return "later"
+
+    times += [dt.datetime(2026, 3, 8, 2, 30, 5, tzinfo=zoneinfo.ZoneInfo("America/New_York")),
+              dt.datetime(2026, 3, 8, 2, 30, 5), Later(2026, 1, 1, tzinfo=dt.timezone.utc), None]
+    turns = tuple(Turn(i, t, f"p{i}", i % 3, i * 7, 0, 0, ("a", str(i))) for i, t in enumerate(times))
+    rows = slim._cprep.turn_rows(turns, Turn)
+    assert rows == _rows_py(turns) and rows[-2]["time"] == "later" and rows[-1]["time"] is None
+    assert slim._cprep.turn_rows(list(turns), Turn) == rows

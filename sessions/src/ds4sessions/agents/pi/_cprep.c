@@ -3354,6 +3354,130 @@ fail:
     return -1;
 }
 
+/* The suffix `isoformat()` writes after the time for a datetime whose tzinfo is `zone` (a
+ * `datetime.timezone`: one fixed offset), cached for the last zone; NULL with an exception. */
+static PyObject *iso_zone, *iso_suffix;
+
+static PyObject *zone_suffix(PyObject *when)
+{
+    PyObject *zone = ((PyDateTime_DateTime *)when)->tzinfo, *text;
+    Py_ssize_t n, cut;
+    if (zone == iso_zone && iso_suffix != NULL)
+        return iso_suffix;
+    text = PyObject_CallMethod(when, "isoformat", NULL);
+    if (text == NULL)
+        return NULL;
+    n = PyUnicode_GET_LENGTH(text);
+    cut = PyDateTime_DATE_GET_MICROSECOND(when) ? 26 : 19;  /* YYYY-MM-DDTHH:MM:SS[.ffffff] */
+    Py_XSETREF(iso_suffix, n >= cut ? PyUnicode_Substring(text, cut, n) : NULL);
+    Py_DECREF(text);
+    if (iso_suffix == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "turn_rows: an isoformat too short");
+        return NULL;
+    }
+    Py_XSETREF(iso_zone, Py_NewRef(zone));
+    return iso_suffix;
+}
+
+/* `when.isoformat()` of a datetime: written here for an exact `datetime.datetime` whose tzinfo is
+ * a `datetime.timezone` (its offset's text cached by `zone_suffix`), else by the method. */
+static PyObject *iso_time(PyObject *when)
+{
+    char buf[40];
+    PyObject *suffix, *main, *result;
+    int us;
+    if (!PyDateTime_CheckExact(when) || !((PyDateTime_DateTime *)when)->hastzinfo ||
+        Py_TYPE(((PyDateTime_DateTime *)when)->tzinfo) != Py_TYPE(PyDateTimeAPI->TimeZone_UTC))
+        return PyObject_CallMethod(when, "isoformat", NULL);
+    suffix = zone_suffix(when);
+    if (suffix == NULL)
+        return NULL;
+    us = PyDateTime_DATE_GET_MICROSECOND(when);
+    if (us)
+        snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06d", PyDateTime_GET_YEAR(when),
+                 PyDateTime_GET_MONTH(when), PyDateTime_GET_DAY(when), PyDateTime_DATE_GET_HOUR(when),
+                 PyDateTime_DATE_GET_MINUTE(when), PyDateTime_DATE_GET_SECOND(when), us);
+    else
+        snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", PyDateTime_GET_YEAR(when), PyDateTime_GET_MONTH(when),
+                 PyDateTime_GET_DAY(when), PyDateTime_DATE_GET_HOUR(when), PyDateTime_DATE_GET_MINUTE(when),
+                 PyDateTime_DATE_GET_SECOND(when));
+    main = PyUnicode_FromString(buf);
+    if (main == NULL)
+        return NULL;
+    result = PyUnicode_Concat(main, suffix);
+    Py_DECREF(main);
+    return result;
+}
+
+/* `turn_rows(turns, turn_type)`: the "turns" of `ds4tui.mapdata.map_json`, one dict per turn:
+ * {"index", "time" (`time.isoformat()` or None), "prompt", "toolCalls", "tokens", "entryIds"
+ * (a list)}, for a tuple or list of `turn_type` objects (a frozen dataclass with slots). */
+static PyObject *py_turn_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static PyObject *k_index, *k_time, *k_prompt, *k_calls, *k_tokens, *k_ids;
+    Py_ssize_t offsets[T_FIELDS], i, n;
+    PyObject *turns, *rows;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "turn_rows takes 2 arguments");
+        return NULL;
+    }
+    turns = args[0];
+    if (!PyTuple_CheckExact(turns) && !PyList_CheckExact(turns)) {
+        PyErr_SetString(PyExc_TypeError, "turn_rows: a tuple or list of turns");
+        return NULL;
+    }
+    if (slot_layout(args[1], turn_fields, T_FIELDS, offsets) < 0)
+        return NULL;
+    if (k_ids == NULL && (!(k_index = PyUnicode_InternFromString("index")) || !(k_time = PyUnicode_InternFromString("time")) ||
+                          !(k_prompt = PyUnicode_InternFromString("prompt")) ||
+                          !(k_calls = PyUnicode_InternFromString("toolCalls")) ||
+                          !(k_tokens = PyUnicode_InternFromString("tokens")) ||
+                          !(k_ids = PyUnicode_InternFromString("entryIds"))))
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(turns);
+    rows = PyList_New(n);
+    if (rows == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *turn = PySequence_Fast_GET_ITEM(turns, i), *row, *when, *ids, *time_text, *id_list;
+        if ((PyObject *)Py_TYPE(turn) != args[1]) {
+            PyErr_SetString(PyExc_TypeError, "turn_rows: a turn of another type");
+            goto fail;
+        }
+#define TURN_SLOT(f) (*(PyObject **)((char *)turn + offsets[f]))
+        when = TURN_SLOT(T_TIME);
+        ids = TURN_SLOT(T_ENTRY_IDS);
+        if (when == NULL || ids == NULL || TURN_SLOT(T_INDEX) == NULL || TURN_SLOT(T_PROMPT) == NULL ||
+            TURN_SLOT(T_TOOL_CALLS) == NULL || TURN_SLOT(T_TOKENS) == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "turn_rows: a turn without its fields");
+            goto fail;
+        }
+        time_text = when == Py_None ? Py_NewRef(Py_None) : iso_time(when);
+        if (time_text == NULL)
+            goto fail;
+        id_list = PySequence_List(ids);
+        row = id_list != NULL ? PyDict_New() : NULL;
+        if (row == NULL || PyDict_SetItem(row, k_index, TURN_SLOT(T_INDEX)) < 0 || PyDict_SetItem(row, k_time, time_text) < 0 ||
+            PyDict_SetItem(row, k_prompt, TURN_SLOT(T_PROMPT)) < 0 ||
+            PyDict_SetItem(row, k_calls, TURN_SLOT(T_TOOL_CALLS)) < 0 ||
+            PyDict_SetItem(row, k_tokens, TURN_SLOT(T_TOKENS)) < 0 || PyDict_SetItem(row, k_ids, id_list) < 0) {
+            Py_XDECREF(row);
+            Py_XDECREF(id_list);
+            Py_DECREF(time_text);
+            goto fail;
+        }
+#undef TURN_SLOT
+        Py_DECREF(id_list);
+        Py_DECREF(time_text);
+        PyList_SET_ITEM(rows, i, row);
+    }
+    return rows;
+fail:
+    Py_DECREF(rows);
+    return NULL;
+}
+
 /* `turns(messages, entry_ids, tokens, turn_numbers, turn_type, local_time, preview, standin)`:
  * `live.build_turns(messages, entry_ids, tokens, turn_numbers)` (`_extend_turns` with no
  * previous turn) as a tuple of `turn_type` objects made without their `__init__` (a frozen
@@ -3838,6 +3962,8 @@ static PyMethodDef module_methods[] = {
      "(totals, children, segments, message_tokens, total)."},
     {"turns", (PyCFunction)(void (*)(void))py_turns, METH_FASTCALL,
      "turns(messages, entry_ids, tokens, turn_numbers, turn_type, zone_of, preview, standin) -> tuple or None."},
+    {"turn_rows", (PyCFunction)(void (*)(void))py_turn_rows, METH_FASTCALL,
+     "turn_rows(turns, turn_type) -> list of dicts: the turns of `map --json`."},
     {"local_time", (PyCFunction)(void (*)(void))py_local_time, METH_FASTCALL,
      "local_time(ms, zone_of) -> datetime or None: `live._local_time(ms)`."},
     {"set_cl100k_ranks", (PyCFunction)py_set_cl100k_ranks, METH_O,
