@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from ds4tui.mapdata import dumps_map, map_json, problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
 
@@ -81,13 +82,24 @@ def _load_cl100k_lean() -> None:
     from ds4sessions.agents.pi.slim import use_cl100k
     from ds4sessions.tokencache import cl100k_ranks
 
+    from ds4core import tokens
+
     cached = cl100k_ranks()
     if cached is not None and use_cl100k(SimpleNamespace(_pat_str=cached[0], _mergeable_ranks=cached[1])):
+        loader = tokens.CL100K_LOADER
+        if loader is not None:  # (an encoding built later, for a text outside ASCII, is made lean too)
+            tokens.CL100K_LOADER = lambda: _lean(loader())
         return
     encoding = Cl100kCounter()._encoding
     use_cl100k(encoding)  # (the C count keeps its own copy of the ranks: ~3 MiB)
-    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+    _lean(encoding)
+
+
+def _lean(encoding: Any) -> Any:
+    """`encoding` without tiktoken's Python copy of its merge ranks (see `_load_cl100k_lean`)."""
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict) and encoding._mergeable_ranks:
         encoding._mergeable_ranks = {}
+    return encoding
 
 
 def main() -> None:

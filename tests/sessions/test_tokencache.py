@@ -130,7 +130,9 @@ else:
     slim._cprep.use_cl100k = lambda encoding: False  # (tiktoken only: no table is ever loaded)
     mapjson._load_cl100k_lean()
 data = map_json(open_map_snapshot(__import__("pathlib").Path(sys.argv[1]), exact=True))
-print(json.dumps([data, tokencache.cl100k.cache_info().currsize, slim._cprep.bpe_count("hi")]))
+built = tokencache.cl100k.cache_info().currsize
+kept = len(tokencache.cl100k()._mergeable_ranks) if built and sys.argv[2] == "lean" else None
+print(json.dumps([data, built, slim._cprep.bpe_count("hi"), kept]))
 """
     env = {**os.environ, "DS4TUI_CACHE_DIR": str(tmp_path / "cache")}
     subprocess.run([sys.executable, "-c", "from ds4sessions import tokencache; tokencache.cl100k()"], env=env, check=True)
@@ -144,4 +146,40 @@ print(json.dumps([data, tokencache.cl100k.cache_info().currsize, slim._cprep.bpe
     assert (lean[1], lean[2]) == (0, 1) and (full[1], full[2]) == (1, None)
     lean, full = run(mixed, "lean"), run(mixed, "tiktoken")
     assert lean[0] == full[0] and lean[0] != run(ascii_session, "lean")[0]
-    assert (lean[1], lean[2]) == (1, 1)
+    assert (lean[1], lean[2], lean[3]) == (1, 1, 0)  # (built for the other lines, without its Python ranks)
+
+
+@pytest.mark.parametrize("bad", ["a str", b""])
+def test_a_cache_file_with_odd_tokens_leaves_the_count_to_tiktoken(fresh: Path, bad: object) -> None:
+    """A cache file whose digest is right but whose tokens are not all non-empty bytes (a file
+    another writer made): the C count refuses the ranks (`use_cl100k` False, nothing loaded) and
+    `map --json` prints the same map as without a cache."""
+    import hashlib
+    import marshal
+    import os
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from ds4sessions.agents.pi import slim
+    from tests.sessions.test_slim_blocks import FIXTURES
+
+    reference = tokencache.cl100k()
+    tokens_ = sorted(reference._mergeable_ranks, key=reference._mergeable_ranks.__getitem__)
+    tokens_[5] = bad
+    body = marshal.dumps((reference.name, reference._pat_str, dict(reference._special_tokens), tokens_))
+    path = tokencache.cache_path()
+    path.write_bytes(hashlib.sha256(body).digest() + body)
+    pattern, ranked = tokencache.cl100k_ranks()  # type: ignore[misc]
+    slim._cprep.set_cl100k_ranks(None)
+    assert slim.use_cl100k(SimpleNamespace(_pat_str=pattern, _mergeable_ranks=ranked)) is False
+    assert slim._cprep.bpe_count("hello") is None
+    session = FIXTURES / "pi" / "01-tools-and-image.jsonl"
+    ds4tui = Path(sys.executable).parent / "ds4tui"
+    outs = []
+    for cache in (fresh, fresh.parent / "other-cache"):
+        env = {**os.environ, "DS4TUI_CACHE_DIR": str(cache)}
+        done = subprocess.run([str(ds4tui), "map", "--json", str(session)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        outs.append(done.stdout)
+    assert outs[0] == outs[1] and '"estimate"' in outs[0]

@@ -1063,7 +1063,8 @@ static const char CL100K_PATTERN[] =
 
 /* `use_cl100k(encoding)`: load `encoding._mergeable_ranks` for `bpe_count` when its `_pat_str`
  * is `CL100K_PATTERN` (once: True when loaded, now or before; False when it cannot be: another
- * pattern, no ranks, e.g. dropped by `mapjson._load_cl100k_lean` before this was called). */
+ * pattern, no ranks, e.g. dropped by `mapjson._load_cl100k_lean` before this was called, or
+ * ranks `set_cl100k_ranks` refuses: an empty token, a rank out of range). */
 static PyObject *py_use_cl100k(PyObject *module, PyObject *encoding)
 {
     PyObject *pattern, *ranks, *done;
@@ -1086,8 +1087,12 @@ static PyObject *py_use_cl100k(PyObject *module, PyObject *encoding)
     }
     done = py_set_cl100k_ranks(module, ranks);
     Py_DECREF(ranks);
-    if (done == NULL)
-        return NULL;
+    if (done == NULL) {  /* ranks of another shape (a damaged cache file): tiktoken counts */
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
     Py_DECREF(done);
     Py_RETURN_TRUE;
 }
