@@ -1211,19 +1211,27 @@ static int bpe_white(Py_UCS4 c)
            c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-/* len(encode(text[start:end])); -1 with an exception. */
-static Py_ssize_t bpe_encoded(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *encode)
+/* len(encode(text)) (tiktoken's ids); -1 with an exception. */
+static Py_ssize_t encoded_length(PyObject *encode, PyObject *text)
 {
-    PyObject *part = PyUnicode_Substring(text, start, end), *ids;
+    PyObject *ids = PyObject_CallOneArg(encode, text);
     Py_ssize_t n;
-    if (part == NULL)
-        return -1;
-    ids = PyObject_CallOneArg(encode, part);
-    Py_DECREF(part);
     if (ids == NULL)
         return -1;
     n = PyObject_Length(ids);
     Py_DECREF(ids);
+    return n;
+}
+
+/* len(encode(text[start:end])); -1 with an exception. */
+static Py_ssize_t bpe_encoded(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *encode)
+{
+    PyObject *part = PyUnicode_Substring(text, start, end);
+    Py_ssize_t n;
+    if (part == NULL)
+        return -1;
+    n = encoded_length(encode, part);
+    Py_DECREF(part);
     return n;
 }
 
@@ -1324,15 +1332,7 @@ static PyObject *py_bpe_count(PyObject *module, PyObject *const *args, Py_ssize_
 static Py_ssize_t chunk_count(PyObject *chunk, PyObject *encode)
 {
     Py_ssize_t n = bpe_count(chunk, encode);
-    PyObject *ids;
-    if (n != -2)
-        return n;
-    ids = PyObject_CallOneArg(encode, chunk);
-    if (ids == NULL)
-        return -1;
-    n = PyObject_Length(ids);
-    Py_DECREF(ids);
-    return n;
+    return n != -2 ? n : encoded_length(encode, chunk);
 }
 
 /* `Cl100kCounter.text`'s count of a text longer than CL100K_CHUNK_CHARS (its memo aside): the sum
@@ -1375,7 +1375,7 @@ static Py_ssize_t chunked_count(Preparer *self, PyObject *s)
  * in chunks (`chunked_count`), as the Python method counts it. */
 static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
 {
-    PyObject *key, *known, *ids, *total;
+    PyObject *key, *known, *total;
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     int r;
     if (n == 0) {
@@ -1429,11 +1429,7 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
         goto counted;
     if (n == -1)
         goto fail;
-    ids = PyObject_CallOneArg(self->encode, s);
-    if (ids == NULL)
-        goto fail;
-    n = PyObject_Length(ids);
-    Py_DECREF(ids);
+    n = encoded_length(self->encode, s);
     if (n < 0)
         goto fail;
 counted:
