@@ -125,8 +125,14 @@ def claude_cache(path: Path, as_json: bool, now: bool) -> None:
 
     state = report["state"]
     remaining = state["remainingSeconds"]
-    out = [f"model: {conv.model or 'unknown'}",
-           f"cache: tier {state['tier'] or 'none'}, " + (f"{remaining:.0f} s left" if remaining is not None else "no write yet")]
+    when = "now" if now else "as of the last request (--now: as of now)"  # (the state is taken at that time)
+    if remaining is None:
+        left = "no write yet"
+    elif remaining <= 0:
+        left = f"expired {when}"
+    else:
+        left = f"{remaining:.0f} s left {when}"
+    out = [f"model: {conv.model or 'unknown'}", f"cache: tier {state['tier'] or 'none'}, {left}"]
     for r in report["history"]["records"]:
         share = f"{r['share']:6.1%}" if r["share"] is not None else "     —"
         flags = [x for x in ("sidechain" if r["sidechain"] else "", "synthetic" if r["synthetic"] else "") if x]

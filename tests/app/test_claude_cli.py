@@ -65,6 +65,14 @@ def test_text_outputs() -> None:
     assert "totals: 8 requests" in run("cache", str(MAIN)).stdout
 
 
+def test_cache_text_says_when_the_countdown_is_taken() -> None:
+    """The text says the countdown is taken at the last request (as the JSON's state is), or
+    now with `--now` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    lines = run("cache", str(MAIN)).stdout.splitlines()
+    assert lines[1] == "cache: tier 5m, 300 s left as of the last request (--now: as of now)"
+    assert run("cache", str(MAIN), "--now").stdout.splitlines()[1] == "cache: tier 5m, expired now"
+
+
 @pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes"), ("plan",)])
 def test_steering_refused_and_nothing_written(tmp_path: Path, args: tuple[str, ...]) -> None:
     copy = tmp_path / "s.jsonl"
