@@ -105,8 +105,9 @@ class ClaudeApp(SessionViewKeys):
     CSS = """
     #head { height: auto; padding: 0 1; }
     #body { height: 1fr; }
-    #categories { width: 1fr; min-width: 44; }
-    #requests { width: 2fr; }
+    #categories { width: auto; max-width: 50%; }
+    #cat-table { width: auto; }
+    #requests { width: 1fr; }
     #status { height: auto; padding: 0 1; color: $text-muted; }
     """
     def __init__(self, path: Path, env: Mapping[str, str] | None = None, watch: bool = True,

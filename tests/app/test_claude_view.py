@@ -210,3 +210,16 @@ async def test_a_last_request_dated_in_the_future_starts_no_countdown(tmp_path: 
             in " ".join(head.split()), head
         assert " left" not in head
 
+
+
+async def test_the_category_table_is_not_cut_at_120_columns() -> None:
+    """The category pane is as wide as its table (up to half the screen), so "inferred" and the
+    longest skill name show whole at 120 columns (a fixed third cut them: "inferre")."""
+    from textual.widgets import DataTable
+
+    app = ClaudeApp(FIX, env={}, watch=False, clock=lambda: 1_780_000_000.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#cat-table", DataTable)
+        assert table.row_count > 20 and table.virtual_size.width <= table.scrollable_content_region.width
+        assert app.query_one("#req-table", DataTable).size.width >= 120 // 2 - 2
