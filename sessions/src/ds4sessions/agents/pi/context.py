@@ -229,26 +229,12 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
             if entry.type == CONTEXT_EDIT and isinstance(entry.raw.get("targetId"), str) and "replacement" in entry.raw:
                 edits[entry.raw["targetId"]] = entry.raw["replacement"]
 
-    messages: list[dict[str, Any]] = []
-    message_entry_ids: list[str | None] = []
-    if _cprep is not None and not edits and type(selected) is list:  # the loop below, in C (no edit in force)
+    if _cprep is not None and not edits and type(selected) is list:  # (`_context_messages` in C: no edit in force)
         messages, message_entry_ids = _cprep.context_messages(
             selected, compaction, Entry, StandIn, lambda entry, cut: _entry_messages(entry, cut, edits)
         )
-        selected_rest: Sequence[Entry] = ()
     else:
-        selected_rest = selected
-    for entry in selected_rest:
-        if entry.type == MESSAGE and entry is not compaction:  # the common case of `_entry_messages`
-            raw = entry.raw
-            message = raw if type(raw) is StandIn else entry.message  # (`Entry.message`'s first case)
-            if message is not None and message.get("content", ...) is not None and (not edits or entry.id not in edits):
-                messages.append(message)
-                message_entry_ids.append(entry.id)
-                continue
-        for message in _entry_messages(entry, entry is compaction, edits):
-            messages.append(message)
-            message_entry_ids.append(entry.id)
+        messages, message_entry_ids = _context_messages(selected, compaction, edits)
 
     warnings.extend(_tool_pairing_warnings(messages, message_entry_ids))
     branch_ids = [entry.id for entry in path]
@@ -267,6 +253,28 @@ def build_context(session: PiSession, leaf_id: str | None = None) -> SessionCont
         indexed_ids=len(session.by_id),
         chain=path if chain else None,
     )
+
+
+def _context_messages(
+    selected: Sequence[Entry], compaction: Entry | None, edits: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str | None]]:
+    """The messages of the selected entries and the id of the entry each came from (§7 steps
+    4-5): `_entry_messages` of each, its common case inlined (`_cprep.context_messages` is this
+    loop in C when no edit is in force)."""
+    messages: list[dict[str, Any]] = []
+    message_entry_ids: list[str | None] = []
+    for entry in selected:
+        if entry.type == MESSAGE and entry is not compaction:  # the common case of `_entry_messages`
+            raw = entry.raw
+            message = raw if type(raw) is StandIn else entry.message  # (`Entry.message`'s first case)
+            if message is not None and message.get("content", ...) is not None and (not edits or entry.id not in edits):
+                messages.append(message)
+                message_entry_ids.append(entry.id)
+                continue
+        for message in _entry_messages(entry, entry is compaction, edits):
+            messages.append(message)
+            message_entry_ids.append(entry.id)
+    return messages, message_entry_ids
 
 
 #: Entry types that change context built earlier (a new cut, a summary of another branch, an edit
