@@ -211,3 +211,18 @@ def test_a_text_over_the_chunk_size_counts_as_the_python_counter_counts_it() -> 
         expected = TokenLedger(Cl100kCounter(digest_above=256), message_parts).count(message)
         assert in_c.count(message) == expected
         assert in_c.counter.encodes == 1
+
+
+@needs_c
+def test_an_ascii_text_with_an_over_long_piece_is_counted_by_tiktoken_once() -> None:
+    """The preparer's count of an ASCII text with a piece over 256 bytes is tiktoken's (one encode,
+    no second scan), as the Python counter's."""
+    from ds4core.categories import message_parts
+    from ds4core.tokens import TokenLedger
+
+    slim.use_cl100k(_ENCODING)
+    for text in ("x" * 300, "word " * 50 + "q" * 1000 + " end", "1" * 999):
+        message = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+        in_c = slim.CountingLedger(Cl100kCounter(digest_above=256))
+        assert in_c.count(message) == TokenLedger(Cl100kCounter(digest_above=256), message_parts).count(message)
+        assert in_c.counter.encodes == 1

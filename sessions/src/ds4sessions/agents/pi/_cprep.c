@@ -1377,7 +1377,7 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
 {
     PyObject *key, *known, *total;
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int r;
+    int r, tried = 0;
     if (n == 0) {
         *tokens = 0;
         return 0;
@@ -1412,6 +1412,7 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
         n = bpe_count(s, NULL);  /* (without tiktoken's encoding: it may never be built) */
         if (n >= 0)
             goto counted;
+        tried = 1;  /* (an over-long piece: tiktoken counts it, no second scan) */
     }
     if (self->encode == NULL) {  /* (the first text this preparer gives tiktoken, or the first text) */
         PyObject *encoding = PyObject_GetAttr(self->counter, s_encoding), *used;
@@ -1424,7 +1425,7 @@ static int cl100k_text(Preparer *self, PyObject *s, long long *tokens)
             goto fail;
         Py_DECREF(used);
     }
-    n = PyUnicode_GET_LENGTH(s) > CL100K_CHUNK_CHARS ? chunked_count(self, s) : bpe_count(s, self->encode);
+    n = PyUnicode_GET_LENGTH(s) > CL100K_CHUNK_CHARS ? chunked_count(self, s) : tried ? -2 : bpe_count(s, self->encode);
     if (n >= 0)
         goto counted;
     if (n == -1)
