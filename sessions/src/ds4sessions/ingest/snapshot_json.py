@@ -1,6 +1,7 @@
-"""The map's numbers as plain data (`ds4tui map --json` and the category rows): pure, importing
-neither Typer, Rich nor the app, so the console script's fast path (`ds4tui.mapjson`), the CLI
-and the renderers share it without an import cycle."""
+"""A snapshot's map numbers as plain data (`ds4tui map --json` and the category rows), for
+every agent: pure, importing neither Typer, Rich nor the app, so the console script's fast path
+(`ds4tui.mapjson`), the CLI, the agent plug-ins (`agents.plugin.ConversationAgent.map_json`) and
+the renderers share it."""
 
 from __future__ import annotations
 
@@ -21,14 +22,9 @@ def rows_json(rows: list[CategoryRow]) -> list[dict[str, Any]]:
 
 def problem_lines(snap: Any) -> list[str]:
     """Every problem worth a user's attention, one line each: the reader's diagnostics (with
-    line numbers), a torn last line, and the context builder's warnings (metadata leaf, unknown
-    entry types, cycles, unpaired tool calls)."""
-    lines: list[str] = []
-    summary = snap.reader.diagnostics.summary()
-    if summary != "no problems":
-        lines += summary.splitlines()
-    lines += [f"{w.kind}: {w.message}" for w in snap.context.warnings]
-    return lines
+    line numbers), a torn last line, the context builder's warnings (metadata leaf, unknown
+    entry types, cycles, unpaired tool calls) and the agent's own (`Snapshot.problems`)."""
+    return list(snap.problems)
 
 
 def map_json(snap: Any) -> dict[str, Any]:
@@ -63,6 +59,7 @@ def map_json(snap: Any) -> dict[str, Any]:
         "turns": turn_rows(snap.turns),
         "diagnostics": snap.reader.diagnostics.total,
         "problems": problem_lines(snap),
+        **({"extras": snap.extras.to_json()} if snap.extras is not None else {}),
     }
 
 
@@ -71,7 +68,7 @@ def turn_rows(turns: Any) -> list[dict[str, Any]]:
     None), "prompt", "toolCalls", "tokens", "entryIds"}. Made in C when the extension is built
     (`_cprep.turn_rows`: 50,000 turns in ~0.03 s instead of ~0.1 s), the same dicts."""
     from ds4sessions.agents.pi.slim import _cprep
-    from ds4sessions.ingest.live import Turn
+    from ds4sessions.ingest.snapshot import Turn
 
     if _cprep is not None and type(turns) in (tuple, list):
         return _cprep.turn_rows(turns, Turn)  # type: ignore[no-any-return]

@@ -6,7 +6,7 @@ liveness, the context the next request carries, the prompt-cache clock and the s
 for idle files; the cache status is *not* stored but computed from the stored clock at any
 instant (`SessionSummary.cache_at(now)`).
 
-Prompt-cache rules (which one applies is a property of the agent, see `CACHE_RULES`):
+Prompt-cache rules (which one applies is a property of the agent's capabilities, see `cache_rule`):
 
 - **recorded** (agents whose `Capabilities.cache_ttl_recorded` is True, e.g. Claude Code): the
   transcript records Anthropic's 5-minute / 1-hour cache writes (`Usage.cache_write_5m/1h`). The
@@ -47,10 +47,14 @@ DEFAULT_EXPIRING_SECONDS = 60.0
 """`ds4core.cache_state.DEFAULT_EXPIRING_SECONDS`, repeated so this module loads without
 `ds4core.cache_state` (tests/sessions/test_overview.py checks they are equal)."""
 
-#: Which prompt-cache rule each agent follows (keys: `ds4sessions.agents.base.PI`,
-#: `CLAUDE_CODE`, `CODEX`, spelled out for the same reason, checked by the same test); an agent
-#: not listed uses "recorded" when its capabilities say the TTL is recorded, else "configured".
-CACHE_RULES: dict[str, CacheRule] = {"pi": "model-table", "claude-code": "recorded", "codex": "configured"}
+def cache_rule(capabilities: Any) -> CacheRule:
+    """Which prompt-cache rule an agent follows, by its capabilities (`agents.base.Capabilities`):
+    "recorded" when its files record the TTL (Claude Code's 5m/1h writes), "model-table" when DS4
+    runs inside it (Pi: the model table's `promptCache` lifetimes and `PI_CACHE_RETENTION`), else
+    "configured" (a typical lifetime only when the user sets one)."""
+    if capabilities.cache_ttl_recorded:
+        return "recorded"
+    return "model-table" if capabilities.ds4_exact else "configured"
 
 #: Anthropic's cache lifetimes by write tier, seconds (Anthropic prompt caching docs).
 ANTHROPIC_TTL_S = {"5m": 300, "1h": 3600}
@@ -361,9 +365,7 @@ def _configured_clock(conversation: Conversation, settings: OverviewSettings) ->
 
 def cache_clock_of(conversation: Conversation, models: ModelTable, settings: OverviewSettings) -> CacheClockInfo:
     """The prompt-cache clock of a conversation under its agent's rule (module doc)."""
-    rule = CACHE_RULES.get(conversation.agent)
-    if rule is None:
-        rule = "recorded" if conversation.capabilities.cache_ttl_recorded else "configured"
+    rule = cache_rule(conversation.capabilities)
     if rule == "recorded":
         return _recorded_clock(conversation)
     if rule == "model-table":
@@ -444,7 +446,7 @@ def summarize(
     model = (last.model if last else None) or conversation.model
     window = conversation.context_window
     if window is None and model:
-        for prov in (provider, "anthropic" if conversation.agent == "claude-code" else "openai"):
+        for prov in dict.fromkeys((provider, conversation.provider)):
             found = models.get(prov, model)
             if found is not None:
                 window = found.context_window

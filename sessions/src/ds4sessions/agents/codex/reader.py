@@ -60,8 +60,8 @@ from ds4sessions.ingest.limits import OversizedLine
 from ds4sessions.ingest.limits import iter_lines as file_lines
 
 CAPABILITIES = Capabilities(
-    ds4_plan=False,
-    retrieval=False,
+    ds4_plan=True,  # a what-if: "what DS4 would send" (ds4_exact False)
+    retrieval=False,  # DS4 retrieves entries outside the context: the reader keeps the context only
     steering=False,
     bridge=False,
     cache_ttl_recorded=False,

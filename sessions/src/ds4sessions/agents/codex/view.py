@@ -151,7 +151,9 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         attribution = state.attribute(conv.messages, entry_ids)
     else:
         attribution = attribute(conv.messages, entry_ids, ledger or new_ledger(exact))
-    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context)
+    from ds4sessions.agents.codex.categories import CODEX_TABLE
+
+    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context, table=CODEX_TABLE)
     anchor = conv.last_request
     rows = [
         {"id": r.id, "label": r.label, "tokens": r.tokens, "inferred": r.inferred,

@@ -18,10 +18,8 @@ snapshot to the UI thread. The session file is only ever opened read-only.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import itertools
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -34,151 +32,20 @@ from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4core.usage import Anchor, find_anchor, is_valid_measurement, usage_of
 
 from ds4sessions.agents import base
-from ds4sessions.agents.pi.agent import conversation_of, request_of
+from ds4sessions.agents.base import PI
+from ds4sessions.agents.pi.conversation import CAPABILITIES, conversation_of, request_of
 from ds4sessions.agents.pi.context import SessionContext, build_context, extend_context
 from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.reader import EntryPrefix, PiSession, PiSessionReader
 from ds4sessions.agents.pi.slim import CountingLedger, attribute_fast, c_parser, prompt_text
 from ds4sessions.agents.pi.slim import _cprep as _c
+from ds4sessions.ingest.snapshot import ProviderView, Snapshot, Turn
 from ds4sessions.ingest.tailer import TailBatch, Tailer
+from ds4sessions.runtime import BULK_LINES, bulk_gc
 
+__all__ = ["BULK_LINES", "LiveSession", "ProviderView", "Snapshot", "Turn", "build_turns", "bulk_gc",
+           "open_map_snapshot", "open_snapshot"]
 
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One turn of the context: a user message and everything until the next one.
-
-    `index` is 1-based in context order (0 = messages before the first prompt, e.g. a
-    compaction summary and kept replies); `time` is the prompt's local wall-clock time
-    (None when unknown); `tokens` by the snapshot's preferred counter.
-    """
-
-    index: int
-    time: dt.datetime | None
-    prompt: str
-    tool_calls: int
-    tokens: int
-    first_message: int
-    last_message: int
-    entry_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ProviderView:
-    """The provider's numbers for the context (tokens), from the anchor reply's usage.
-
-    - `prompt_tokens`: input + cacheRead + cacheWrite of the anchor request;
-    - `context_tokens`: Pi's context size now = anchor total + estimate of later messages;
-    - `estimate_at_anchor`: our estimate of what that request carried (fixed + earlier messages);
-    - `ratio`: prompt_tokens / estimate_at_anchor (how far the estimator is from the provider);
-    - `later_messages`: messages after the anchor, whose share is estimated.
-    """
-
-    anchor_index: int
-    anchor_entry_id: str | None
-    prompt_tokens: int
-    context_tokens: int
-    estimate_at_anchor: int
-    ratio: float | None
-    later_messages: int
-    cache_read: int
-    cache_write: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything the UI shows for one state of the session file. A value: one per update, and
-    nothing in it changes afterwards, whatever the ingest thread reads next.
-
-    - `session`: the file's state as read (a frozen `PiSession`: `PiSessionReader.freeze()`, whose
-      `entries`/`by_id` see only the entries read before this snapshot, with copied labels and
-      diagnostics); `reader` is the same object (older name);
-    - `context`: Pi's context (`SessionContext`; its lists are never mutated after it is made);
-    - `conversation`: the agent-neutral `base.Conversation` (made on first use from the frozen
-      data; what agent-neutral stages read);
-    - `model`/`model_key`, `breakdown` (chars-v1) / `exact` (cl100k, after `LiveSession.refine`),
-      `provider` (the provider's count), `turns`, `system_inferred`, `deleted`, `pending_bytes`
-      and `file_size` (bytes read), `updated_at` (Unix seconds);
-    - `unread_bytes`: bytes of the file not read yet (a first read in slices,
-      `LiveSession.refresh(limit=...)`): the snapshot is the session as of byte `file_size`, a
-      state it really had, not its current one; 0 once the read reached the end.
-
-    `_lineage` is `LiveSession`'s own: what the next append extends (not part of equality).
-    """
-
-    version: int
-    path: Path
-    session: PiSession
-    context: SessionContext
-    model: ModelInfo | None
-    model_key: str | None
-    breakdown: Breakdown
-    exact: Breakdown | None
-    provider: ProviderView | None
-    turns: tuple[Turn, ...]
-    system_inferred: bool
-    deleted: bool = False
-    pending_bytes: int = 0
-    file_size: int = 0
-    unread_bytes: int = 0
-    updated_at: float = field(default_factory=time.time)
-    _lineage: _Lineage | None = field(default=None, repr=False, compare=False)
-    _requests: _Requests | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def reader(self) -> PiSession:
-        """The frozen session (`session`; the name predates frozen snapshots)."""
-        return self.session
-
-    @property
-    def agent(self) -> str:
-        """The agent id of the session (`base.PI`)."""
-        return base.PI
-
-    @property
-    def capabilities(self) -> base.Capabilities:
-        """What the agent supports (DS4 plan, retrieval, steering, bridge)."""
-        from ds4sessions.agents.pi.agent import CAPABILITIES
-
-        return CAPABILITIES
-
-    @cached_property
-    def conversation(self) -> base.Conversation:
-        """The agent-neutral state (`base.Conversation`) of this snapshot, made once on first use
-        (O(messages + requests)); every request is one assistant reply of the file, counted once."""
-        ctx = self.context
-        replies = self._requests.replies if self._requests is not None else EntryPrefix([], 0)
-        position = {eid: i for i, eid in enumerate(ctx.message_entry_ids) if eid is not None}
-        requests = tuple(request_of(e, i, position.get(e.id or "")) for i, e in enumerate(replies))
-        models = self._requests.models if self._requests is not None else ModelTable.bundled()
-        return conversation_of(self.path, self.session, ctx, requests, models)
-
-    @property
-    def best(self) -> Breakdown:
-        """The exact (cl100k) breakdown when computed, else the fast chars-v1 one."""
-        return self.exact or self.breakdown
-
-    @property
-    def lineage(self) -> tuple[int, str] | None:
-        """`(epoch, counter of best)`, or None for a snapshot not made by `LiveSession`.
-
-        Snapshots of one `LiveSession` with equal epochs descend by appends from one full
-        rebuild (each extends the newest before it, never a sibling), so for an earlier snapshot
-        `a` and a later `b` of one epoch: `b.context`'s message lists start with `a`'s, the same
-        objects. With equal lineages (the same counter too), `b.turns` start with `a.turns` but its
-        last (an append only changes the last turn), the same objects, and `b.best.segments` with
-        `a.best.segments` up to its last message segment (the same objects, but for a leading
-        inferred system prompt segment, equal when both have one; a trailing `unattributed`
-        differs). What lets the view model extend the
-        previous one in O(new) instead of comparing prefixes (issue 10)."""
-        lineage = self._lineage
-        if lineage is None or lineage.context is not self.context:
-            return None
-        return lineage.epoch, self.best.counter
-
-    @property
-    def context_window(self) -> int | None:
-        """The model's context window in tokens, when the model is known."""
-        return self.model.context_window if self.model else None
 
 def _model_of(ctx: SessionContext, models: ModelTable) -> tuple[str | None, Any]:
     """The context's model as `provider/modelId` and its entry in `models` (None, None without a
@@ -444,6 +311,14 @@ class _Requests:
 
     replies: EntryPrefix
     models: ModelTable
+
+    def conversation(self, snapshot: Snapshot) -> base.Conversation:
+        """The neutral conversation of `snapshot` (a Pi snapshot made with these replies):
+        O(messages + requests); every request is one assistant reply of the file, counted once."""
+        ctx = snapshot.context
+        position = {eid: i for i, eid in enumerate(ctx.message_entry_ids) if eid is not None}
+        requests = tuple(request_of(e, i, position.get(e.id or "")) for i, e in enumerate(self.replies))
+        return conversation_of(snapshot.path, snapshot.session, ctx, requests, self.models)
 
 
 @dataclass(frozen=True)
@@ -738,8 +613,9 @@ class LiveSession:
             version=self._version, path=self.path, session=reader.freeze(), context=ctx, model=model,
             model_key=model_key, breakdown=breakdown, exact=None, provider=provider_view, turns=turns,
             system_inferred=inferred, deleted=self._deleted, pending_bytes=pending, file_size=size,
-            unread_bytes=unread, _lineage=_Lineage(ctx, epoch, self._generation, facts, fast),
-            _requests=_Requests(EntryPrefix(self._replies, len(self._replies)), self.models),
+            unread_bytes=unread, agent=PI, capabilities=CAPABILITIES,
+            _lineage=_Lineage(ctx, epoch, self._generation, facts, fast),
+            _conversation=_Requests(EntryPrefix(self._replies, len(self._replies)), self.models),
         )
 
     def finish(self) -> Snapshot | None:
@@ -838,36 +714,6 @@ class LiveSession:
         self._spares.prepare(lists)
 
 
-BULK_LINES = 2_000
-"""A batch of at least this many lines is read with the cyclic GC paused (`bulk_gc`)."""
-
-
-@contextmanager
-def bulk_gc(active: bool = True) -> Iterator[None]:
-    """Pause Python's cyclic GC for a bulk read, then `gc.freeze()` what it built.
-
-    A cold open builds millions of objects (parsed entries, messages, counts) that all survive:
-    with the collector running, every 700 allocations start a young collection and the
-    survivors set off full collections that rescan the whole heap again and again (27-38 % of
-    a cold open at 10,000 turns, and super-linear: issue 14). Nothing the read builds forms a
-    reference cycle, so the collector has nothing to find there; after the block, the objects
-    are moved to the permanent generation, which later collections skip (they are still freed
-    by reference counting when dropped). Only the outermost block re-enables the collector.
-    Measured in docs/performance.md (bench/bench_cold.py).
-    """
-    if not active:
-        yield
-        return
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.freeze()
-            gc.enable()
-
-
 def _replace(snapshot: Snapshot, **changes: Any) -> Snapshot:
     return replace(snapshot, **changes)
 
@@ -953,7 +799,7 @@ def _map_snapshot(live: LiveSession, reader: Any, size: int, exact: bool) -> Sna
     return Snapshot(
         version=1, path=live.path, session=reader.freeze(), context=ctx, model=model,
         model_key=model_key, breakdown=result, exact=result, provider=provider_view, turns=turns,
-        system_inferred=inferred, file_size=size,
+        system_inferred=inferred, file_size=size, agent=PI, capabilities=CAPABILITIES,
     )
 
 
@@ -969,4 +815,4 @@ def _numbers_only(snap: Snapshot) -> Snapshot:
     light.diagnostics, light.end_offset, light.last_line_no = session.diagnostics, session.end_offset, session.last_line_no
     light.identity = session.identity
     context = replace(snap.context, messages=[], message_entry_ids=[], branch_entry_ids=[], context_entry_ids=[], chain=None)
-    return replace(snap, session=light, context=context, _lineage=None, _requests=None)
+    return replace(snap, session=light, context=context, _lineage=None, _conversation=None)
