@@ -132,7 +132,7 @@ def test_map_calibrates_an_estimate_above_the_provider(shared_dir: Path) -> None
 
 def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 17: `sessions` said "(no name)" where the header showed the file's name."""
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
     from ds4tui.header import first_prompt_of
     from ds4tui.widgets.panels import header_facts
 

@@ -114,7 +114,7 @@ def test_steering_refuses_with_the_reason(tmp_path: Path) -> None:
     for args in (["pin", str(path), "msg_x"], ["collapse", str(path), "--turns", "1"], ["compact", str(path)]):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
-        assert "refused, nothing written: Codex rollouts are Codex's own append-only record" in result.stderr
+        assert f"refused, nothing written: {args[0]}: Codex rollouts are Codex's own append-only record" in result.stderr
     assert path.read_bytes() == before
 
 
@@ -124,4 +124,4 @@ def test_not_a_rollout_exits_2(tmp_path: Path) -> None:
     for command in ("map", "cache", "context"):
         result = runner.invoke(app, [command, "--json", str(path)])
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a Codex rollout (its first line is not a session_meta row)"]
+        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of Pi, Claude Code or Codex"]

@@ -257,22 +257,26 @@ def test_home_snapshot_filtered_narrow(snap_compare, home: dict[str, Path]) -> N
     assert snap_compare(HomeApp(Clock(NOW - 60)), terminal_size=(96, 16), run_before=filtered)
 
 
-async def test_a_claude_code_row_ends_the_dashboard_with_its_path(sample01: Path) -> None:
-    """Choosing another agent's session on the home screen never shows it in the Pi dashboard:
-    the app ends with the path, and the CLI opens that agent's read-only view (`launch.open_any`)."""
+async def test_any_agents_session_opens_in_the_one_dashboard(sample01: Path) -> None:
+    """Choosing another agent's session on the home screen shows it in this dashboard: the
+    snapshot is that agent's, with its header and categories."""
     from ds4tui.app import Ds4App
+    from tests.app.test_dashboard import settle
     from tests.conftest import FIXTURES
 
     claude = FIXTURES / "claude" / "manual-compact-diagnostics.jsonl"
     app = Ds4App(sample01, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
-        app.open_choice(sample01)  # a Pi session stays in the dashboard
-        await pilot.pause()
-        assert app.is_running
+        await settle(pilot, app)
+        assert app.snapshot.agent == "pi"
         app.open_choice(claude)
-        await pilot.pause()
-    assert app.return_value == claude
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if app.snapshot is not None and app.snapshot.agent == "claude-code":
+                break
+        assert app.is_running and app.snapshot.agent == "claude-code"
+        assert app.view.header.agent == "Claude Code"
+        assert {r.id for r in app.snapshot.best.rows} >= {"system_prompt", "system_tools", "skills"}
 
 
 async def test_at_80_columns_every_row_still_names_its_session(home: dict[str, Path]) -> None:

@@ -18,7 +18,7 @@ SHAPES = {
         "systemInferred", "categories", "calibrated", "turns", "diagnostics", "problems",
     },
     "plan": {
-        "agent", "sessionId", "branchLeafId", "provider", "model", "modelAssumed", "contextMode", "contextWindow",
+        "agent", "whatIf", "sessionId", "branchLeafId", "provider", "model", "modelAssumed", "contextMode", "contextWindow",
         "outputReserve", "hardInputLimit", "targetInputTokens", "estimatedInputTokens", "actualInputTokens",
         "piReportedContextTokens", "fixedTokensSource", "composition", "planning", "budget", "modelAwareness",
         "rescuedPredecessor", "oversizedTurnExclusions", "selectedGroups", "excludedGroups", "retrievedEventIds",

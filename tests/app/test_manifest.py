@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from ds4core.config import Ds4Config, apply_source
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.derive.planning import LivePlanner, PlanView
 from ds4tui.widgets.manifest import ManifestView
 from tests.conftest import FIXTURES

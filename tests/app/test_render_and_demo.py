@@ -55,7 +55,7 @@ def test_demo_replay_appends_the_bundled_session_line_by_line_dated_now(tmp_path
 
 def test_demo_copy_is_warm_and_never_the_packaged_file(tmp_path: Path) -> None:
     from ds4sessions.derive.cache import cache_view
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
     from ds4tui.demo import DEMO_AGE_S, demo_copy, line_time
 
     now = 1_900_000_000.0
@@ -83,7 +83,7 @@ async def test_pin_in_the_default_demo_writes_to_the_copy_only(tmp_path: Path) -
     app = Ds4App(copy, demo=True, watch=False, retrieval=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        app._select_message(3, sync_turns=True)
+        app.dashboard._select_message(3, sync_turns=True)
         await open_pin_dialog(pilot, app)
         await pilot.press("y")
         for _ in range(200):

@@ -81,7 +81,7 @@ def test_dashboard_highlight_moved_in_the_plan_view(snap_compare) -> None:  # ty
         await _ready(pilot)
         await pilot.press("v")
         await pilot.pause()
-        pilot.app._select_message(3, sync_turns=True)
+        pilot.app.dashboard._select_message(3, sync_turns=True)
         await pilot.pause()
 
     assert snap_compare(app(), terminal_size=(120, 36), run_before=move)

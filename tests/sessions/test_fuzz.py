@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.agents.pi.live import Snapshot
 
 from tests.conftest import FIXTURES
 

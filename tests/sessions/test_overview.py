@@ -341,7 +341,10 @@ def test_the_light_summary_module_repeats_the_engine_constants_exactly() -> None
     from ds4sessions.overview import summary
 
     assert summary.DEFAULT_EXPIRING_SECONDS == DEFAULT_EXPIRING_SECONDS
-    assert set(summary.CACHE_RULES) == {PI, CLAUDE_CODE, CODEX}
+    from ds4sessions.agents.registry import agent_named
+
+    rules = {name: summary.cache_rule(agent_named(name).capabilities) for name in (PI, CLAUDE_CODE, CODEX)}
+    assert rules == {PI: "model-table", CLAUDE_CODE: "recorded", CODEX: "configured"}  # (by capabilities, not names)
 
 
 def test_the_first_paint_imports_neither_the_agents_nor_the_engine() -> None:
