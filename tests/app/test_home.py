@@ -1,4 +1,4 @@
-"""The home screen over a home directory of shared Pi, Claude Code and Codex samples moved to a
+"""The home screen over a home directory of Pi, Claude Code and Codex samples (tests/fixtures, the `samples` fixture) moved to a
 fixed instant: order, countdown ticks, notices, filtering, a typed path, Enter/Esc with the real
 dashboard, and SVG snapshots."""
 
@@ -32,20 +32,20 @@ class Clock:
 
 
 @pytest.fixture
-def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def home(tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
     placed = {
-        "pi-warm": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=NOW - 100, mtime=NOW - 20).path,
-        "pi-idle": place_pi(shared_dir, tmp_path, "03-compaction", latest_at=NOW - 250, mtime=NOW - 250).path,
-        "pi-old": place_pi(shared_dir, tmp_path, "05-extensions-models", latest_at=NOW - 3 * 86400, mtime=NOW - 3 * 86400).path,
+        "pi-warm": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=NOW - 100, mtime=NOW - 20).path,
+        "pi-idle": place_pi(samples, tmp_path, "03-compaction", latest_at=NOW - 250, mtime=NOW - 250).path,
+        "pi-old": place_pi(samples, tmp_path, "05-extensions-models", latest_at=NOW - 3 * 86400, mtime=NOW - 3 * 86400).path,
     }
     if "claude-code" in AGENTS:
-        main, *subs = place_claude(shared_dir, tmp_path, latest_at=NOW - 200, mtime=NOW - 10)
+        main, *subs = place_claude(samples, tmp_path, latest_at=NOW - 200, mtime=NOW - 10)
         placed["claude"] = main.path
         placed["claude-sub"] = subs[0].path
     if "codex" in AGENTS:
-        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=NOW - 30, mtime=NOW - 30).path
+        placed["codex"] = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=NOW - 30, mtime=NOW - 30).path
     return placed
 
 

@@ -1,4 +1,4 @@
-"""`ds4tui sessions --json` and `ds4tui usage` over a home of shared samples moved to now, and
+"""`ds4tui sessions --json` and `ds4tui usage` over a home of the samples in tests/fixtures moved to now, and
 `ds4tui home` starting on the home screen."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def home(tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     now = time.time()
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
-    placed = {"pi": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path}
+    placed = {"pi": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path}
     try:
-        placed["claude"] = place_claude(shared_dir, tmp_path, latest_at=now - 60, mtime=now - 60, subagents=False)[0].path
-        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
+        placed["claude"] = place_claude(samples, tmp_path, latest_at=now - 60, mtime=now - 60, subagents=False)[0].path
+        placed["codex"] = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
     except StopIteration:  # pragma: no cover - shared samples incomplete
         pass
     return placed
