@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import pytest
 
@@ -54,6 +54,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in skip_summary(skipped, ROOT):
         terminalreporter.write_line(line)
 SKIP_NO_SHARED = "../shared (Pi sample sessions, DS4 vectors, bad inputs) is absent; set DS4TUI_SHARED to run"
+
+
+def shared_params(values: Iterable[Any]) -> list[Any]:
+    """`values` for `pytest.mark.parametrize` over files of `../shared`; without any (no
+    `../shared`), one skipped case that says so (pytest's own reason would be "got empty parameter
+    set")."""
+    values = list(values)
+    return values or [pytest.param(None, id="no-shared", marks=pytest.mark.skip(reason=SKIP_NO_SHARED))]
 
 
 @pytest.fixture(scope="session")
