@@ -1,7 +1,8 @@
 """`ds4tui cache PATH [--json] [--now]`: the prompt cache of a session.
 
-Prints the cache state (at the time of the file's last entry, or the current time with `--now`),
-the per-request history (cache-read share, tokens read and written, catalog cost against Pi's
+Prints the cache state as of now (what the TUI shows), or as of the session's last entry with
+`--last` (the state the session was left in), and says which: an `as of:` line with the instant
+(local time), and `at` / `asOf` in the JSON. Then the per-request history (cache-read share, tokens read and written, catalog cost against Pi's
 recorded cost), the misses with their causes, and DS4's cache-aware decision (the configured
 mode, plus the mode-`auto` what-if when the configuration says `off`). The retention tier comes
 from `PI_CACHE_RETENTION`; prices from the model table (bundled + `<agentDir>/models.json`);
@@ -24,6 +25,9 @@ from ds4tui.text import fmt_tokens, literal
 
 NAMES = {"cache"}
 
+clock = time.time
+"""The current time in epoch seconds (tests inject a fixed one)."""
+
 
 def _last_entry_seconds(snapshot) -> float | None:  # type: ignore[no-untyped-def]
     from ds4sessions.agents.pi.context import iso_to_ms
@@ -39,12 +43,33 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:.6f}"
 
 
+def as_of_line(at: float, last_entry_s: float | None, last: bool) -> str:
+    """The `as of:` line of `ds4tui cache`: the instant the countdown is taken at (`at`, epoch
+    seconds, shown in local time) and what it is: `now` (the default, as the TUI counts) or the
+    session's last entry (`last`), with the other choice named."""
+    if last:
+        return f"as of: the last entry, {_clock(at)} (without --last: now)"
+    tail = f"; the last entry was {_clock(last_entry_s)} (--last: as of then)" if last_entry_s is not None else ""
+    return f"as of: now, {_clock(at)}{tail}"
+
+
+def _clock(seconds: float) -> str:
+    """Epoch seconds as local `YYYY-MM-DD HH:MM:SS ZONE`."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(seconds))
+
+
 def cache_cmd(
     path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON")] = False,
-    now: Annotated[bool, typer.Option("--now", help="State at the current time (default: the last entry's time)")] = False,
+    last: Annotated[bool, typer.Option("--last", help="State as of the session's last entry (default: now, as the TUI shows)")] = False,
+    now_flag: Annotated[bool, typer.Option("--now", hidden=True, help="State as of now (the default)")] = False,
 ) -> None:
-    """Show the prompt cache of PATH: state, history, misses with causes, DS4's decision."""
+    """Show the prompt cache of PATH as of now (--last: as of its last entry): state, history,
+    misses with causes, DS4's decision."""
+    if last and now_flag:
+        typer.echo("ds4tui: cache: --last and --now exclude each other", err=True)
+        raise typer.Exit(2)
+    now = not last
     from ds4tui.commands.codex import codex_dispatch
 
     if codex_dispatch("cache", path, as_json=as_json, now=now):
@@ -64,14 +89,17 @@ def cache_cmd(
     loaded = load_ds4_config(snapshot.reader.cwd)
     for warning in loaded.warnings:
         typer.echo(f"ds4tui: {literal(warning, keep_newlines=False)}", err=True)
-    at = time.time() if now else (_last_entry_seconds(snapshot) or time.time())
+    last_entry = _last_entry_seconds(snapshot)
+    at = last_entry if last and last_entry is not None else clock()
     view = cache_view(snapshot, at, os.environ.get("PI_CACHE_RETENTION"), models=models, config=loaded)
     if as_json:
-        typer.echo(json.dumps({"at": at, **view.to_json()}, indent=2, ensure_ascii=False))
+        as_of = "last-entry" if at == last_entry and last else "now"
+        typer.echo(json.dumps({"at": at, "asOf": as_of, **view.to_json()}, indent=2, ensure_ascii=False))
         return
     state = view.state
     out = [
         f"model: {literal(view.model_key or 'unknown', keep_newlines=False)}",
+        as_of_line(at, last_entry, last and at == last_entry),
         f"cache: {state.words} — {literal(state.reason, keep_newlines=False)}",
         f"cached prefix of the last request: context messages 0..{view.cached_prefix_end - 1}"
         if view.cached_prefix_end else "cached prefix of the last request: none",

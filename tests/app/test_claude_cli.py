@@ -66,11 +66,11 @@ def test_text_outputs() -> None:
 
 
 def test_cache_text_says_when_the_countdown_is_taken() -> None:
-    """The text says the countdown is taken at the last request (as the JSON's state is), or
-    now with `--now` (a new user read "300 s left" of a transcript from March as a live cache)."""
-    lines = run("cache", str(MAIN)).stdout.splitlines()
-    assert lines[1] == "cache: tier 5m, 300 s left as of the last request (--now: as of now)"
-    assert run("cache", str(MAIN), "--now").stdout.splitlines()[1] == "cache: tier 5m, expired now"
+    """The text says the countdown is taken now (the default, as the TUI counts), or at the last
+    request with `--last` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    lines = run("cache", str(MAIN), "--last").stdout.splitlines()
+    assert lines[1].startswith("cache: tier 5m, 300 s left as of the last request")
+    assert run("cache", str(MAIN)).stdout.splitlines()[1] == "cache: tier 5m, expired now"
 
 
 @pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes"), ("plan",)])
