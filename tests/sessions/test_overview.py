@@ -186,7 +186,7 @@ def test_codex_countdown_only_with_a_configured_retention(home: Home) -> None:
     configured = _by_path(home.overview().load_all())[str(home.placed["codex"])]
     assert configured.cache.label == "300 s, typical, not recorded"
     assert configured.cache_at(configured.cache.expires_at_s - 100).words == "warm · 1:40 left"
-    (home.root / "state" / "overview.sqlite3").unlink()
+    # the same index, other settings: the row made with a retention does not answer (re-read)
     plain = _by_path(Overview(settings=OverviewSettings(), now=lambda: home.now).load_all())[str(home.placed["codex"])]
     assert plain.cache_at(home.now).status == "unknown"
     assert "records no cache TTL" in (plain.cache.reason or "")
@@ -368,7 +368,7 @@ def test_index_rows_round_trip_and_a_malformed_row_is_reread(home: Home) -> None
     victim = summaries[0].path
     with index._lock:
         index._db.execute("UPDATE files SET summary = ? WHERE path = ?", (json.dumps(summaries[0].to_json()), victim))
-    loaded = index.load()
+    loaded = index.load(overview.settings.index_key())
     assert victim not in loaded and len(loaded) == len(summaries) - 1
     again = home.overview().scan()
     assert [str(i.path) for i in again.pending] == [victim]
