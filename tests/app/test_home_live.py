@@ -28,7 +28,7 @@ from textual.widgets import DataTable
 from ds4sessions.agents.registry import all_agents
 from ds4sessions.overview.scanner import Overview
 from ds4sessions.overview.summary import OverviewSettings
-from ds4tui.screens.home import COLUMNS, HomeScreen, row_cells
+from ds4tui.screens.home import HomeScreen, row_cells
 from tests.overview_home import env_for, place_claude, place_codex, shifted_copy
 
 AGENTS = {a.name for a in all_agents()}
@@ -149,8 +149,9 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
                 summary = screen.summaries[key]
                 cells = [str(c) for c in table.get_row(key)]
                 expected = [str(c) for c in row_cells(summary, clock.t, dt.datetime.fromtimestamp(clock.t).strftime("%Y-%m-%d"),
-                                                      screen.overview_settings_expiring())]
-                assert cells == expected, (path.name, dict(zip(COLUMNS, cells)))
+                                                      screen.overview_settings_expiring(), screen.column_layout,
+                                                      screen._session_width, key in screen._twins)]
+                assert cells == expected, (path.name, dict(zip(screen.columns, cells)))
                 if not seen[path] or seen[path][-1] != cells[3] + cells[4]:
                     seen[path].append(cells[3] + cells[4])
             # both rows are live, went through several states (context and cost grew as they wrote)
@@ -168,10 +169,10 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
             # so each gets one notice and one bell at 60 s before its expiry
             expiries = {p: screen.summaries[str(p)].cache.expires_at_s for p in (claude, codex)}
             assert all(e is not None and e - clock.t > 200 for e in expiries.values())
-            before = str(table.get_row(str(claude))[2])
+            before = str(table.get_cell(str(claude), "cache"))
             clock.t += 1
             screen.tick()
-            assert str(table.get_row(str(claude))[2]) != before and "warm" in before
+            assert str(table.get_cell(str(claude), "cache")) != before and "warm" in before
             for p in sorted(expiries, key=expiries.get):
                 clock.t = expiries[p] - 59.5
                 screen.poll_now()  # the periodic poll: a re-scan (15 s passed) refreshes liveness
@@ -184,11 +185,11 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
             notes = [n.message for n in app._notifications if "prompt cache expires in" in n.message]
             assert len(notes) == 2 and app.bells == 2, notes
             assert any(n.startswith("claude-code · ") for n in notes) and any(n.startswith("codex · ") for n in notes)
-            assert "◐ expiring" in str(table.get_row(str(codex))[2]) or "◐ expiring" in str(table.get_row(str(claude))[2])
+            assert "◐ expiring" in str(table.get_cell(str(codex), "cache")) or "◐ expiring" in str(table.get_cell(str(claude), "cache"))
             clock.t = max(expiries.values()) + 1
             screen.tick()
-            assert str(table.get_row(str(claude))[2]) == "○ cold"
-            assert str(table.get_row(str(codex))[2]) == "○ cold (typical)"
+            assert str(table.get_cell(str(claude), "cache")) == "○ cold"
+            assert str(table.get_cell(str(codex), "cache")) == "○ cold (typical)"
             assert app.bells == 2  # once per expiry
     finally:
         lock.close()
