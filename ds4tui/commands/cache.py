@@ -1,9 +1,10 @@
-"""`ds4tui cache PATH [--json] [--now]`: the prompt cache of a session.
+"""`ds4tui cache PATH [--json] [--last]`: the prompt cache of a session.
 
 Prints the cache state as of now (what the TUI shows), or as of the session's last entry with
 `--last` (the state the session was left in), and says which: an `as of:` line with the instant
-(local time), and `at` / `asOf` in the JSON. Then the per-request history (cache-read share, tokens read and written, catalog cost against Pi's
-recorded cost), the misses with their causes, and DS4's cache-aware decision (the configured
+(local time), and `at` / `asOf` in the JSON (`--now`, the old way to ask for now, is still
+accepted). Then the per-request history (cache-read share, tokens read and written, catalog cost
+against Pi's recorded cost), the misses with their causes, and DS4's cache-aware decision (the configured
 mode, plus the mode-`auto` what-if when the configuration says `off`). The retention tier comes
 from `PI_CACHE_RETENTION`; prices from the model table (bundled + `<agentDir>/models.json`);
 DS4's configuration from the global and trusted-project `ds4-context.json`.
