@@ -66,12 +66,14 @@ def test_text_outputs() -> None:
 
 
 def test_cache_text_says_when_the_countdown_is_taken() -> None:
-    """The text says the countdown is taken at the last request (as the JSON's state is), or
-    now with `--now` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    """The text says the countdown is taken now (the default, as the TUI counts), or at the last
+    request with `--last` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    lines = run("cache", str(MAIN), "--last").stdout.splitlines()
+    assert lines[1].startswith("as of: the last request, ") and lines[1].endswith("(without --last: now)")
+    assert lines[2].startswith("cache: warm · 5:00 left — ") and "lifetime 300 s" in lines[2]
     lines = run("cache", str(MAIN)).stdout.splitlines()
-    assert lines[1].startswith("cache: warm · 5:00 left as of the last request (--now: as of now) — ")
-    assert "lifetime 300 s" in lines[1]
-    assert run("cache", str(MAIN), "--now").stdout.splitlines()[1].startswith("cache: cold now — expired")
+    assert lines[1].startswith("as of: now, ") and "the last request was" in lines[1]
+    assert lines[2].startswith("cache: cold — expired")
 
 
 @pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes")])

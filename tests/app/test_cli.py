@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ds4tui.cli import app
-from tests.conftest import SHARED
+from tests.conftest import SHARED, shared_params
 
 runner = CliRunner()
 SAMPLES = sorted(p.name[: -len(".context.json")] for p in (SHARED / "sessions-pi").glob("*.context.json")) if SHARED else []
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", shared_params(SAMPLES))
 def test_context_json_equals_pis_own(name: str, shared_dir: Path) -> None:
     src = shared_dir / "sessions-pi" / f"{name}.jsonl"
     expected = json.loads((shared_dir / "sessions-pi" / f"{name}.context.json").read_text(encoding="utf-8"))

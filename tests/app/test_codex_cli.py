@@ -50,7 +50,7 @@ def test_window_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cache_json_totals_count_each_request_once() -> None:
-    data = run_json("cache", "--json", str(MAIN))
+    data = run_json("cache", "--json", "--last", str(MAIN))
     assert data["agent"] == "codex"
     assert data["totals"] == {"requests": 11, "inputTokens": 11_232, "cacheReadTokens": 99_008,
                               "cacheWriteTokens": 0, "outputTokens": 986}
@@ -63,8 +63,8 @@ def test_cache_json_totals_count_each_request_once() -> None:
 
 
 def test_cache_countdown_only_with_a_configured_retention(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DS4TUI_CODEX_CACHE_RETENTION", "300")
-    state = run_json("cache", "--json", str(MAIN))["state"]
+    monkeypatch.setenv("DS4TUI_CACHE_RETENTION", "codex=300")
+    state = run_json("cache", "--json", "--last", str(MAIN))["state"]
     assert state["label"] == "typical, not recorded" and state["status"] == "warm"
     assert state["remainingSeconds"] == pytest.approx(300 - 0.008, abs=1e-6)
 

@@ -25,7 +25,7 @@ SHAPES = {
         "pins", "unmappedPins", "included", "excluded", "warnings",
     },
     "cache": {
-        "at", "agent", "model", "state", "cachedPrefixEnd", "pricingSource", "bridgeFixedTokens", "bridgeRequests",
+        "at", "asOf", "agent", "model", "state", "cachedPrefixEnd", "pricingSource", "bridgeFixedTokens", "bridgeRequests",
         "bridgeMatched", "history", "decision", "whatIf",
     },
     "retrieve": {

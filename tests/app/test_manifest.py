@@ -145,8 +145,8 @@ def test_snapshot_tight_plan_with_diff(snap_compare) -> None:  # type: ignore[no
     assert snap_compare(app, terminal_size=(140, 40))
 
 
-def test_snapshot_filtered_and_sorted(snap_compare, shared_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    view = _plan(shared_dir / "sessions-pi" / "04-tree-branches-labels.jsonl", {"recentTailTokens": 0, "rescueImmediatePredecessor": False})
+def test_snapshot_filtered_and_sorted(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    view = _plan(FIXTURES / "pi" / "04-tree-branches-labels.jsonl", {"recentTailTokens": 0, "rescueImmediatePredecessor": False})
 
     async def filter_and_sort(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.press("slash", *"pin")

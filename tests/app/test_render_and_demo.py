@@ -14,7 +14,7 @@ from ds4tui.app import Ds4App
 from ds4tui.cli import demo_session_path, replay
 from ds4tui.render import category_lines
 from tests.app.test_dashboard import settle
-from tests.conftest import SHARED
+from tests.conftest import SHARED, shared_params
 
 
 def test_children_sorted_by_weight_30_shown_then_the_rest_counted() -> None:
@@ -105,7 +105,7 @@ async def test_small_terminal_hides_the_map_but_keeps_the_numbers(sample01: Path
 SAMPLES = sorted(p.name for p in (SHARED / "sessions-pi").glob("*.jsonl")) if SHARED else []
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", shared_params(SAMPLES))
 async def test_every_shared_sample_opens(name: str, shared_dir: Path, tmp_path: Path) -> None:
     src = shared_dir / "sessions-pi" / name
     copy = tmp_path / name

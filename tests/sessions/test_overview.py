@@ -1,4 +1,4 @@
-"""The overview over a home directory made of the shared Pi, Claude Code and Codex samples, with
+"""The overview over a home directory made of the Pi, Claude Code and Codex samples in tests/fixtures, with
 their ids and timestamps moved to now: the list, the countdowns (injected clock), the roll-ups
 (real numbers, checked against sums computed here from the raw files), the index."""
 
@@ -40,21 +40,21 @@ class Home:
 
 
 @pytest.fixture
-def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+def home(tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     now = time.time()
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
     placed = {
-        "pi-warm": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path,
-        "pi-idle": place_pi(shared_dir, tmp_path, "03-compaction", latest_at=now - 250, mtime=now - 250).path,
-        "pi-old": place_pi(shared_dir, tmp_path, "05-extensions-models", latest_at=now - 3 * 86400, mtime=now - 3 * 86400).path,
+        "pi-warm": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path,
+        "pi-idle": place_pi(samples, tmp_path, "03-compaction", latest_at=now - 250, mtime=now - 250).path,
+        "pi-old": place_pi(samples, tmp_path, "05-extensions-models", latest_at=now - 3 * 86400, mtime=now - 3 * 86400).path,
     }
     if "claude-code" in AGENTS:
-        main, *subs = place_claude(shared_dir, tmp_path, latest_at=now - 60, mtime=now - 60)
+        main, *subs = place_claude(samples, tmp_path, latest_at=now - 60, mtime=now - 60)
         placed["claude"] = main.path
         placed["claude-sub"] = subs[0].path
     if "codex" in AGENTS:
-        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
+        placed["codex"] = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
     return Home(tmp_path, now, placed)
 
 
@@ -186,7 +186,7 @@ def test_codex_countdown_only_with_a_configured_retention(home: Home) -> None:
     configured = _by_path(home.overview().load_all())[str(home.placed["codex"])]
     assert configured.cache.label == "300 s, typical, not recorded"
     assert configured.cache_at(configured.cache.expires_at_s - 100).words == "warm · 1:40 left"
-    (home.root / "state" / "overview.sqlite3").unlink()
+    # the same index, other settings: the row made with a retention does not answer (re-read)
     plain = _by_path(Overview(settings=OverviewSettings(), now=lambda: home.now).load_all())[str(home.placed["codex"])]
     assert plain.cache_at(home.now).status == "unknown"
     assert "records no cache TTL" in (plain.cache.reason or "")
@@ -303,7 +303,7 @@ def test_the_expiry_notice_fires_once_per_expiry_for_live_sessions(home: Home) -
 
 
 @NEEDS_CODEX
-def test_codex_costs_come_from_the_openai_price_table(home: Home, shared_dir: Path) -> None:
+def test_codex_costs_come_from_the_openai_price_table(home: Home) -> None:
     """A Codex rollout of a model in `openai-prices.json` is priced from that table (the one the
     Codex view uses, with its source and date); one of a model it lacks says "no price"."""
     from ds4sessions.agents.codex import read_rollout
@@ -371,7 +371,7 @@ def test_index_rows_round_trip_and_a_malformed_row_is_reread(home: Home) -> None
     victim = summaries[0].path
     with index._lock:
         index._db.execute("UPDATE files SET summary = ? WHERE path = ?", (json.dumps(summaries[0].to_json()), victim))
-    loaded = index.load()
+    loaded = index.load(overview.settings.index_key())
     assert victim not in loaded and len(loaded) == len(summaries) - 1
     again = home.overview().scan()
     assert [str(i.path) for i in again.pending] == [victim]

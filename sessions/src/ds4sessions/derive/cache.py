@@ -76,6 +76,7 @@ __all__ = [
     "cache_monitor_for",
     "session_cache_json",
     "session_cache_view",
+    "session_last_time",
     "DecisionView",
     "MATCH_WINDOW_S",
     "bridge_prefix_change",
@@ -1025,11 +1026,13 @@ def session_cache_view(agent: Any, snapshot: Snapshot, now: float, models: Model
     return monitor.view(snapshot, now)
 
 
-def session_cache_json(agent: Any, path: Path, at: float | None = None, models: ModelTable | None = None) -> dict[str, Any]:
+def session_cache_json(agent: Any, path: Path, at: float | None = None, models: ModelTable | None = None,
+                       *, snapshot: Snapshot | None = None) -> dict[str, Any]:
     """`ds4tui cache --json` for `agent`'s session `path` at `at` (epoch seconds; None: the
-    session's last request, for Pi the time of its last entry): where DS4's plan is exact,
-    `{"at", ...CacheView.to_json()}` of DS4's monitor (plus `warnings` of the configuration);
-    else the agent's own JSON (`Agent.cache_json`, its documented shape)."""
+    session's last entry or request, `session_last_time`): where DS4 runs inside the agent
+    (`Capabilities.ds4_exact`), `{"at", ...CacheView.to_json()}` of DS4's monitor (plus
+    `warnings` of the configuration); else the agent's own JSON (`Agent.cache_json`, its
+    documented shape). `snapshot`: the session already read (else read here)."""
     if not agent.capabilities.ds4_exact:
         return agent.cache_json(path, at=at, models=models)
     import time
@@ -1037,11 +1040,23 @@ def session_cache_json(agent: Any, path: Path, at: float | None = None, models: 
     from ds4sessions.agents.plugin import read_snapshot
     from ds4sessions.derive.ds4config import load_ds4_config
 
-    snapshot = read_snapshot(agent, path, models, exact=False)
+    if snapshot is None:
+        snapshot = read_snapshot(agent, path, models, exact=False)
     loaded = load_ds4_config(snapshot.session.cwd)
-    when = at if at is not None else (_last_entry_seconds(snapshot.session.entries) or time.time())
+    when = at if at is not None else (session_last_time(snapshot)[0] or time.time())
     view = cache_view(snapshot, when, os.environ.get("PI_CACHE_RETENTION"), models=models, config=loaded)
     return {"at": when, **view.to_json(), **({"warnings": list(loaded.warnings)} if loaded.warnings else {})}
+
+
+def session_last_time(snapshot: Snapshot) -> tuple[float | None, str]:
+    """When the session was last written to, as `ds4tui cache --last` takes it: (Unix seconds or
+    None, "entry" | "request"): the last entry with a readable time where the reader keeps the
+    entries (Pi), else the last request's time."""
+    entries = snapshot.session.entries
+    if entries:
+        return _last_entry_seconds(entries), "entry"
+    stamps = [r.timestamp for r in snapshot.conversation.requests if r.timestamp is not None]
+    return (max(stamps) if stamps else None), "request"
 
 
 def _last_entry_seconds(entries: Sequence[Any]) -> float | None:

@@ -19,7 +19,7 @@ Prompt-cache rules (which one applies is a property of the agent's capabilities,
   §6, §10).
 - **configured** (Codex, or any agent that records no TTL): no countdown unless the user
   configured a retention for that agent (`OverviewSettings.retention`, from
-  `DS4TUI_CACHE_RETENTION="codex=300"`); such a countdown is labelled "typical, not recorded"
+  `DS4TUI_CACHE_RETENTION="codex=300"`: `ds4sessions.retention`); such a countdown is labelled "typical, not recorded"
   (peers-and-features.md §2.11: Codex records no cache TTL or expiry).
 
 Units: tokens; times in Unix epoch seconds; costs in USD; days as local `YYYY-MM-DD`.
@@ -62,20 +62,6 @@ ANTHROPIC_TTL_S = {"5m": 300, "1h": 3600}
 TYPICAL_LABEL = "typical, not recorded"
 
 
-def parse_retention(text: str | None) -> dict[str, int]:
-    """`"codex=300,pi=3600"` → {"codex": 300, "pi": 3600} (seconds); bad parts are ignored."""
-    out: dict[str, int] = {}
-    for part in (text or "").split(","):
-        name, _, value = part.partition("=")
-        try:
-            seconds = int(float(value))
-        except ValueError:
-            continue
-        if name.strip() and seconds > 0:
-            out[name.strip()] = seconds
-    return out
-
-
 @dataclass(frozen=True)
 class OverviewSettings:
     """Knobs of the overview.
@@ -85,21 +71,35 @@ class OverviewSettings:
     - `expiring_s`: a warm cache with less than this left is "expiring" (seconds);
     - `live_s`: a file modified this recently counts as live even when its agent says idle
       (seconds);
-    - `pi_retention`: Pi's `PI_CACHE_RETENTION` (short / long / none).
+    - `pi_retention`: Pi's `PI_CACHE_RETENTION` (short / long / none);
+    - `notes`: lines about the settings themselves (a deprecated name in use).
     """
 
     retention: Mapping[str, int] = field(default_factory=dict)
     expiring_s: float = DEFAULT_EXPIRING_SECONDS
     live_s: float = 120.0
     pi_retention: str | None = None
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> "OverviewSettings":
-        """Settings from `DS4TUI_CACHE_RETENTION` and `PI_CACHE_RETENTION`."""
-        return cls(
-            retention=parse_retention(os.environ.get("DS4TUI_CACHE_RETENTION")),
-            pi_retention=os.environ.get("PI_CACHE_RETENTION"),
-        )
+        """Settings from `DS4TUI_CACHE_RETENTION` (`ds4sessions.retention`, with its deprecated
+        per-agent names) and `PI_CACHE_RETENTION`."""
+        from ds4sessions.retention import retention_from_env
+
+        retention = retention_from_env()
+        return cls(retention=dict(retention.seconds), pi_retention=os.environ.get("PI_CACHE_RETENTION"),
+                   notes=retention.notes)
+
+    def index_key(self) -> str:
+        """What of these settings shapes a stored summary (the cache clock's lifetime and tier:
+        `retention`, `pi_retention`), as a string: the overview index answers only from rows
+        stored under the same key, so a changed setting re-reads the files instead of answering
+        with the old countdown. (`expiring_s` and `live_s` are applied when a summary is shown.)"""
+        import json
+
+        return json.dumps({"retention": sorted(self.retention.items()), "pi": (self.pi_retention or "").strip().lower()},
+                          separators=(",", ":"))
 
 
 @dataclass(frozen=True)

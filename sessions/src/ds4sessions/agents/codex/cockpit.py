@@ -119,8 +119,8 @@ def cache_facts(snapshot: Any, now: float, models: ModelTable | None = None) -> 
     return request_cache_facts(
         snapshot, now, models,
         lifetimes={"short": int(retention)} if retention else {},
-        tier_source=f"typical, not recorded ({RETENTION_ENV}={retention:.0f} s)" if retention else "not recorded",
-        no_countdown=f"OpenAI records no prompt-cache TTL in Codex rollouts; set {RETENTION_ENV} (seconds) for a typical countdown",
+        tier_source=f"typical, not recorded ({RETENTION_ENV}=codex={retention:.0f})" if retention else "not recorded",
+        no_countdown=f"OpenAI records no prompt-cache TTL in Codex rollouts; set {RETENTION_ENV}=codex=SECONDS for a typical countdown",
         pricing_source=f"openai-prices.json ({source.get('from')}, {source.get('date')})",
         prices=pricing_of,
     )

@@ -8,14 +8,13 @@ rate limits, opaque bytes. Token counts: cl100k (`ds4core.tokens.Cl100kCounter`)
 Prices: `ds4core/data/openai-prices.json` (USD per million tokens; source and date inside,
 made by scripts/make_openai_prices.py). A model without a price gets `costUsd: null` and a note.
 Cache: OpenAI records no TTL (`Capabilities.cache_ttl_recorded` False); a countdown is given only
-for a retention the user configures (`$DS4TUI_CODEX_CACHE_RETENTION`, seconds), labelled
-"typical, not recorded".
+for a retention the user configures (`DS4TUI_CACHE_RETENTION=codex=SECONDS`, the one setting of
+`ds4sessions.retention`), labelled "typical, not recorded".
 """
 
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from importlib import resources
 from typing import Any, Mapping
@@ -25,8 +24,9 @@ from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4sessions.agents.base import Conversation, Request
 from ds4sessions.agents.codex.tokens import usable_window, window_note
 
-RETENTION_ENV = "DS4TUI_CODEX_CACHE_RETENTION"
-"""Environment variable: the prompt-cache retention (seconds) to assume for Codex sessions."""
+RETENTION_ENV = "DS4TUI_CACHE_RETENTION"
+"""Environment variable whose `codex=SECONDS` entry is the prompt-cache retention to assume for
+Codex sessions (`ds4sessions.retention`)."""
 
 
 def codex_parts(message: Mapping[str, Any]) -> list[tuple[str, str | None, Any]]:
@@ -247,7 +247,7 @@ def cache_json(conv: Conversation, at: float, retention: float | None = None) ->
                  "retentionSeconds": retention, "remainingSeconds": None, "label": None}
     elif retention is None:
         state = {"status": "unknown", "words": "unknown", "reason": "OpenAI records no prompt-cache TTL in Codex rollouts; set "
-                 f"{RETENTION_ENV} (seconds) for a typical countdown", "ttlRecorded": False,
+                 f"{RETENTION_ENV}=codex=SECONDS for a typical countdown", "ttlRecorded": False,
                  "retentionSeconds": None, "remainingSeconds": None, "label": None}
     else:
         remaining = last.timestamp + retention - at
@@ -291,10 +291,9 @@ def context_json(conv: Conversation) -> dict[str, Any]:
 
 
 def configured_retention() -> float | None:
-    """`$DS4TUI_CODEX_CACHE_RETENTION` as seconds (> 0), None when unset or invalid."""
-    raw = os.environ.get(RETENTION_ENV)
-    try:
-        value = float(raw) if raw else None
-    except (ValueError, RecursionError):
-        return None
-    return value if value is not None and value > 0 else None
+    """The `codex` entry of `$DS4TUI_CACHE_RETENTION` (or the deprecated
+    `$DS4TUI_CODEX_CACHE_RETENTION`) in seconds (> 0), None when unset or invalid."""
+    from ds4sessions.retention import retention_from_env
+
+    value = retention_from_env().get("codex")
+    return float(value) if value is not None else None
