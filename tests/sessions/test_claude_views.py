@@ -150,7 +150,7 @@ def test_cache_report_recorded_reasons() -> None:
 
 def test_price_table_is_data_with_source() -> None:
     table = price_table()
-    assert "pricing" in table["source"] and table["checked"]
+    assert "litellm" in table["source"] and "make_agent_models.py" in table["source"] and table["checked"]
     p = claude_price("claude-opus-4-8")
     assert p is not None and p.cost(input=1_000_000, cache_write_5m=0, cache_write_1h=0, cache_read=0, output=0) == 5
     assert claude_price("claude-sonnet-4-5-20250929[1m]").input == 3
