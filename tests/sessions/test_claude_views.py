@@ -69,8 +69,9 @@ def test_sample_total_and_categories_shape() -> None:
     data = context_map(read_transcript(SHARED / SAMPLE), {})
     assert data["agent"] == "claude-code" and data["provider"]["contextTokens"] == 19875 and data["totalSource"] == "provider"
     assert data["total"] == 19875 + data["laterEstimate"]
-    assert [c["id"] for c in data["categories"]] == ["system_prompt", "system_tools", "mcp_tools", "custom_agents",
-                                                      "memory_files", "skills", "messages", "free_space", "autocompact_buffer"]
+    assert [c["id"] for c in data["categories"]] == ["system_prompt", "system_tools", "mcp_tools", "mcp_tools_deferred",
+                                                      "system_tools_deferred", "custom_agents", "memory_files", "skills",
+                                                      "messages", "free_space", "autocompact_buffer"]
     messages = next(c for c in data["categories"] if c["id"] == "messages")
     assert {c["id"] for c in messages["children"]} == {"user", "assistant_text", "thinking", "tool_calls", "tool_results",
                                                       "attachments", "compaction"}

@@ -38,6 +38,7 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,6 +212,8 @@ class _State:
     loaded_records: dict[str, int] = field(default_factory=dict)
     cost_state: dict[str, Any] | None = None
     cost_states: int = 0
+    custom_agents: dict[str, str] = field(default_factory=dict)
+    memory_files: dict[str, dict[str, str]] = field(default_factory=dict)
     unknown: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
 
@@ -308,6 +311,17 @@ class ClaudeReader:
                         s.deferred[name] = None
                 for name in att.get("removedNames") or ():
                     s.deferred.pop(name, None)
+            elif atype == "agent_listing_delta" and not row.get("isSidechain"):
+                for line in att.get("addedLines") or ():
+                    name, _, when = str(line).removeprefix("- ").partition(": ")
+                    if name and name not in BUILTIN_AGENTS and name in (att.get("addedTypes") or ()):
+                        s.custom_agents[name] = re.sub(r" \(Tools: [^)]*\)$", "", when)
+                for name in att.get("removedTypes") or ():
+                    s.custom_agents.pop(name, None)
+            elif atype == "instructions" and not row.get("isSidechain"):
+                for f in att.get("files") or ():
+                    if isinstance(f, dict) and isinstance(f.get("content"), str):
+                        s.memory_files[str(f.get("path"))] = {"type": str(f.get("type", "")), "content": f["content"]}
             elif atype == "deferred_tools_record":
                 for entry in att.get("entries") or ():
                     if isinstance(entry, dict) and isinstance(entry.get("name"), str):
@@ -485,6 +499,8 @@ class ClaudeReader:
             if s.shape_tools is not None else None,
             "deferredTools": list(s.deferred),
             "loadedToolRecords": dict(s.loaded_records),
+            "customAgents": [{"agentType": k, "whenToUse": v} for k, v in s.custom_agents.items()],
+            "memoryFiles": [{"path": k, **v} for k, v in s.memory_files.items()],
             "costState": s.cost_state,
             "lines": dict(s.counts),
             "duplicateRows": s.duplicates,
