@@ -63,21 +63,29 @@ def claude_tools(out: Path) -> dict[str, dict]:
 
 
 def codex_tools(out: Path) -> dict[str, dict]:
-    """{version: {model, tools: [definitions]}} from a run's last Codex request."""
+    """{version: {model, tools: [definitions], subagentTools?: [definitions]}} from a run's last Codex
+    request of a user thread and of a subagent thread (`client_metadata` turn metadata
+    `thread_source`; a subagent gets no `multi_agent_v1`)."""
     version = None
     for rollout in sorted((out / "codex" / "sessions").rglob("rollout-*.jsonl")):
         first = json.loads(rollout.open().readline())
         version = (first.get("payload") or {}).get("cli_version") or version
-    last = None
+    last: dict[str, dict] = {}
     for log in sorted((out / "requests").glob("fake_openai*.jsonl")):
         for line in log.open():
             row = json.loads(line)
-            if row.get("method") == "POST" and str(row.get("path", "")).endswith("/responses") and (row.get("body") or {}).get("tools"):
-                last = row["body"]
-    if version is None or last is None:
+            body = row.get("body") or {}
+            if row.get("method") == "POST" and str(row.get("path", "")).endswith("/responses") and body.get("tools"):
+                meta = (body.get("client_metadata") or {}).get("x-codex-turn-metadata") or "{}"
+                source = json.loads(meta).get("thread_source", "user") if isinstance(meta, str) else "user"
+                last["subagent" if source == "subagent" else "user"] = body
+    if version is None or "user" not in last:
         return {}
-    return {version: {"model": last.get("model"), "tools": last["tools"],
-                      "source": "the tools array of Codex's last /v1/responses request in the agent-oracle request log"}}
+    row = {"model": last["user"].get("model"), "tools": last["user"]["tools"],
+           "source": "the tools array of Codex's last /v1/responses request in the agent-oracle request log"}
+    if "subagent" in last:
+        row["subagentTools"] = last["subagent"]["tools"]
+    return {version: row}
 
 
 def main() -> None:
@@ -90,7 +98,8 @@ def main() -> None:
     for arg in sys.argv[1:]:
         out = Path(arg)
         data["claude-code"].update(claude_tools(out))
-        data["codex"].update(codex_tools(out))
+        for version, row in codex_tools(out).items():
+            data["codex"].setdefault(version, {}).update(row)
     data["generated"] = dt.date.today().isoformat()
     data["script"] = "scripts/make_agent_tools.py"
     data["units"] = {"jsonChars": "characters of the tool definition's JSON"}

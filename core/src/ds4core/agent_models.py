@@ -140,17 +140,21 @@ def claude_deferred_tool_chars(version: str | None, name: str) -> tuple[int | No
     return None, None
 
 
-def codex_tools(version: str | None) -> tuple[list[dict[str, Any]], str | None]:
+def codex_tools(version: str | None, subagent: bool = False) -> tuple[list[dict[str, Any]], str | None]:
     """(Codex's tool definitions, the version they were measured on) for a rollout written by
-    Codex `version`: that version's, else the nearest older measured one, else the oldest; ([],
-    None) when none is measured."""
+    Codex `version`: that version's, else the nearest older measured one, else the oldest; a
+    `subagent` thread's set when measured (Codex sends a subagent no `multi_agent_v1`); ([], None)
+    when none is measured."""
     table = tools_table().get("codex") or {}
     if not table:
         return [], None
-    if version in table:
-        return list(table[version]["tools"]), version
     parsed = _version(version) or ()
     ordered = sorted(table, key=lambda v: _version(v) or ())
     older = [v for v in ordered if (_version(v) or ()) <= parsed]
-    pick = older[-1] if older else ordered[0]
-    return list(table[pick]["tools"]), pick
+    pick = version if version in table else older[-1] if older else ordered[0]
+    row = table[pick]
+    if subagent:
+        tools = row.get("subagentTools") or [t for t in row["tools"] if t.get("name") != "multi_agent_v1"]
+    else:
+        tools = row["tools"]
+    return list(tools), pick

@@ -341,7 +341,8 @@ class CodexReader:
             if not tools:
                 # the rollout records no built-in tool definition: Codex's own, as sent by this
                 # version (data/agent-tools.json, from the agent-oracle's request log), labelled
-                known, measured = codex_tools(_str(p.get("cli_version")))
+                subagent = p.get("thread_source") == "subagent" or isinstance(_map(p.get("source")).get("subagent"), Mapping)
+                known, measured = codex_tools(_str(p.get("cli_version")), subagent=subagent)
                 if known:
                     tools = [dict(t, name=str(t.get("name") or t.get("type") or "?")) for t in known]
                     self.tools_source = (f"Codex {measured}'s tool definitions as sent to "

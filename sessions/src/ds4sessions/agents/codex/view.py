@@ -139,6 +139,25 @@ class MapState:
         return self.attribution
 
 
+FIRST_REQUEST_REMAINDER = "first-request remainder (inferred)"
+"""The child of the Tools row holding `first_request_remainder`."""
+
+
+def first_request_remainder(conv: Conversation, message_tokens: list[int]) -> int | None:
+    """Tokens the first request of the current context carried beyond our estimate of the messages
+    it carried (`message_tokens`: per message, the same counter; the system message holds the tool
+    definitions): what the rollout does not record — how Codex frames the tool definitions and the
+    input items for the model. Codex's own count of that request (`token_count`, codex-rs
+    `TokenUsage::input_tokens`) minus the estimate, never negative; None without such a request.
+    The same inference as Claude Code's fixed part (`ds4core.claude_context.fixed_part`)."""
+    if conv.extra.get("forkedFrom") and not (conv.extra.get("inherited") or {}).get("path"):
+        return None  # a fork whose parent is not read: its first request carried history we lack
+    first = next((r for r in conv.requests if not r.synthetic and r.message_index is not None), None)
+    if first is None or first.message_index is None:
+        return None
+    return max(first.usage.prompt_tokens - sum(message_tokens[: first.message_index]), 0)
+
+
 def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None,
              state: MapState | None = None) -> dict[str, Any]:
     """The `map --json` object for a Codex conversation (see module doc). `state` (a `MapState`
@@ -158,6 +177,24 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
          "children": [{"name": n, "tokens": t} for n, t in r.children]}
         for r in bd.rows
     ]
+    remainder = first_request_remainder(conv, attribution.message_tokens)
+    estimate, unattributed = bd.estimate, bd.unattributed
+    if remainder and context is not None:
+        # what the first request carried beyond its messages and the tool definitions we count:
+        # Codex's framing of the tools and items (inferred, shown under Tools)
+        moved = min(remainder, unattributed)
+        tools = next((r for r in rows if r["id"] == "tools"), None)
+        if tools is None:
+            tools = {"id": "tools", "label": "Tools", "tokens": 0, "inferred": True, "children": []}
+            rows.insert(next((i for i, r in enumerate(rows) if r["id"] not in ("system_prompt",)), len(rows)), tools)
+        tools["tokens"] += moved
+        tools["inferred"] = True
+        tools["children"].append({"name": FIRST_REQUEST_REMAINDER, "tokens": moved})
+        estimate, unattributed = estimate + moved, unattributed - moved
+        for row in rows:
+            if row["id"] == "unattributed":
+                row["tokens"] = unattributed
+        rows = [r for r in rows if r["id"] != "unattributed" or r["tokens"] > 0]
     configured, note = extra.get("configuredWindow"), extra.get("windowNote")
     configured_source = "config.toml" if configured else None
     if configured is None:
@@ -184,8 +221,9 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         "configuredWindowSource": configured_source,
         "windowNote": note,
         "estimator": bd.counter,
-        "estimate": bd.estimate,
-        "unattributed": bd.unattributed,
+        "estimate": estimate,
+        "unattributed": unattributed,
+        "firstRequestRemainder": remainder,
         "free": bd.free,
         "contextTokens": context,
         "contextState": extra.get("contextState"),
