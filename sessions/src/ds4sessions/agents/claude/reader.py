@@ -33,6 +33,16 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
   drops only `isVirtual` rows and synthetic API-error replies.
 - Never sent: `toolUseResult`, `queue-operation`, `last-prompt`, `mode`, `summary`, `ai-title`,
   `file-history-snapshot`, other `system` rows (§7.6).
+- Claude Code 2.1.337 (tests/fixtures/claude-2.1.337) adds request records without a uuid
+  (`api-request`, `api-request-blob`, `api-request-route`, `api-request-shape` with the system and
+  tools sent, `atis-latch`, `cost-state` with the session's cost and `modelUsage`, `tools-used`),
+  attachments that carry the text sent (`rendered[].content`) and state attachments that are never
+  sent (`prompt_snapshot` with the system prompt's sections, `session_context`,
+  `deferred_tools_record`, `command_permissions`). The reader keeps the latest snapshot, tools,
+  deferred tool names, custom agents, memory files and cost state in `extra` for the `/context`
+  rows (`views.recorded_rows`). Anything it does not know (entry type, system subtype, attachment
+  kind, content block) is counted (`UnknownFormat`: type, count, bytes), listed with the
+  diagnostics and shown as "other: <type>", never as a message of raw JSON.
 """
 
 from __future__ import annotations

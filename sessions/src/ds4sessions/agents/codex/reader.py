@@ -16,8 +16,10 @@ What it builds (rules from codex-format.md, checked in codex-rs):
   `toolResult` with the tool name. Items with `metadata.compaction_output` (the summary written
   before `compacted`) are not added twice. Tool definitions: `session_meta.dynamic_tools` (client-injected
   `DynamicToolSpec`s, protocol.rs `SessionMeta`) are recorded and become the system message's
-  `toolsAdded`; Codex's built-in tools are not in the rollout: `extra["toolsInferred"]` lists
-  the tool names called, labelled inferred.
+  `toolsAdded`; Codex's built-in tools are not in the rollout: without `dynamic_tools` the system
+  message gets the definitions Codex `cli_version` sent in the agent-oracle's run
+  (`ds4core.agent_models.codex_tools`, a subagent's set for a subagent thread), labelled in
+  `extra["toolsSource"]`; `extra["toolsInferred"]` lists the tool names called.
 - **Compaction**: a `compacted` row replaces the context by its `replacement_history`
   (codex-rs core `compact.rs`: the history is rebuilt from it); without one (older Codex), the
   earlier user messages plus the summary. A `compaction` / `compaction_summary` item holds a

@@ -5,6 +5,10 @@ Shapes follow the Pi commands where the facts exist (`contextWindow`, `estimate`
 the Codex facts: Codex's own context count and "% left" (`tokens.percent_left`), the window note,
 rate limits, opaque bytes. Token counts: cl100k (`ds4core.tokens.Cl100kCounter`) or chars-v1.
 
+Tools: the system message's tool definitions (the reader's, inferred per Codex version) plus the
+first request's remainder (`first_request_remainder`: Codex's count of it − our estimate of what it
+carried), both under Tools, inferred; what is left is `unattributed`.
+
 Prices: `ds4core/data/openai-prices.json` (USD per million tokens; source and date inside,
 made by scripts/make_openai_prices.py). A model without a price gets `costUsd: null` and a note.
 Cache: OpenAI records no TTL (`Capabilities.cache_ttl_recorded` False); a countdown is given only
