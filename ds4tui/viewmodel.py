@@ -408,8 +408,8 @@ def map_model(
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
     index = MapIndex.of(snap.best.segments, previous.index if previous is not None else None, extends=extends)
-    held = snap.best.table.reserved
-    totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free" and r.id not in held)
+    held, aside = snap.best.table.reserved, snap.best.table.aside
+    totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free" and r.id not in held and r.id not in aside)
     reserved = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id in held and r.tokens > 0)
     window = snap.context_window or max(cal.calibrated.used, 1)
     return MapModel(index, totals, window, overlays, cal.calibrated, reserved, dict(snap.best.table.roles),

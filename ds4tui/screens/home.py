@@ -227,6 +227,12 @@ def twin_key(summary: SessionSummary) -> tuple[str, str, str]:
     return summary.agent, project_of(summary), name_of(summary)
 
 
+def _time_ordered(hex_id: str) -> bool:
+    """True for a UUID version 7 (dashes removed): its first 12 digits are the creation time, so
+    two sessions started close together differ only at the end (Codex's thread ids)."""
+    return len(hex_id) == 32 and hex_id[12] == "7" and all(c in "0123456789abcdefABCDEF" for c in hex_id)
+
+
 def session_cell(summary: SessionSummary, width: int = SESSION_MAX, twin: bool = False) -> KeyedText:
     """`Fix 404 for unknown widget ids · widget-service`: the session's name (or its file name),
     then its project's last folder, in `width` cells. `twin` (another session looks the same)
@@ -239,7 +245,7 @@ def session_cell(summary: SessionSummary, width: int = SESSION_MAX, twin: bool =
     ident = ""
     if twin:
         raw = (summary.session_id or Path(summary.path).stem).replace("-", "")
-        ident = " #" + literal(raw[-8:] if summary.agent == "codex" else raw[:8], keep_newlines=False)  # Codex ids start with the time
+        ident = " #" + literal(raw[-8:] if _time_ordered(raw) else raw[:8], keep_newlines=False)
     name = clip(literal(name_of(summary), keep_newlines=False), max(8, room - len(ident)))
     text.append(name)
     if ident:

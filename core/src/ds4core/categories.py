@@ -54,12 +54,16 @@ class CategoryTable:
       `instructions`, `environment`, `reasoning`, `web_search`, `reserved`); an id without a
       role is its own role;
     - `reserved`: ids of reserved space (e.g. Claude Code's autocompact buffer): not context
-      tokens, never calibrated, drawn after the context and before free space.
+      tokens, never calibrated, drawn after the context and before free space;
+    - `aside`: ids of rows listed beside the context but not in it (e.g. Claude Code's deferred
+      tool definitions, loaded on demand): never calibrated, never drawn, not in the total and
+      not taken from free space.
     """
 
     labels: Mapping[str, str]
     roles: Mapping[str, str] = field(default_factory=dict)
     reserved: tuple[str, ...] = ()
+    aside: tuple[str, ...] = ()
 
     def label(self, category: str) -> str:
         """The label of `category` ("Other: <id>" for an id the table does not know)."""
@@ -335,7 +339,7 @@ def compose_breakdown(
     inferred_fixed_tokens: int | None = None,
     base: list[Segment] | None = None,
     table: CategoryTable = PI_TABLE,
-    fixed: Sequence[tuple[str, int, bool]] = (),
+    fixed: Sequence[tuple[Any, ...]] = (),
     reserved: Mapping[str, int] | None = None,
 ) -> Breakdown:
     """The `Breakdown` of an attribution: inferred system tokens first, then the messages'
@@ -344,9 +348,9 @@ def compose_breakdown(
     breakdown's `message_tokens` is the attribution's list itself (neither is ever changed).
 
     `table`: the rows' vocabulary (default Pi's): rows in its order, then any category it does
-    not name ("Other: <id>"), never dropped. `fixed`: `(category, tokens, inferred)` blocks that
-    are no message (e.g. Claude Code's system prompt and tool definitions, inferred from a
-    request's usage), drawn first, in that order. `reserved`: category → tokens of reserved
+    not name ("Other: <id>"), never dropped. `fixed`: `(category, tokens, inferred[, child])`
+    blocks that are no message (e.g. what a request's usage says it carried beyond its messages),
+    drawn first, in that order; `child` names the block under its category's row. `reserved`: category → tokens of reserved
     space (`table.reserved` ids, e.g. an autocompact buffer): a row each, not in the estimate;
     free space = window − used − reserved.
 
@@ -363,12 +367,16 @@ def compose_breakdown(
         totals["system_prompt"] = totals.get("system_prompt", 0) + inferred_fixed_tokens  # type: ignore[operator]
     inferred_ids = {"system_prompt"} if inferred_fixed_tokens else set()
     head_segments = [system] if system is not None else []
-    for category, tokens, inferred in fixed:
+    extra_children: dict[str, dict[str, int]] = {}
+    for category, tokens, inferred, *named in fixed:
         if tokens > 0:
             head_segments.append(Segment(category, tokens, None, None))
             totals[category] = totals.get(category, 0) + tokens
             if inferred:
                 inferred_ids.add(category)
+            if named:
+                kids = extra_children.setdefault(category, dict(attribution.children.get(category, {})))
+                kids[named[0]] = kids.get(named[0], 0) + tokens
     head = len(head_segments)
     own = attribution.segments
     if base is not None and head <= len(base) <= head + len(own) and (
@@ -399,7 +407,7 @@ def compose_breakdown(
         tokens = held.get(cat, 0) if cat in held else totals.get(cat, 0)
         if tokens <= 0:
             continue
-        kids = sorted(attribution.children.get(cat, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        kids = sorted(extra_children.get(cat, attribution.children.get(cat, {})).items(), key=lambda kv: (-kv[1], kv[0]))
         inferred = cat in inferred_ids
         label = table.label(cat)
         if cat == "system_prompt" and inferred_fixed_tokens:
@@ -523,8 +531,10 @@ class Calibrated:
 
     @property
     def totals(self) -> dict[str, int]:
-        """Category id → calibrated tokens (the rows without free space)."""
-        return {r.id: r.tokens for r in self.rows if r.id != "free"}
+        """Category id → calibrated tokens (the rows without free space and the rows listed
+        aside: they are not in the context)."""
+        aside = self.breakdown.table.aside if self.breakdown is not None else ()
+        return {r.id: r.tokens for r in self.rows if r.id != "free" and r.id not in aside}
 
     @property
     def segments(self) -> list[Segment]:
@@ -557,9 +567,11 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
     estimate missed) is spread over the categories with the rest. Pure; O(categories +
     children): the per-segment figures (`Calibrated.segments`) are computed only when asked."""
     window = breakdown.context_window
-    held = breakdown.table.reserved
-    raw = [r for r in breakdown.rows if r.id not in ("unattributed", "free") and r.id not in held and r.tokens > 0]
+    held, aside = breakdown.table.reserved, breakdown.table.aside
+    raw = [r for r in breakdown.rows
+           if r.id not in ("unattributed", "free") and r.id not in held and r.id not in aside and r.tokens > 0]
     kept = [r for r in breakdown.rows if r.id in held and r.tokens > 0]
+    beside = [r for r in breakdown.rows if r.id in aside and r.tokens > 0]
     estimate = sum(r.tokens for r in raw)
     used = provider_tokens if provider_tokens is not None and estimate > 0 else estimate
     capped = bool(window) and used > window  # type: ignore[operator]
@@ -574,7 +586,7 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
         kids = sorted(((n, t) for n, t in kids if t > 0), key=lambda kv: (-kv[1], kv[0]))
         rows.append(CategoryRow(row.id, row.label, tokens, kids, row.inferred))
     room = sum(r.tokens for r in kept)
-    rows.extend(CategoryRow(r.id, r.label, r.tokens, list(r.children), r.inferred) for r in kept)
+    rows.extend(CategoryRow(r.id, r.label, r.tokens, list(r.children), r.inferred) for r in (*beside, *kept))
     free = max(window - used - room, 0) if window else None
     if free is not None:
         rows.append(CategoryRow("free", breakdown.table.labels.get("free", CATEGORIES["free"]), free))

@@ -30,7 +30,7 @@ from ds4core.models import ModelTable
 
 from ds4sessions.agents import base
 
-__all__ = ["ConversationAgent", "provider_view", "read_snapshot", "request_cache_facts"]
+__all__ = ["ConversationAgent", "inferred_fixed", "provider_view", "read_snapshot", "request_cache_facts"]
 
 
 class ConversationAgent:
@@ -80,23 +80,24 @@ class ConversationAgent:
         (a ledger kept in `memo`, so unchanged messages are not counted again), calibrated to
         the provider's count: the last main-chain request's prompt + output, plus the estimate
         of the messages after its reply. Returns an `ingest.conversation.Accounting`."""
-        from ds4core.categories import attribute
+        from ds4core.categories import attribute, message_parts
         from ds4core.tokens import Cl100kCounter, TokenLedger
 
         from ds4sessions.ingest.conversation import Accounting, model_info
 
         ledger = memo.get("ledger")
         if ledger is None:
-            ledger = memo["ledger"] = TokenLedger(Cl100kCounter())
+            ledger = memo["ledger"] = TokenLedger(Cl100kCounter(), message_parts)
         entry_ids = [m.entry_id for m in conv.meta]
         attribution = attribute(conv.messages, entry_ids, ledger)
-        provider = provider_view(conv, attribution.message_tokens, fixed=0)
+        fixed = inferred_fixed(conv, attribution.message_tokens)
+        provider = provider_view(conv, attribution.message_tokens, fixed=fixed or 0)
         model = model_info(conv.provider, conv.model, conv.context_window, models=models)
         window = model.context_window if model is not None else conv.context_window
-        bd = compose_breakdown(attribution, context_window=window,
-                               provider_tokens=provider.context_tokens if provider else None, table=self.categories)
+        bd = compose_breakdown(attribution, context_window=window, provider_tokens=provider.context_tokens if provider else None,
+                               inferred_fixed_tokens=fixed, table=self.categories)
         key = f"{conv.provider}/{conv.model}" if conv.model else None
-        return Accounting(bd, provider, model, key)
+        return Accounting(bd, provider, model, key, system_inferred=fixed is not None)
 
     def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None) -> Any:
         """The prompt cache of `snapshot` at `now` (epoch seconds): `request_cache_facts`."""
@@ -150,6 +151,20 @@ def read_snapshot(agent: Any, path: Path, models: ModelTable | None = None, *, e
 
 def _last_request_time(conv: base.Conversation) -> float | None:
     return next((r.timestamp for r in reversed(conv.requests) if r.timestamp is not None), None)
+
+
+def inferred_fixed(conv: base.Conversation, message_tokens: Sequence[int]) -> int | None:
+    """The system prompt and tool definitions of `conv`'s requests, inferred as Pi's are when the
+    file holds neither (Pi session format §6): the first real main-chain request on the current
+    context, its prompt tokens minus the estimate of the messages it carried; None without such
+    a request or when the estimate already covers the prompt."""
+    for request in conv.requests:
+        if request.synthetic or request.sidechain or request.message_index is None:
+            continue
+        before = sum(message_tokens[: request.message_index])
+        fixed = request.usage.prompt_tokens - before
+        return fixed if fixed > 0 else None
+    return None
 
 
 def provider_view(conv: base.Conversation, message_tokens: Sequence[int], fixed: int = 0,

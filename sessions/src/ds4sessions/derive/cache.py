@@ -1055,8 +1055,8 @@ def session_last_time(snapshot: Snapshot) -> tuple[float | None, str]:
     entries = snapshot.session.entries
     if entries:
         return _last_entry_seconds(entries), "entry"
-    stamps = [r.timestamp for r in snapshot.conversation.requests if r.timestamp is not None]
-    return (max(stamps) if stamps else None), "request"
+    last = snapshot.conversation.last_request  # (the main chain's: a side chain's reply refreshes no countdown)
+    return (last.timestamp if last is not None else None), "request"
 
 
 def _last_entry_seconds(entries: Sequence[Any]) -> float | None:

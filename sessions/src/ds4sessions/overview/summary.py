@@ -98,7 +98,8 @@ class OverviewSettings:
         with the old countdown. (`expiring_s` and `live_s` are applied when a summary is shown.)"""
         import json
 
-        return json.dumps({"retention": sorted(self.retention.items()), "pi": (self.pi_retention or "").strip().lower()},
+        return json.dumps({"retention": sorted(self.retention.items()),
+                           "piCacheRetention": (self.pi_retention or "").strip().lower()},
                           separators=(",", ":"))
 
 

@@ -34,7 +34,6 @@ CLAUDE_TABLE = CategoryTable(
     labels={
         "system_prompt": "System prompt",
         "system_tools": "System tools",
-        "system_tools_deferred": "System tools (deferred)",
         "mcp_tools": "MCP tools",
         "custom_agents": "Custom agents",
         "memory_files": "Memory files",
@@ -47,19 +46,23 @@ CLAUDE_TABLE = CategoryTable(
         "images": "Images",
         "attachments": "Attachments",
         "compaction": "Compaction summary",
+        "system_tools_deferred": "System tools (deferred, not in context)",
+        "mcp_tools_deferred": "MCP tools (deferred, not in context)",
         "autocompact_buffer": "Autocompact buffer",
         "free": "Free space",
     },
     roles={
         "system_tools": "tools", "system_tools_deferred": "tools_deferred", "mcp_tools": "mcp",
         "custom_agents": "agents", "memory_files": "memory", "skills": "skills", "attachments": "attachments",
-        "autocompact_buffer": "reserved",
+        "mcp_tools_deferred": "tools_deferred", "autocompact_buffer": "reserved",
     },
     reserved=("autocompact_buffer",),
+    aside=("system_tools_deferred", "mcp_tools_deferred"),
 )
 
-_FIXED = ("system_prompt", "system_tools", "system_tools_deferred", "mcp_tools", "skills")
-"""`/context` rows that are no message of the transcript (inferred from a request's usage)."""
+_FIXED = ("system_prompt", "system_tools", "mcp_tools", "skills")
+"""`/context` rows that are no message of the transcript (the system prompt Claude Code
+snapshotted, or inferred from a request's usage)."""
 _RESERVED = ("autocompact_buffer",)
 _NOT_ROWS = ("messages", "free_space", *_RESERVED)
 
@@ -98,8 +101,15 @@ class ClaudeExtras:
         return lines
 
     def problems(self) -> list[str]:
-        """Nothing beyond the reader's diagnostics (listed by the snapshot's session)."""
-        return []
+        """What the reader's diagnostics do not say: a window ds4tui had to assume (an unknown
+        model: "window unknown: assumed 200k") and entry types or attachment kinds this reader
+        does not know (`unknownFormats`)."""
+        lines = []
+        if self.data.get("windowKnown") is False and self.data.get("windowNote"):
+            lines.append(str(self.data["windowNote"]))
+        for kind, count in (self.data.get("unknownFormats") or {}).items() if isinstance(self.data.get("unknownFormats"), dict) else ():
+            lines.append(f"unknown to this reader: {kind} ×{count}")
+        return lines
 
     def threshold(self) -> int | None:
         """The autocompact threshold in tokens (None when disabled)."""
@@ -150,7 +160,7 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
             continue
         totals[tid] = int(term["tokens"])
         children[tid] = [(c["label"], int(c["tokens"])) for c in term.get("children", ()) if c["tokens"]]
-        if tid in _FIXED and term["tokens"] > 0:
+        if tid in _FIXED and term["tokens"] > 0 and not term.get("deferred"):
             fixed.append(Segment(tid, int(term["tokens"]), None, None))
     for child in terms.get("messages", {}).get("children", ()):
         totals[child["id"]] = totals.get(child["id"], 0) + int(child["tokens"])
@@ -158,6 +168,9 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     inferred = {t["id"] for t in data["categories"] if t.get("inferred") and t["tokens"]}
     for cid, label in CLAUDE_TABLE.labels.items():
         if cid in _RESERVED or cid == "free":
+            continue
+        if cid in CLAUDE_TABLE.aside and totals.get(cid, 0) > 0:  # listed, never in the context's total
+            rows.append(CategoryRow(cid, label, totals[cid], [], cid in inferred))
             continue
         if totals.get(cid, 0) > 0:
             rows.append(CategoryRow(cid, label, totals[cid], sorted(children.get(cid, []), key=lambda kv: (-kv[1], kv[0])),

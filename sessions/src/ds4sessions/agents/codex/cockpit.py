@@ -17,11 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ds4core.categories import compose_breakdown
 from ds4core.models import ModelTable, PriceTier, Pricing
 
 from ds4sessions.agents.base import Conversation
-from ds4sessions.agents.codex.categories import CODEX_TABLE
 
 @dataclass(frozen=True)
 class CodexExtras:
@@ -81,7 +79,7 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     attribution = state.attribute(conv.messages, entry_ids)
     context = conv.extra.get("contextTokens")
     context = int(context) if isinstance(context, int) and not isinstance(context, bool) else None
-    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context, table=CODEX_TABLE)
+    bd, _ = view.codex_breakdown(conv, attribution)
     provider = provider_view(conv, attribution.message_tokens, context_tokens=context) if context is not None else None
     model = model_info(conv.provider or "openai", conv.model, conv.context_window, models=models, source="Codex")
     key = f"{conv.provider or 'openai'}/{conv.model}" if conv.model else None
