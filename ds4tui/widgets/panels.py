@@ -237,7 +237,17 @@ class EntryInspector(TextLines):
             )
         usage = message.get("usage") if message.get("role") == "assistant" else None
         lines = [head, tokens]
-        if message.get("role") == "assistant":
+        by_message = getattr(snap.context, "requests_by_message", None)
+        if by_message is not None:  # an agent that records usage per request, not on its messages
+            request = by_message.get(message_index)
+            if request is not None:
+                u = request.usage
+                lines.append(Text(
+                    f"request {request.index + 1}: input {u.input:,} · cache read {u.cache_read:,} · cache write "
+                    f"{u.cache_write:,} · output {u.output:,}" + (" · synthetic (no provider reply)" if request.synthetic else ""),
+                    style="dim"))
+            usage = None
+        elif message.get("role") == "assistant":
             flag = _usage_flag(message)
             if flag:
                 lines.append(Text(flag, style="yellow"))

@@ -192,7 +192,9 @@ class PixelMap(Widget, can_focus=True):
         else:
             plan = "What DS4 would send" if getattr(model, "what_if", False) else "DS4 plan"
             name = f"{plan} (▒ out ◆ pinned)" if self._planned else f"{plan} (planning…)"
-        for title in (f"{name} · {scale}", f"{name.split(' (')[0]} · {scale}", f"1 cell = {self._per_cell:,}"):
+        short = name.split(" (")[0]
+        for title in (f"{name} · {scale}", f"{short} · {scale}", f"{short} · {self._per_cell:,}/cell",
+                      f"{short.removeprefix('What ')} · {self._per_cell:,}/cell", f"1 cell = {self._per_cell:,}"):
             if len(title) + 4 <= width:
                 break
         legend = self._cache_legend()

@@ -300,3 +300,16 @@ def test_an_older_map_index_is_unchanged_by_later_extensions() -> None:
     assert branch.totals() == fresh.totals() and branch.cells == fresh.cells
     assert [(c.category, c.entry_id) for c in second.layout(second.totals(), 400, 300)] == \
         [(c.category, c.entry_id) for c in MapIndex.of(segments[:200]).layout(second.totals(), 400, 300)]
+
+
+def test_every_category_with_tokens_gets_a_cell_when_there_are_enough() -> None:
+    """A small category that just got its one cell is over-served, but has no cell to spare: the
+    next small category's cell comes from a big one (a Codex map showed 4 of 7 categories)."""
+    from ds4core.categories import _quotas
+
+    totals = {"system_prompt": 4505, "tools": 5141, "user": 102, "assistant_text": 44, "thinking": 31,
+              "compaction": 123, "custom": 667}
+    order = ["tools", "system_prompt", "user", "custom", "compaction", "thinking", "assistant_text"]
+    quotas = _quotas(order, totals, 21, sum(totals.values()))
+    assert all(q >= 1 for q in quotas.values()) and sum(quotas.values()) == 21
+    assert quotas["tools"] >= quotas["system_prompt"] >= quotas["custom"] >= 1

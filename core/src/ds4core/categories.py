@@ -749,9 +749,12 @@ def _quotas(order: list[str], totals: Mapping[str, int], filled: int, used: int)
     if filled >= len(order):  # every category with tokens shows at least one cell
         for cat in order:
             while quotas[cat] == 0:
-                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
-                if quotas[donor] <= 1:
+                # the donor: the most over-served category that can spare a cell (a category
+                # just given its one cell is over-served too, but has none to spare)
+                donors = [c for c in order if quotas[c] > 1]
+                if not donors:
                     break
+                donor = max(donors, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
                 quotas[donor] -= 1
                 quotas[cat] += 1
     return quotas

@@ -213,12 +213,19 @@ class ConversationContext:
     chain = None
 
     def __init__(self, conv: base.Conversation, entry_ids: list[str | None] | None = None) -> None:
+        self._requests = conv.requests
         self.messages: list[Mapping[str, Any]] = list(conv.messages)
         self.message_entry_ids: list[str | None] = entry_ids if entry_ids is not None else [m.entry_id for m in conv.meta]
         self.branch_entry_ids = self.message_entry_ids
         self.context_entry_ids = self.message_entry_ids
         self.leaf_id = conv.leaf_id
         self.model = {"provider": conv.provider, "modelId": conv.model} if conv.model else None
+
+    @cached_property
+    def requests_by_message(self) -> dict[int, base.Request]:
+        """Message index → the request whose reply it is (the agent records usage per request,
+        not on its messages); made on first use (the inspector's)."""
+        return {r.message_index: r for r in self._requests if r.message_index is not None}
 
 
 # --- turns ----------------------------------------------------------------------------------
@@ -261,10 +268,13 @@ def _preview(message: Mapping[str, Any], limit: int = 80) -> str:
     return " ".join(text.split())[:limit]
 
 
-def conversation_turns(conv: base.Conversation, tokens: Sequence[int], prompt: Any = is_prompt) -> tuple[Turn, ...]:
+def conversation_turns(conv: base.Conversation, tokens: Sequence[int], prompt: Any = is_prompt,
+                       preview: Any = None) -> tuple[Turn, ...]:
     """The turns of `conv`'s context: a prompt (`prompt(message, meta)`) and every message until
     the next one (turn 0: what comes before the first prompt, e.g. a compaction summary).
-    `tokens`: per message (the accounting's `message_tokens`). O(messages)."""
+    `tokens`: per message (the accounting's `message_tokens`); `preview(message)`: the prompt's
+    words in the turn list (default: its text, one line, 80 characters). O(messages)."""
+    preview = preview or _preview
     from ds4core.epoch import to_datetime
 
     messages, metas = conv.messages, conv.meta
@@ -282,7 +292,7 @@ def conversation_turns(conv: base.Conversation, tokens: Sequence[int], prompt: A
                     for b in m.get("content") or () if isinstance(b, Mapping) and b.get("type") == "toolCall")
         ids = tuple(m.entry_id for m in metas[start:end] if m.entry_id is not None)
         turns.append(Turn(number if opens else 0, to_datetime(ms / 1000) if ms is not None else None,
-                          _preview(first) if opens else "(before the first prompt)", calls,
+                          preview(first) if opens else "(before the first prompt)", calls,
                           sum(tokens[start:end]), start, end - 1, tuple(dict.fromkeys(ids))))
 
     for i, message in enumerate(messages):
@@ -405,7 +415,8 @@ class ConversationLive:
         conv = self._reader.conversation()
         accounting: Accounting = self.agent.account(conv, self._memo.state, self.models)
         tokens = accounting.breakdown.message_tokens
-        turns = conversation_turns(conv, tokens, getattr(self.agent, "is_prompt", is_prompt))
+        turns = conversation_turns(conv, tokens, getattr(self.agent, "is_prompt", is_prompt),
+                                   getattr(self.agent, "prompt_preview", None))
         self._version += 1
         context = ConversationContext(conv)
         counts = getattr(self._reader, "diagnostic_counts", None)

@@ -19,6 +19,26 @@ CLAUDE_TYPES = {"user", "assistant", "system", "attachment", "queue-operation", 
                 "ai-title", "file-history-snapshot", "permission-mode", "progress", "custom-title"}
 
 
+LOCAL_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>")
+"""How Claude Code's user rows that carry a local command's output or caveat start."""
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(str(b.get("text", "")) for b in content or () if isinstance(b, Mapping) and b.get("type") == "text")
+
+
+def _tag(text: str, name: str) -> str | None:
+    """The text inside `<name>…</name>` in `text`, stripped; None without the tag."""
+    start = text.find(f"<{name}>")
+    end = text.find(f"</{name}>")
+    if start < 0 or end < start:
+        return None
+    return text[start + len(name) + 2:end].strip()
+
+
 def looks_like_claude(head: bytes) -> bool:
     """True when a complete line of `head` is a Claude Code row: a JSON object whose `type` is a
     Claude Code row type and that has a `sessionId`, or `uuid` + `parentUuid` keys (Pi's rows have
@@ -76,6 +96,23 @@ class ClaudeCodeAgent(ConversationAgent):
         from ds4sessions.agents.claude.prices import claude_code_price
 
         return claude_code_price(model)
+
+    def is_prompt(self, message: Mapping[str, Any], meta: Any) -> bool:
+        """A turn starts at a prompt the user typed or a slash command, not at a local command's
+        output or its caveat (Claude Code writes them as user rows: `<local-command-stdout>`,
+        `<local-command-caveat>`)."""
+        from ds4sessions.ingest.conversation import is_prompt
+
+        return is_prompt(message, meta) and not _text_of(message).lstrip().startswith(LOCAL_OUTPUT)
+
+    def prompt_preview(self, message: Mapping[str, Any]) -> str:
+        """A slash command as the user typed it (`/compact keep the tests`, from Claude Code's
+        `<command-name>` and `<command-args>` tags), else the prompt's text, one line."""
+        text = _text_of(message)
+        name = _tag(text, "command-name")
+        if name is not None:
+            text = f"{name} {_tag(text, 'command-args') or ''}"
+        return " ".join(text.split())[:80]
 
     def account(self, conv: Any, memo: dict[str, Any], models: ModelTable | None = None) -> Any:
         """Claude Code's `/context` rows as the dashboard's categories (`cockpit.account`)."""
