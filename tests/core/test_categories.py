@@ -210,10 +210,11 @@ def _map_cells_reference(segments: list[Segment], total_cells: int, tokens_per_c
     quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
     if filled >= len(order):
         for cat in order:
-            while quotas[cat] == 0:
-                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
-                if quotas[donor] <= 1:
+            while quotas[cat] == 0:  # (the donor can spare a cell: the rule since the Codex map's fix)
+                donors = [c for c in order if quotas[c] > 1]
+                if not donors:
                     break
+                donor = max(donors, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
                 quotas[donor] -= 1
                 quotas[cat] += 1
     seen: dict[str, int] = {}
