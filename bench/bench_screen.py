@@ -1,6 +1,7 @@
 """Benchmark what the user sees: one appended line, from `write()` to the screen showing it.
 
     uv run python bench/bench_screen.py [--appends 30] [--pace 100,300] [--sizes 99-large,1000,10000]
+    uv run python bench/bench_screen.py --sizes claude:10000,codex:10000   # other agents (issue 28)
 
 Drives the real app (`Ds4App` under `App.run_test()`, headless, 120×40 cells, with its file
 watcher, DS4 plan, cache view and retrieval as a user runs it) on a COPY of each session, and
@@ -13,12 +14,19 @@ Per appended line, the time runs from the `write()` (+ flush) until the map, the
 line, AND the screen's compositor has painted after that (`App._display` is called by every
 compositor refresh, also headless; it renders each dirty widget's lines). The widgets' update
 points are hooked (`HOOKS`: the methods that hand each widget its data), and the snapshot the
-app holds at that call tells which lines it contains. Later derived views (plan, cache,
+app holds at that call tells which lines it contains; the dashboard's `_show` is hooked too: it
+hands each widget only what changed, so once it returns every widget shows its snapshot (a line
+that changes only the provider's usage leaves the map's cells as they were). Later derived views (plan, cache,
 retrieval) are not waited for, but they run on the same UI thread and so delay later lines.
 
 Sizes: `99-large` ($DS4TUI_SHARED or ../shared: sessions-pi/99-large.jsonl, 30 MiB) and synthetic sessions of
-1,000 and 10,000 turns (`bench_planner.synthetic_session`). Also first paint: from constructing
-the app to the first painted map with data, on 99-large.
+1,000 and 10,000 turns (`bench_planner.synthetic_session`). `claude:N` and `codex:N`: a synthetic
+Claude Code transcript or Codex rollout of N turns (`synthetic_agents.py`), appended to with the
+rows those CLIs write for a turn. Also first paint: from constructing the app to the first
+painted map with data.
+
+A line counts as shown once the widgets hold a snapshot that read the file past that line's end
+(`Snapshot.file_size`): the same rule for every agent.
 
 Prints, per size, `append→screen median X ms p95 Y ms`. Targets (issue 10): median ≤ 16 ms,
 p95 ≤ 50 ms at every size; first paint ≤ 0.5 s.
@@ -115,9 +123,9 @@ def synthetic_lines(leaf: str, usage: dict[str, Any] | None, count: int) -> list
 class Probe:
     """Hooks the widgets' update points and the compositor's paint; turns them into latencies."""
 
-    def __init__(self, app: Any, order: dict[str, int]) -> None:
+    def __init__(self, app: Any, ends: list[int]) -> None:
         self.app = app
-        self.order = order  # appended entry id → its 0-based position among the appended lines
+        self.ends = ends  # the file offset where each appended line ends (ascending)
         self.shown: dict[str, int] = {name: -1 for name in HOOKS}  # widget → last appended line it holds
         self.written: dict[int, float] = {}
         self.latency: dict[int, float] = {}
@@ -126,20 +134,33 @@ class Probe:
         self._undo: list[tuple[Any, str, Any]] = []
 
     def covered(self, snap: Any) -> int:
-        """The last appended line `snap` contains (-1: none)."""
+        """The last appended line `snap` contains (-1: none): the last whose end offset it read."""
         if snap is None:
             return -1
-        ids = snap.context.message_entry_ids
-        for eid in reversed(ids[-8:]):
-            if eid in self.order:
-                return self.order[eid]
-        return -1
+        from bisect import bisect_right
+
+        return bisect_right(self.ends, snap.file_size) - 1
 
     def install(self) -> None:
         import importlib
 
         from textual.app import App
 
+        from ds4tui.screens.dashboard import DashboardScreen
+
+        original_show = DashboardScreen._show
+
+        def show(screen: Any, message: Any, _original: Any = original_show) -> Any:
+            # `_show` hands each widget what changed: a widget it leaves alone already shows
+            # this snapshot's data (e.g. the map after a usage-only line), so all are current
+            result = _original(screen, message)
+            covered = self.covered(message.snapshot)
+            for name in self.shown:
+                self.shown[name] = max(self.shown[name], covered)
+            return result
+
+        DashboardScreen._show = show  # type: ignore[method-assign]
+        self._undo.append((DashboardScreen, "_show", original_show))
         for name, (module, cls_name, method) in HOOKS.items():
             cls = getattr(importlib.import_module(module), cls_name)
             original = getattr(cls, method)
@@ -177,20 +198,27 @@ class Probe:
         self._undo.clear()
 
 
-async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int) -> tuple[list[float], float, int]:
-    """Open `path` (a copy) in the app, append `appends` lines at `pace` seconds apart; returns
-    the latencies (seconds, one per line; a line never shown counts as the whole wait), the
-    first-paint time (seconds) and the snapshot's context message count."""
+async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, more: Any = None) -> tuple[list[float], float, int]:
+    """Open `path` (a copy) in the app, append `appends` lines at `pace` seconds apart (Pi
+    entries, or `more`: the lines of another agent, bytes each); returns the latencies
+    (seconds, one per line; a line never shown counts as the whole wait), the first-paint time
+    (seconds) and the snapshot's context message count."""
     from ds4tui.app import Ds4App
 
-    lines = path.read_bytes().splitlines(keepends=True)
-    leaf, usage = _last_entry(lines)
-    new = synthetic_lines(leaf, usage, appends)
-    order = {eid: k for k, (eid, _) in enumerate(new)}
+    if more is None:
+        lines = path.read_bytes().splitlines(keepends=True)
+        leaf, usage = _last_entry(lines)
+        new = [raw for _, raw in synthetic_lines(leaf, usage, appends)]
+    else:
+        new = list(more)[:appends]
+    ends, offset = [], path.stat().st_size
+    for raw in new:
+        offset += len(raw)
+        ends.append(offset)
     rng = random.Random(seed)
     t_start = time.perf_counter()
     app = Ds4App(path, now=time.time)
-    probe = Probe(app, order)
+    probe = Probe(app, ends)
     probe.install()
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -202,7 +230,8 @@ async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int) 
             while time.perf_counter() < deadline:
                 derived = app.derived
                 if derived is not None and app.snapshot is not None and derived.version == app.snapshot.version \
-                        and (derived.retrieval is not None or "retrieval" in dict(derived.errors)) \
+                        and (derived.retrieval is not None or "retrieval" in dict(derived.errors)
+                             or not app.snapshot.capabilities.retrieval) \
                         and app.snapshot.exact is not None:
                     break
                 await asyncio.sleep(0.02)
@@ -210,7 +239,7 @@ async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int) 
             await asyncio.sleep(0.5)
             messages = len(app.snapshot.context.messages) if app.snapshot else 0
             with path.open("ab") as f:
-                for k, (_, raw) in enumerate(new):
+                for k, raw in enumerate(new):
                     f.write(raw)
                     f.flush()
                     probe.written[k] = time.perf_counter()
@@ -247,8 +276,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DS4TUI_STATE_DIR"] = str(Path(tmp) / "state")  # the retrieval index goes here
         for size in (s.strip() for s in args.sizes.split(",") if s.strip()):
-            path = Path(tmp) / f"{size}.jsonl"
-            if size == "99-large":
+            path = Path(tmp) / f"{size.replace(':', '-')}.jsonl"
+            more = None
+            if ":" in size:
+                import synthetic_agents
+
+                agent, _, turns = size.partition(":")
+                state = synthetic_agents.write(agent, path, int(turns))
+                more = (line.encode() + b"\n" for line in synthetic_agents.lines(agent, args.appends, state))
+                label = f"{agent} {int(turns):,} turns"
+            elif size == "99-large":
                 if not LARGE.exists():
                     print(f"{size}: skipped (no {LARGE})")
                     continue
@@ -257,9 +294,9 @@ def main() -> int:
             else:
                 synthetic_session(path, int(size))
                 label = f"{int(size):,} turns"
-            latencies, first, messages = asyncio.run(drive(path, args.appends, pace, args.seed))
+            latencies, first, messages = asyncio.run(drive(path, args.appends, pace, args.seed, more))
             ms = [x * 1000 for x in latencies]
-            print(f"{label:>13} ({messages:,} messages): append→screen median {statistics.median(ms):.1f} ms "
+            print(f"{label:>20} ({messages:,} messages): append→screen median {statistics.median(ms):.1f} ms "
                   f"p95 {p95(ms):.1f} ms (max {max(ms):.1f}, n={len(ms)}) · first paint {first * 1000:.0f} ms")
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,41 @@ def test_every_category_with_tokens_gets_a_cell_when_there_are_enough() -> None:
     quotas = _quotas(order, totals, 21, sum(totals.values()))
     assert all(q >= 1 for q in quotas.values()) and sum(quotas.values()) == 21
     assert quotas["tools"] >= quotas["system_prompt"] >= quotas["custom"] >= 1
+
+
+def test_map_index_after_a_replaced_tail_equals_a_fresh_index(monkeypatch: Any) -> None:
+    """An append that replaces the last message's segments (Claude Code's second row of a
+    streamed reply) keeps the shared prefix (copied, not rebuilt) and indexes the rest: the
+    result equals a fresh index (source, cells, per-category totals, layouts) on 500 random
+    edits, and the earlier index still shows what it showed (another thread may be drawing it)."""
+    import random
+
+    import ds4core.categories as categories
+    from ds4core.categories import MapIndex
+
+    calls = []
+    real = categories._truncated
+    monkeypatch.setattr(categories, "_truncated", lambda *a: calls.append(1) or real(*a))
+    rng = random.Random(11)
+    cats = ["user", "assistant", "tool_results", "thinking", "unattributed"]
+    fixed = [Segment("system_prompt", 3000, None, None), Segment("tools", 9000, None, None)]
+    segments = fixed + [Segment(rng.choice(cats), rng.choice([0, 5, rng.randint(1, 5000)]), i, f"e{i}") for i in range(300)]
+    index = MapIndex.of(segments)
+    for _ in range(500):
+        before_cells, before_totals = index.cells, index.totals()
+        cut = rng.randint(max(len(segments) - 6, 0), len(segments))
+        tail = [Segment(rng.choice(cats), rng.choice([0, rng.randint(1, 5000)]), 10_000 + rng.randint(0, 99), f"n{rng.randint(0, 99)}")
+                for _ in range(rng.randint(0, 5))]
+        # the fixed rows re-made (equal values, new objects), as an accountant makes them
+        segments = [Segment(s.category, s.tokens, None, None) for s in fixed] + segments[len(fixed):cut] + tail
+        grown = MapIndex.of(segments, index)
+        fresh = MapIndex.of(segments)
+        assert grown.source == fresh.source
+        assert grown.cells == fresh.cells
+        assert grown.totals() == fresh.totals() and grown.order == fresh.order
+        totals = {c: t * 3 for c, t in fresh.totals().items()}
+        for cells, per in ((120, 1000), (700, 100)):
+            assert grown.layout(totals, cells, per) == fresh.layout(totals, cells, per)
+        assert index.cells == before_cells and index.totals() == before_totals  # the earlier one is intact
+        index = grown
+    assert len(calls) > 100  # the copy path ran

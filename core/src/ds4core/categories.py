@@ -14,6 +14,8 @@ becomes "Ran `cmd`" plus its fenced output, summaries get their fixed preambles;
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import compress, count, islice
+from operator import is_not
 from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
@@ -613,13 +615,52 @@ class _IndexStore:
         self.cells: list[Cell] = []
 
 
+def _common_prefix(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
+    """How many leading items of `a` and `b` (of the first `n`) are equal: the same objects,
+    found in C, or equal values (checked one by one, e.g. re-made fixed segments)."""
+    i = 0
+    while i < n:
+        j = next(compress(count(i), map(is_not, islice(a, i, n), islice(b, i, n))), n)
+        if j >= n or a[j] != b[j]:
+            return j
+        i = j + 1
+    return n
+
+
+def _truncated(store: _IndexStore, previous: "MapIndex", p: int, skip: tuple[str, ...], index: "MapIndex") -> _IndexStore:
+    """A new store holding `previous`'s index of its first `p` segments (copies of the shared
+    lists' prefixes; `previous` keeps its store), and `index` set to that prefix's counts.
+    O(segments) in C slices plus O(segments after p) in Python."""
+    dropped: dict[str, int] = {}
+    cells_dropped = 0
+    for seg in store.source[p:previous.n_source]:
+        if seg.tokens > 0 and seg.category not in skip:
+            dropped[seg.category] = dropped.get(seg.category, 0) + 1
+            cells_dropped += 1
+    out = _IndexStore()
+    out.source = store.source[:p]
+    index.counts = {}
+    for cat in previous.order:
+        n = previous.counts[cat] - dropped.get(cat, 0)
+        if n > 0:
+            index.counts[cat] = n
+            out.cum[cat] = store.cum[cat][:n]
+            out.pos[cat] = store.pos[cat][:n]
+    index.order = [cat for cat in previous.order if cat in index.counts]
+    index.n_cells = previous.n_cells - cells_dropped
+    out.cells = store.cells[:index.n_cells]
+    return out
+
+
 class MapIndex:
     """Running token totals of a breakdown's segments per category, in context order: what the
     pixel map needs to lay out `n` cells in O(n log segments) instead of O(segments).
 
     Built with `MapIndex.of(segments, previous)`: when `segments` extends the segments `previous`
     indexed (the usual append: the same objects, compared in C), only the new segments are
-    indexed (O(new segments) plus a C-level prefix comparison); otherwise from scratch.
+    indexed (O(new segments) plus a C-level prefix comparison); when they only share a prefix of
+    at least half (an append that replaced the last message), from a copy of that prefix's index
+    (C slices) plus the rest; otherwise from scratch.
     Segments of 0 tokens, `unattributed` and `free` are skipped. What an index shows never
     changes once built: an extension appends to lists it shares with its predecessor, and each
     index reads only its own prefix of them (its `counts`, `n_cells`), so a reader on another
@@ -684,6 +725,13 @@ class MapIndex:
                 index.order = list(previous.order)
                 index.counts = dict(previous.counts)
                 index.n_cells = previous.n_cells
+            else:
+                # the segments share a long prefix with `previous`'s (an append that replaced the
+                # last message): copy that prefix of the store (C slices) and index the rest
+                p = _common_prefix(segments, store.source, min(k, end))
+                if p >= k // 2 and p > 0:
+                    start = p
+                    index._store = _truncated(store, previous, p, skip, index)
         store = index._store
         store.source.extend(segments[start:end])
         index.n_source = end

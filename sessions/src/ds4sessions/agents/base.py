@@ -190,7 +190,10 @@ class Conversation:
     - `diagnostics`: counted problems (the reader's `Diagnostic` values), shown to the user;
     - `parent`: the parent session id (fork, subagent), None for a root session;
     - `extra`: agent-specific facts that have no neutral home yet (e.g. Codex rate limits,
-      Claude Code's autocompact settings), JSON-safe values only.
+      Claude Code's autocompact settings), JSON-safe values only;
+    - `stable`: how many leading `messages` (and `meta`) are the very objects of the previous
+      conversation the same reader made (0: none, or not known); a live session then counts
+      only what follows (an append changes the tail: O(new) instead of O(messages)).
     """
 
     agent: str
@@ -211,6 +214,7 @@ class Conversation:
     diagnostics: tuple[Any, ...] = ()
     parent: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    stable: int = 0
 
     @property
     def last_request(self) -> Request | None:
@@ -219,6 +223,36 @@ class Conversation:
             if not request.synthetic and not request.sidechain:
                 return request
         return None
+
+
+class MessageMemo:
+    """Per-message values of one live session's successive conversations, each computed once
+    per message object: `values(conv)` keeps the values of the first `conv.stable` messages
+    (checked to be the same objects at both ends, else all are computed again) and computes the
+    rest with `fn(message, meta)`. An append then costs O(new messages) (issue 28).
+
+    `values` returns the memo's own list (valid until the next call: copy it to keep it, e.g.
+    `list(memo.values(conv))`, a C-level copy). Not thread-safe: one live session's worker."""
+
+    def __init__(self, fn: Callable[[Mapping[str, Any], "MessageMeta"], Any]) -> None:
+        self.fn = fn
+        self._objects: list[Any] = []
+        self._values: list[Any] = []
+        self.kept = 0  # how many values the last call kept
+
+    def values(self, conv: "Conversation") -> list[Any]:
+        """One value per message of `conv` (see the class)."""
+        messages, metas = conv.messages, conv.meta
+        keep = min(conv.stable, len(self._objects), len(messages))
+        if keep and (messages[0] is not self._objects[0] or messages[keep - 1] is not self._objects[keep - 1]):
+            keep = 0
+        del self._objects[keep:], self._values[keep:]
+        fn = self.fn
+        for i in range(keep, len(messages)):
+            self._objects.append(messages[i])
+            self._values.append(fn(messages[i], metas[i]))
+        self.kept = keep
+        return self._values
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,9 @@ agent's name outside `ds4sessions/agents/` and the registry").
 
 from __future__ import annotations
 
+import itertools
+import operator
+
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -99,9 +102,11 @@ class ConversationAgent:
         key = f"{conv.provider}/{conv.model}" if conv.model else None
         return Accounting(bd, provider, model, key, system_inferred=fixed is not None)
 
-    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None) -> Any:
-        """The prompt cache of `snapshot` at `now` (epoch seconds): `request_cache_facts`."""
-        return request_cache_facts(snapshot, now, models)
+    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None, *,
+                    memo: dict[str, Any] | None = None) -> Any:
+        """The prompt cache of `snapshot` at `now` (epoch seconds): `request_cache_facts`
+        (`memo`: kept by the live session's cache stage between snapshots)."""
+        return request_cache_facts(snapshot, now, models, memo=memo)
 
     def map_json(self, path: Path, *, exact: bool = True, models: ModelTable | None = None) -> dict[str, Any]:
         """`ds4tui map --json`: the numbers of the snapshot (the Pi shape, docs/json.md)."""
@@ -210,7 +215,8 @@ def request_cache_facts(snapshot: Any, now: float, models: ModelTable | None = N
                        lifetimes: Mapping[str, int] | None = None, tier_source: str | None = None,
                        pricing_source: str | None = None, prices: Any = None,
                        miss_causes: Mapping[int, tuple[str, str]] | None = None,
-                       expiring_s: float | None = None, no_countdown: str | None = None) -> Any:
+                       expiring_s: float | None = None, no_countdown: str | None = None,
+                       memo: dict[str, Any] | None = None) -> Any:
     """The `ds4core.cache_state.CacheFacts` of `snapshot`'s conversation from its requests.
 
     Every real request once (synthetic ones left out), in file order, as `ds4core.cache_state`
@@ -221,22 +227,41 @@ def request_cache_facts(snapshot: Any, now: float, models: ModelTable | None = N
     countdown); `prices(model) -> Pricing | None` (default the model table's); `miss_causes`:
     request index → (cause, detail) the agent recorded, which win over the inferred cause;
     `no_countdown`: why there is no countdown (replaces `ds4core.cache_state`'s Pi wording when
-    the lifetimes are empty); `tier_source`: where the tier comes from, in words."""
+    the lifetimes are empty); `tier_source`: where the tier comes from, in words.
+
+    `memo`: a dict kept between the snapshots of one live session (the derive pipeline's cache
+    stage keeps one): the events of the requests that are the same objects as last time are
+    reused and the history resumes after them (`cache_history(resume=...)`), so an append costs
+    O(new requests); the result equals the one made without it."""
     from ds4core.cache_state import (
         DEFAULT_EXPIRING_SECONDS, CacheEvent, CacheFacts, PrefixChange, TierChoice, cache_clock, cache_history,
     )
 
     conv = snapshot.conversation
     table = models or ModelTable.bundled()
-    events: list[Any] = []
-    by_event: dict[int, base.Request] = {}
-    for request in conv.requests:
-        if request.synthetic or request.timestamp is None:
-            continue
-        key = f"{request.provider or conv.provider}/{request.model or conv.model}"
-        event = CacheEvent(request.timestamp, core_usage(request.usage, cost=request.cost_usd), "reply", request.entry_id, key)
-        by_event[id(event)] = request
-        events.append(event)
+    memo = {} if memo is None else memo
+    requests = conv.requests
+    seen: list[Any] = memo.get("requests") or []
+    made: list[Any] = memo.get("made") or []  # per request: its event, or None (left out)
+    keep = min(len(seen), len(requests))
+    if keep and (seen[0] is not requests[0] or memo.get("provider") != (conv.provider, conv.model)):
+        keep = 0
+    elif keep:
+        keep = next(itertools.compress(itertools.count(), map(operator.is_not, requests[:keep], seen[:keep])), keep)
+    by_event: dict[int, base.Request] = (memo.get("byEvent") if keep else None) or {}
+    del made[keep:]
+    for request in requests[keep:]:
+        event = None
+        if not (request.synthetic or request.timestamp is None):
+            key = f"{request.provider or conv.provider}/{request.model or conv.model}"
+            event = CacheEvent(request.timestamp, core_usage(request.usage, cost=request.cost_usd), "reply", request.entry_id, key)
+            by_event[id(event)] = request
+        made.append(event)
+    events = [e for e in made if e is not None]
+    if len(by_event) > 2 * len(events) + 64:  # requests gone (a rewrite): forget their events
+        alive = {id(e) for e in events}
+        by_event = {k: v for k, v in by_event.items() if k in alive}
+    memo.update(requests=list(requests), made=made, byEvent=by_event, provider=(conv.provider, conv.model))
     model_key = snapshot.model_key
 
     def pricing_for(key: str | None) -> tuple[Any, str | None]:
@@ -264,7 +289,11 @@ def request_cache_facts(snapshot: Any, now: float, models: ModelTable | None = N
             return PrefixChange("compaction", None, None, "a compaction replaced the context since the previous request")
         return None
 
-    history = cache_history(events, pricing_for=pricing_for, prompt_cache_for=prompt_cache_for, prefix_change=change)
+    resume = memo.get("history") if memo.get("compactions") == compaction_times and memo.get("callbacks") == (
+        lifetimes, prices, miss_causes) else None
+    history = cache_history(events, pricing_for=pricing_for, prompt_cache_for=prompt_cache_for, prefix_change=change,
+                            resume=resume)
+    memo.update(history=history, compactions=compaction_times, callbacks=(lifetimes, prices, miss_causes))
     clock = cache_clock(events, model_key=model_key, prompt_cache=prompt_cache_for(model_key))
     if tier_source is not None or (no_countdown is not None and clock.no_countdown is not None):
         tier = TierChoice(clock.tier.tier, tier_source) if tier_source is not None else clock.tier

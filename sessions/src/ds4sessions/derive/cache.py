@@ -994,14 +994,28 @@ class RequestCacheMonitor:
     `CacheView` (its requests, TTL rules, prices and miss causes; no DS4 decision)."""
 
     def __init__(self, agent: Any, models: ModelTable | None = None) -> None:
+        import inspect
+
         self.agent = agent
         self.models = models
+        try:
+            takes_memo = "memo" in inspect.signature(agent.cache_facts).parameters
+        except (TypeError, ValueError):
+            takes_memo = False
+        # what the agent keeps between the snapshots of this session (an optional `memo` keyword)
+        self._memo: dict[str, Any] | None = {} if takes_memo else None
 
     def view(self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True,
              checkpoint: Callable[[], None] | None = None) -> CacheView:
         """The cache view of `snapshot` at `now` (epoch seconds); the other arguments as
-        `CacheMonitor.view` takes them (unused: no DS4 decision here)."""
-        return CacheView.of_facts(self.agent.cache_facts(snapshot, now, self.models), now, snapshot.agent)
+        `CacheMonitor.view` takes them (unused: no DS4 decision here). An agent whose
+        `cache_facts` takes a `memo` keyword gets the same dict at every view of this session
+        (for an O(new requests) update)."""
+        if self._memo is None:
+            facts = self.agent.cache_facts(snapshot, now, self.models)
+        else:
+            facts = self.agent.cache_facts(snapshot, now, self.models, memo=self._memo)
+        return CacheView.of_facts(facts, now, snapshot.agent)
 
 
 def cache_monitor_for(agent: Any, models: ModelTable | None = None, *, retention: str | None = None,

@@ -36,7 +36,8 @@ prefixes of the builder's append-only lists (`EntryPrefix`), never changed by a 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import operator
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -192,6 +193,13 @@ class _TokenCache:
         """Estimates of messages appended to the latest ones; the cache holds both."""
         return self._estimate(messages, self._by_id, self._by_value)
 
+    def forget(self, messages: Sequence[Any]) -> None:
+        """Drop `messages` (cut from the latest ones) from the cache by identity."""
+        for message in messages:
+            hit = self._by_id.get(id(message))
+            if hit is not None and hit[1] is message:
+                del self._by_id[id(message)]
+
     def _estimate(
         self,
         messages: Sequence[Any],
@@ -258,10 +266,11 @@ class _ContextIndex:
         self._occurrence: dict[str | None, int] = {}
         self._running = 0
         self._measurements: dict[int, Usage | None] = {}  # context index -> usage, filled on demand
+        self.measured: list[int] = []  # context indexes of the valid measurements, ascending
 
     def update(self, ctx: Any, reader: Any) -> bool:
         """Index `ctx` (a `SessionContext` of `reader`'s session); True when the previous index
-        was extended rather than rebuilt."""
+        was extended rather than rebuilt (or cut back to a shared prefix: `_cut`)."""
         messages, entry_ids, branch = ctx.messages, ctx.message_entry_ids, ctx.branch_entry_ids
         first = ctx.context_entry_ids[0] if ctx.context_entry_ids else None
         start = len(self.messages)
@@ -273,6 +282,10 @@ class _ContextIndex:
             and self.branch == branch[: len(self.branch)]
             and self.messages == messages[:start]
         )
+        if not extended and start > 0 and first == self.first_entry and branch is entry_ids:
+            kept = self._cut(messages, entry_ids)
+            if kept is not None:
+                extended, start = True, kept
         if not extended:
             self.reset()
             start = 0
@@ -299,14 +312,51 @@ class _ContextIndex:
             self.native_to_ctx.append(index)
         self.messages.extend(messages[start:])
         self.entry_ids.extend(entry_ids[start:])
+        for index in range(start, len(messages)):
+            if messages[index].get("role") == "assistant" and self.measurement(index) is not None:
+                self.measured.append(index)
         self.branch, self.first_entry = list(branch), first
         if not extended or self.first_fresh >= start:
             self.first_fresh = _first_fresh(ctx, reader)
         return extended
 
+    def _cut(self, messages: Sequence[Any], entry_ids: Sequence[str | None]) -> int | None:
+        """Cut the index back to the messages it shares with `messages` (a conversation whose
+        last message was replaced: Claude Code's next row of a streamed reply) when that is at
+        least half of them and no system message is cut; returns how many it kept, or None.
+
+        The lists the planner inputs share (`EntryPrefix` views of earlier inputs) are copied
+        (C slices), never shortened in place; O(messages) in C plus O(messages cut) in Python."""
+        from itertools import compress, count
+        from operator import is_not
+
+        n = min(len(self.messages), len(messages))
+        p = next(compress(count(), map(is_not, self.messages[:n], messages[:n])), n)
+        while p < n and self.messages[p] == messages[p]:
+            p = next(compress(count(p + 1), map(is_not, self.messages[p + 1:n], messages[p + 1:n])), n)
+        p = min(p, next(compress(count(), map(operator.ne, self.entry_ids[:p], entry_ids[:p])), p))
+        if p < len(self.messages) // 2 or p == 0 or (self.system_at and self.system_at[-1][0] >= p):
+            return None
+        native = bisect_left(self.native_to_ctx, p)
+        self._running -= sum(self.tokens[native:])
+        for eid in self.entry_ids[p:]:
+            left = self._occurrence.get(eid, 0) - 1
+            if left > 0:
+                self._occurrence[eid] = left
+            else:
+                self._occurrence.pop(eid, None)
+        self._cache.forget(self.native[native:])
+        self.messages, self.entry_ids, self.before = self.messages[:p], self.entry_ids[:p], self.before[:p]
+        self.native, self.tokens, self.keys = self.native[:native], self.tokens[:native], self.keys[:native]
+        self.native_entry_ids, self.roles = self.native_entry_ids[:native], self.roles[:native]
+        self.native_to_ctx = self.native_to_ctx[:native]
+        self.measured = self.measured[:bisect_left(self.measured, p)]
+        self._measurements = {k: v for k, v in self._measurements.items() if k < p}
+        return p
+
     def anchor_usage(self) -> Usage | None:
         """The usage of the newest valid measurement in the context (None without one)."""
-        return next((u for u in map(self.measurement, range(len(self.messages) - 1, -1, -1)) if u is not None), None)
+        return self.measurement(self.measured[-1]) if self.measured else None
 
     def measurement(self, index: int) -> Usage | None:
         """The usage of context message `index` when it is a valid measurement (an assistant
@@ -453,24 +503,24 @@ class InputsBuilder:
         Cost: the replies actually sampled (the running estimates come from `indexed`)."""
         before, system_at, fresh_from = indexed.before, indexed.system_at, indexed.first_fresh
         inferred: int | None = None
+        measured = indexed.measured
         if not system_at:
-            for index in range(fresh_from, len(messages)):
-                usage = indexed.measurement(index)
-                if usage is not None:
-                    inferred = max(0, usage.prompt_tokens - before[index])
-                    break
+            at = bisect_left(measured, fresh_from)
+            if at < len(measured):
+                usage = indexed.measurement(measured[at])
+                assert usage is not None
+                inferred = max(0, usage.prompt_tokens - before[measured[at]])
 
         def fixed_at(index: int) -> int:
             position = bisect_right(system_at, (index, -1)) - 1
             return system_at[position][1] if position >= 0 else inferred or 0
 
         samples: list[dict[str, Any]] = []
-        for index in range(len(messages) - 1, fresh_from - 1, -1):
-            if len(samples) >= self._awareness.calibration_window:
+        for index in reversed(measured):
+            if len(samples) >= self._awareness.calibration_window or index < fresh_from:
                 break
             usage = indexed.measurement(index)
-            if usage is None:
-                continue
+            assert usage is not None
             ts = messages[index].get("timestamp")
             samples.append(
                 {

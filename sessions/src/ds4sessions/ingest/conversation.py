@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import time
-from collections import Counter
+from collections import Counter, abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -45,7 +45,9 @@ __all__ = [
     "ConversationDiagnostics",
     "ConversationLive",
     "ConversationSession",
+    "EntryLookup",
     "EntryView",
+    "TurnIndex",
     "conversation_turns",
     "is_prompt",
     "model_info",
@@ -156,8 +158,10 @@ class ConversationSession:
     labels: Mapping[str, str] = {}
 
     def __init__(self, conv: base.Conversation, *, last_line_no: int = 0, end_offset: int = 0,
-                 identity: int = 0, counts: Mapping[str, int] | None = None) -> None:
+                 identity: int = 0, counts: Mapping[str, int] | None = None,
+                 index: Mapping[str, int] | None = None) -> None:
         self.conversation = conv
+        self._index = index
         self.path = conv.path
         self.diagnostics = ConversationDiagnostics(conv.diagnostics, counts)
         self.last_line_no = last_line_no
@@ -189,17 +193,55 @@ class ConversationSession:
         return self.conversation.leaf_id
 
     @cached_property
-    def by_id(self) -> dict[str, EntryView]:
-        """Entry id → `EntryView` of the messages in context (the first message of an entry)."""
-        out: dict[str, EntryView] = {}
-        for message, meta in zip(self.conversation.messages, self.conversation.meta):
-            eid = meta.entry_id
-            if eid is None or eid in out:
-                continue
-            role = message.get("role") if isinstance(message, Mapping) else None
-            out[eid] = EntryView(eid, meta.source or "message", role, message, getattr(meta, "line_no", None),
-                                 message.get("timestamp") if isinstance(message, Mapping) else None)
-        return out
+    def by_id(self) -> "EntryLookup":
+        """Entry id → `EntryView` of the messages in context (the first message of an entry):
+        a read-only mapping, O(1) per lookup with the live session's index, else built on
+        first use (O(messages))."""
+        return EntryLookup(self.conversation, self._index)
+
+
+class EntryLookup(Mapping[str, EntryView]):
+    """Entry id → `EntryView` of a conversation's messages (the first message of an entry).
+
+    `index`: entry id → message index, kept by the live session across its snapshots (it may
+    know ids of messages newer than this conversation: an id is only found here when this
+    conversation's message at that index has it; other ids are looked up in a full map, built
+    once on the first miss). Read-only; O(1) per found id."""
+
+    def __init__(self, conv: base.Conversation, index: Mapping[str, int] | None = None) -> None:
+        self._conv = conv
+        self._index = index
+        self._full: dict[str, EntryView] | None = None
+
+    def _view(self, i: int) -> EntryView:
+        message, meta = self._conv.messages[i], self._conv.meta[i]
+        mapping = isinstance(message, abc.Mapping)
+        role = message.get("role") if mapping else None
+        return EntryView(meta.entry_id, meta.source or "message", role, message, getattr(meta, "line_no", None),
+                         message.get("timestamp") if mapping else None)
+
+    def _all(self) -> dict[str, EntryView]:
+        if self._full is None:
+            out: dict[str, EntryView] = {}
+            for i, meta in enumerate(self._conv.meta):
+                eid = meta.entry_id
+                if eid is not None and eid not in out:
+                    out[eid] = self._view(i)
+            self._full = out
+        return self._full
+
+    def __getitem__(self, entry_id: str) -> EntryView:
+        if self._index is not None and self._full is None:
+            i = self._index.get(entry_id)
+            if i is not None and i < len(self._conv.meta) and self._conv.meta[i].entry_id == entry_id:
+                return self._view(i)
+        return self._all()[entry_id]
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 class ConversationContext:
@@ -274,34 +316,74 @@ def conversation_turns(conv: base.Conversation, tokens: Sequence[int], prompt: A
     the next one (turn 0: what comes before the first prompt, e.g. a compaction summary).
     `tokens`: per message (the accounting's `message_tokens`); `preview(message)`: the prompt's
     words in the turn list (default: its text, one line, 80 characters). O(messages)."""
-    preview = preview or _preview
-    from ds4core.epoch import to_datetime
+    return TurnIndex(prompt, preview).turns(conv, tokens)
 
-    messages, metas = conv.messages, conv.meta
-    turns: list[Turn] = []
-    start = 0
-    number = 0
 
-    def close(end: int) -> None:
-        if end <= start:
-            return
-        first = messages[start]
-        opens = prompt(first, metas[start] if start < len(metas) else None)
-        ms = _ms(first.get("timestamp")) if opens else None
-        calls = sum(1 for m in messages[start:end] if m.get("role") == "assistant"
-                    for b in m.get("content") or () if isinstance(b, Mapping) and b.get("type") == "toolCall")
-        ids = tuple(m.entry_id for m in metas[start:end] if m.entry_id is not None)
-        turns.append(Turn(number if opens else 0, to_datetime(ms / 1000) if ms is not None else None,
-                          preview(first) if opens else "(before the first prompt)", calls,
-                          sum(tokens[start:end]), start, end - 1, tuple(dict.fromkeys(ids))))
+class TurnIndex:
+    """`conversation_turns` kept between the snapshots of one live session, so an append costs
+    O(new messages + the last turn) (issue 28): the prompt test and tool-call count of each
+    message are made once per message object, and a turn is made again only when one of its
+    messages, their tokens or the prompt that closes it is new. The messages kept are the first
+    `conv.stable` (`Conversation.stable`: the previous conversation's very objects), checked at
+    both ends; `turns(conv, tokens)` equals `conversation_turns(conv, tokens, ...)` always."""
 
-    for i, message in enumerate(messages):
-        if prompt(message, metas[i] if i < len(metas) else None):
-            close(i)
-            start = i
+    def __init__(self, prompt: Any = is_prompt, preview: Any = None) -> None:
+        self.prompt = prompt
+        self.preview = preview or _preview
+        self._objects: list[Any] = []
+        self._opens: list[bool] = []
+        self._calls: list[int] = []
+        self._tokens: list[int] = []
+        self._turns: list[Turn] = []
+        self._ends: list[int] = []  # each turn's last message + 1
+
+    def turns(self, conv: base.Conversation, tokens: Sequence[int]) -> tuple[Turn, ...]:
+        """The turns of `conv` (see `conversation_turns`)."""
+        from bisect import bisect_right
+
+        messages, metas = conv.messages, conv.meta
+        keep = min(conv.stable, len(self._objects))
+        if keep and (messages[0] is not self._objects[0] or messages[keep - 1] is not self._objects[keep - 1]):
+            keep = 0
+        tokens = list(tokens)
+        if keep and tokens[:keep] != self._tokens[:keep]:
+            keep = next(i for i, (a, b) in enumerate(zip(tokens, self._tokens)) if a != b)
+        del self._objects[keep:], self._opens[keep:], self._calls[keep:]
+        for i in range(keep, len(messages)):
+            message = messages[i]
+            self._objects.append(message)
+            self._opens.append(bool(self.prompt(message, metas[i] if i < len(metas) else None)))
+            self._calls.append(sum(1 for b in message.get("content") or () if isinstance(b, Mapping) and b.get("type") == "toolCall")
+                               if message.get("role") == "assistant" and not isinstance(message.get("content"), str) else 0)
+        self._tokens = tokens
+        # a turn is kept when the message after it (the prompt that closed it) is kept too
+        reuse = bisect_right(self._ends, keep - 1)
+        del self._turns[reuse:], self._ends[reuse:]
+        start = self._ends[-1] if self._ends else 0
+        number = next((t.index for t in reversed(self._turns) if t.index), 0)
+        opens = self._opens
+        if start < len(messages) and opens[start]:
             number += 1
-    close(len(messages))
-    return tuple(turns)
+        for i in range(start + 1, len(messages) + 1):
+            if i == len(messages) or opens[i]:
+                if i > start:
+                    self._turns.append(self._turn(conv, number if opens[start] else 0, start, i, tokens))
+                    self._ends.append(i)
+                start = i
+                if i < len(messages):
+                    number += 1
+        return tuple(self._turns)
+
+    def _turn(self, conv: base.Conversation, number: int, start: int, end: int, tokens: Sequence[int]) -> Turn:
+        from ds4core.epoch import to_datetime
+
+        first = conv.messages[start]
+        opens = self._opens[start]
+        ms = _ms(first.get("timestamp")) if opens else None
+        ids = (m.entry_id for m in conv.meta[start:end] if m.entry_id is not None)
+        return Turn(number, to_datetime(ms / 1000) if ms is not None else None,
+                    self.preview(first) if opens else "(before the first prompt)", sum(self._calls[start:end]),
+                    sum(tokens[start:end]), start, end - 1, tuple(dict.fromkeys(ids)))
 
 
 # --- the live session -----------------------------------------------------------------------
@@ -346,6 +428,9 @@ class ConversationLive:
     def _start_over(self) -> None:
         self._reader = self.agent.reader(self.path)
         self._memo = _Memo()
+        self._turn_index = TurnIndex(getattr(self.agent, "is_prompt", is_prompt), getattr(self.agent, "prompt_preview", None))
+        self._entry_ids: list[str | None] = []
+        self._first_index: dict[str, int] = {}
         self._epoch = next(_EPOCHS)
         self._line_no = 0
         self._offset = 0
@@ -415,14 +500,21 @@ class ConversationLive:
         conv = self._reader.conversation()
         accounting: Accounting = self.agent.account(conv, self._memo.state, self.models)
         tokens = accounting.breakdown.message_tokens
-        turns = conversation_turns(conv, tokens, getattr(self.agent, "is_prompt", is_prompt),
-                                   getattr(self.agent, "prompt_preview", None))
+        turns = self._turn_index.turns(conv, tokens)
         self._version += 1
-        context = ConversationContext(conv)
+        keep = min(conv.stable, len(self._entry_ids))
+        fresh = [m.entry_id for m in conv.meta[keep:]]
+        if keep < len(self._entry_ids):  # messages replaced: their ids leave the index
+            self._first_index = {k: i for k, i in self._first_index.items() if i < keep}
+        for i, eid in enumerate(fresh, keep):
+            if eid is not None:
+                self._first_index.setdefault(eid, i)
+        self._entry_ids = self._entry_ids[:keep] + fresh
+        context = ConversationContext(conv, self._entry_ids)
         counts = getattr(self._reader, "diagnostic_counts", None)
         session = ConversationSession(
             conv, last_line_no=self._line_no, end_offset=self._offset, identity=id(self._memo),
-            counts=counts() if callable(counts) else None,
+            counts=counts() if callable(counts) else None, index=self._first_index,
         )
         return Snapshot(
             version=self._version, path=self.path, session=session, context=context,

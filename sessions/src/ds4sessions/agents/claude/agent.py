@@ -120,11 +120,12 @@ class ClaudeCodeAgent(ConversationAgent):
 
         return account(conv, memo, models)
 
-    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None) -> Any:
+    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None, *,
+                    memo: dict[str, Any] | None = None) -> Any:
         """The prompt cache as `ds4tui cache` reports it (`cockpit.cache_view`)."""
         from ds4sessions.agents.claude.cockpit import cache_facts
 
-        return cache_facts(snapshot, now)
+        return cache_facts(snapshot, now, memo=memo)
 
     def map_json(self, path: Path, *, exact: bool = True, models: ModelTable | None = None) -> dict[str, Any]:
         """`map --json`: Claude Code's `/context` map (`views.context_map`)."""

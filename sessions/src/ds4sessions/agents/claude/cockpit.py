@@ -125,31 +125,25 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
             env: Mapping[str, str] | None = None) -> Any:
     """The dashboard's accounting of a Claude Code conversation (module doc): an
     `ingest.conversation.Accounting` whose rows are `context_map`'s `/context` rows exactly."""
-    from ds4sessions.agents.claude.views import context_map, message_children
+    from ds4sessions.agents.claude.views import MessageTally, context_map
     from ds4sessions.ingest.conversation import Accounting, model_info
     from ds4sessions.ingest.snapshot import ProviderView
 
-    data = context_map(conv, os.environ if env is None else env)
+    tally: MessageTally = memo.setdefault("tally", MessageTally())
+    data = context_map(conv, os.environ if env is None else env, tally=tally)
     terms = {t["id"]: t for t in data["categories"]}
-    estimates: dict[int, list[tuple[str, str | None, int]]] = memo.setdefault("children", {})
-    keep: dict[int, Any] = memo.setdefault("objects", {})
-    segments: list[Segment] = []
-    message_tokens: list[int] = []
-    for i, (message, meta) in enumerate(zip(conv.messages, conv.meta)):
-        key = id(message)
-        parts = estimates.get(key) if keep.get(key) is message else None
-        if parts is None:
-            parts = message_children(message, meta)
-            estimates[key], keep[key] = parts, message
-        message_tokens.append(sum(t for _, _, t in parts))
-        for cid, _tool, tokens in parts:
-            if tokens > 0:
-                segments.append(Segment(cid, tokens, i, meta.entry_id))
-    if len(estimates) > 2 * max(len(conv.messages), 64):  # messages gone (a compaction): forget them
-        alive = {id(m) for m in conv.messages}
-        for key in [k for k in estimates if k not in alive]:
-            estimates.pop(key, None)
-            keep.pop(key, None)
+    # the map's message cells and per-message tokens, extended past what the tally kept
+    segments: list[Segment] = memo.setdefault("segments", [])
+    starts: list[int] = memo.setdefault("starts", [])
+    message_tokens: list[int] = memo.setdefault("messageTokens", [])
+    keep = min(tally.kept, len(starts))
+    if len(starts) > keep:
+        del segments[starts[keep]:], starts[keep:], message_tokens[keep:]
+    for i in range(keep, len(conv.messages)):
+        entry_id = conv.meta[i].entry_id
+        starts.append(len(segments))
+        message_tokens.append(tally.cum[i + 1] - tally.cum[i])
+        segments.extend(Segment(cid, tokens, i, entry_id) for cid, _tool, tokens in tally.parts[i] if tokens > 0)
     rows: list[CategoryRow] = []
     fixed: list[Segment] = []
     totals: dict[str, int] = {}
@@ -185,7 +179,7 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     free = int(terms.get("free_space", {}).get("tokens", 0))
     rows.append(CategoryRow("free", CLAUDE_TABLE.labels["free"], free))
     estimate = int(data["total"])
-    bd = Breakdown("chars/4", rows, [*fixed, *segments], message_tokens, estimate, window, 0, free, CLAUDE_TABLE, buffer)
+    bd = Breakdown("chars/4", rows, [*fixed, *segments], list(message_tokens), estimate, window, 0, free, CLAUDE_TABLE, buffer)
     provider = None
     p = data.get("provider")
     last = conv.last_request
@@ -205,12 +199,16 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
                       extras=ClaudeExtras(data))
 
 
-def cache_facts(snapshot: Any, now: float) -> Any:
+def cache_facts(snapshot: Any, now: float, memo: dict[str, Any] | None = None) -> Any:
     """The prompt cache of a Claude Code snapshot (`ds4core.cache_state.CacheFacts`), made of
     `views.cache_report` at `now`: the same
     requests (real ones: main chain and side chains, synthetic rows left out), cost and miss
     causes as `ds4tui cache --json`; the countdown from the last main-chain request and the TTL
-    tier of the latest write (5 min or 1 h, recorded)."""
+    tier of the latest write (5 min or 1 h, recorded). `memo`: kept between the snapshots of one
+    live session (the report's and the records' work is then O(new requests))."""
+    import itertools
+    import operator
+
     from ds4core.cache_state import (
         CacheClock, CacheEvent, CacheFacts, CacheHistory, MissExplanation, PriceCheck, RequestRecord, TierChoice,
     )
@@ -219,11 +217,22 @@ def cache_facts(snapshot: Any, now: float) -> Any:
     from ds4sessions.agents.claude.views import cache_report
 
     conv = snapshot.conversation
-    report = cache_report(conv, now)
-    records = []
-    last_event = None
-    for r in report["history"]["records"]:
+    memo = {} if memo is None else memo
+    report = cache_report(conv, now, memo.setdefault("report", {}))
+    raw = report["history"]["records"]
+    seen: list[Any] = memo.get("raw") or []
+    made: list[Any] = memo.get("made") or []  # per raw record: (RequestRecord or None, last main event so far)
+    keep = min(len(seen), len(raw), len(made))
+    if keep and memo.get("pricing") != report["pricingSource"]:
+        keep = 0
+    if keep:
+        keep = next(itertools.compress(itertools.count(), map(operator.is_not, raw[:keep], seen[:keep])), keep)
+    del made[keep:]
+    count = next((m[0].number for m in reversed(made) if m[0] is not None), 0)
+    last_event = made[-1][1] if made else None
+    for r in raw[keep:]:
         if r["synthetic"]:
+            made.append((None, last_event))
             continue
         usage = Usage(input=r["input"], output=r["output"], cache_read=r["cacheRead"], cache_write=r["cacheWrite"],
                       cache_write_1h=r["cacheWrite1h"])
@@ -236,9 +245,12 @@ def cache_facts(snapshot: Any, now: float) -> Any:
             gap = miss.get("gapSeconds")
             explained = MissExplanation(_cause(miss["cause"]), detail, gap, None)
         price = PriceCheck(r["costUsd"], None, None, report["pricingSource"] if r["costUsd"] is not None else None)
-        records.append(RequestRecord(len(records) + 1, event, r["share"], price, miss is not None, explained))
+        count += 1
         if not r["sidechain"]:
             last_event = event
+        made.append((RequestRecord(count, event, r["share"], price, miss is not None, explained), last_event))
+    memo.update(raw=raw, made=made, pricing=report["pricingSource"])
+    records = [m[0] for m in made if m[0] is not None]
     state = report["state"]
     tier = state["tier"]
     lifetime = 3600 if tier == "1h" else 300 if tier == "5m" else None

@@ -225,6 +225,23 @@ class _State:
     custom_agents: dict[str, str] = field(default_factory=dict)
     memory_files: dict[str, dict[str, str]] = field(default_factory=dict)
     unknown: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    compaction_rows: list[dict[str, Any]] = field(default_factory=list)
+    reply_index: dict[str, int] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Last:
+    """What the last `conversation()` built, for the next one to extend (`ClaudeReader._extend`)."""
+
+    leaf: str | None
+    line: int
+    rows: int
+    converter: Converter
+    start_line: int
+    requests: list[Request]
+    start_anchor: dict[str, Any] | None
+    boundary_uuid: str | None
 
 
 class ClaudeReader:
@@ -242,6 +259,8 @@ class ClaudeReader:
         self.subagent = dict(subagent) if subagent else None
         self._s = _State()
         self._cached: Conversation | None = None
+        self._last: _Last | None = None
+        self._cached_micro: list[Compaction] = []
 
     # ---- feeding -------------------------------------------------------------------------
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
@@ -372,6 +391,8 @@ class ClaudeReader:
         row["_line"] = line_no
         s.by_uuid[uuid] = row
         s.rows.append(row)
+        if kind == "system" and row.get("subtype") == "compact_boundary" and not row.get("isSidechain"):
+            s.compaction_rows.append(row)
         if isinstance(row.get("sessionId"), str) and s.session_id is None:
             s.session_id = row["sessionId"]
         if isinstance(row.get("cwd"), str):
@@ -404,30 +425,90 @@ class ClaudeReader:
                 # a main-chain copy beats a side-chain replay of the same message.id (ccusage #913)
                 s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, False, synthetic,
                                         iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
+                s.touched.add(key)
                 return
             if sidechain and not known.sidechain and not s.agent_id:
                 return
             known.rows.append(row)
             known.usage = _max_usage(known.usage, usage)
             known.miss_reason = known.miss_reason or miss_reason_of(message)
+            s.touched.add(key)
             return
         s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, sidechain and not s.agent_id, synthetic,
                                 iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
+        s.reply_index[key] = len(s.reply_order)
         s.reply_order.append(key)
 
     # ---- the frozen state ----------------------------------------------------------------
     def conversation(self) -> Conversation:
-        """The `Conversation` after everything fed so far (see module doc)."""
+        """The `Conversation` after everything fed so far (see module doc): extended from the
+        previous one when the rows read since only extend its chain (`_extend`: O(new rows),
+        its `stable` prefix the same message objects), else built in full."""
         if self._cached is None:
-            self._cached = self._build()
+            self._cached = self._extend() or self._build()
+            self._s.touched.clear()
         return self._cached
+
+    def _leaf(self) -> str | None:
+        """The last `last-prompt.leafUuid` when no main-chain row came after it (a turn in
+        progress is newer than the previous turn's last-prompt), else the last main-chain row."""
+        s = self._s
+        return s.leaf if s.leaf in s.by_uuid and s.leaf_line > s.last_main_line else s.last_main_uuid
+
+    def _extend(self) -> Conversation | None:
+        """The conversation after rows that only extend the previous one's chain: its leaf's
+        new rows (walked up to the previous leaf, every one read since, no compaction or
+        microcompaction among them) converted onto the previous messages; None when that does
+        not hold (a rewind, a compaction, a row from before: `_build` reads it in full)."""
+        last = self._last
+        if last is None:
+            return None
+        s = self._s
+        leaf = self._leaf()
+        collected: list[dict[str, Any]] = []
+        uuid = leaf
+        limit = len(s.rows) - last.rows + 1
+        while uuid != last.leaf:
+            row = s.by_uuid.get(uuid) if isinstance(uuid, str) else None
+            if row is None or row.get("_line", 0) <= last.line or len(collected) > limit:
+                return None
+            if row.get("type") == "system" and row.get("subtype") in ("compact_boundary", "microcompact_boundary"):
+                return None
+            collected.append(row)
+            uuid = row.get("parentUuid")
+        converter = last.converter
+        converter.mark()
+        for row in reversed(collected):
+            converter.add(row)
+        requests = last.requests
+        if s.touched or len(requests) < len(s.reply_order):
+            requests = list(requests)  # (the previous conversation keeps its tuple)
+            for key in s.touched:
+                index = s.reply_index.get(key)
+                if index is not None and index < len(requests):
+                    requests[index] = self._request(index, key, converter.reply_at, last.start_line)
+            for index in range(len(requests), len(s.reply_order)):
+                requests.append(self._request(index, s.reply_order[index], converter.reply_at, last.start_line))
+        self._last = _Last(leaf, s.rows[-1].get("_line", last.line) if s.rows else last.line, len(s.rows), converter,
+                           last.start_line, requests, last.start_anchor, last.boundary_uuid)
+        return self._conversation(converter, requests, list(s.diagnostics), last.boundary_uuid, last.start_anchor,
+                                  leaf, None, stable=converter.first_changed)
+
+    def _request(self, index: int, key: str, reply_at: Mapping[str, int], start_line: int) -> Request:
+        """The neutral `Request` of reply `key` (position `index` in file order); its message
+        index is None for a reply before the context's start (a kept message ran before the
+        compaction)."""
+        reply = self._s.replies[key]
+        return Request(
+            index=index, usage=reply.usage, entry_id=reply.first_uuid, timestamp=self._request_time(reply),
+            model=reply.model, provider="anthropic",
+            message_index=None if reply.line_no < start_line else reply_at.get(key),
+            sidechain=reply.sidechain, synthetic=reply.synthetic, miss_reason=reply.miss_reason)
 
     def _chain(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, int]:
         """Rows from the context start to the leaf, the last compact_boundary on it, missing parents."""
         s = self._s
-        # the last `last-prompt.leafUuid` when no main-chain row came after it (a turn in progress
-        # is newer than the previous turn's last-prompt), else the last main-chain row
-        leaf = s.leaf if s.leaf in s.by_uuid and s.leaf_line > s.last_main_line else s.last_main_uuid
+        leaf = self._leaf()
         chain: list[dict[str, Any]] = []
         seen: set[str] = set()
         missing = 0
@@ -460,38 +541,47 @@ class ClaudeReader:
         diagnostics = list(s.diagnostics)
         if missing:
             diagnostics.append(Diagnostic(Problem.MISSING_PARENT, "the chain from the leaf names a parent uuid that is not in the file; the context starts there"))
-        if s.duplicates:
-            diagnostics.append(Diagnostic(Problem.DUPLICATE_ID, f"{s.duplicates} rows repeated an earlier uuid (counted once, the first kept)"))
         cleared_tools: set[str] = set()
         cleared_attachments: set[str] = set()
-        compactions: list[Compaction] = []
+        micro: list[Compaction] = []
         for row in chain:
             if row.get("type") == "system" and row.get("subtype") == "microcompact_boundary":
                 meta = row.get("microcompactMetadata") if isinstance(row.get("microcompactMetadata"), dict) else {}
                 cleared_tools |= {t for t in meta.get("compactedToolIds") or () if isinstance(t, str)}
                 cleared_attachments |= {t for t in meta.get("clearedAttachmentUUIDs") or () if isinstance(t, str)}
-                compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), "micro",
-                                              meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
+                micro.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), "micro",
+                                        meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
+        converter = Converter(cleared_tools, cleared_attachments, s.replies)
+        for row in chain:
+            converter.add(row)
+        start_line = boundary.get("_line", 0) if boundary else 0
+        requests = [self._request(index, key, converter.reply_at, start_line) for index, key in enumerate(s.reply_order)]
+        start_anchor = self._start_anchor() if boundary is not None else None
+        boundary_uuid = boundary.get("uuid") if boundary else None
+        self._last = _Last(chain[-1].get("uuid") if chain else None, s.rows[-1].get("_line", 0) if s.rows else 0,
+                           len(s.rows), converter, start_line, requests, start_anchor, boundary_uuid)
+        return self._conversation(converter, requests, diagnostics, boundary_uuid, start_anchor,
+                                  chain[-1].get("uuid") if chain else None, micro, stable=0, boundary=boundary)
+
+    def _conversation(self, converter: Converter, requests: list[Request], diagnostics: list[Any],
+                      boundary_uuid: str | None, start_anchor: dict[str, Any] | None, leaf: str | None,
+                      micro: list[Compaction] | None, *, stable: int, boundary: dict[str, Any] | None = None) -> Conversation:
+        """The frozen `Conversation` of the converted messages, the requests and the state
+        (`micro`: the chain's microcompactions, None: those of the last full build)."""
+        s = self._s
+        if s.duplicates:
+            diagnostics.append(Diagnostic(Problem.DUPLICATE_ID, f"{s.duplicates} rows repeated an earlier uuid (counted once, the first kept)"))
+        if boundary is None and boundary_uuid is not None:
+            boundary = s.by_uuid.get(boundary_uuid)
         # every compaction of the file (the chain only reaches the last one)
         all_compactions = []
-        for row in s.rows:
-            if row.get("type") == "system" and row.get("subtype") == "compact_boundary" and not row.get("isSidechain"):
-                meta = row.get("compactMetadata") if isinstance(row.get("compactMetadata"), dict) else {}
-                trigger = meta.get("trigger") if meta.get("trigger") in ("manual", "auto") else "manual"
-                all_compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), trigger,
-                                                  meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
-        messages, metas, reply_at = convert(chain, cleared_tools, cleared_attachments, s.replies)
-        requests = []
-        start_line = boundary.get("_line", 0) if boundary else 0
-        for index, key in enumerate(s.reply_order):
-            reply = s.replies[key]
-            if reply.line_no < start_line:
-                reply_at.pop(key, None)  # a kept message: its request ran before the compaction
-            requests.append(Request(
-                index=index, usage=reply.usage, entry_id=reply.first_uuid,
-                timestamp=self._request_time(reply), model=reply.model, provider="anthropic",
-                message_index=reply_at.get(key), sidechain=reply.sidechain, synthetic=reply.synthetic,
-                miss_reason=reply.miss_reason))
+        for row in s.compaction_rows:
+            meta = row.get("compactMetadata") if isinstance(row.get("compactMetadata"), dict) else {}
+            trigger = meta.get("trigger") if meta.get("trigger") in ("manual", "auto") else "manual"
+            all_compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), trigger,
+                                              meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
+        if micro is not None:
+            self._cached_micro = micro
         model = next((r.model for r in reversed(requests) if not r.synthetic and r.model), None)
         window = claude_window(model, s.version)
         unknown = {group: {name: {"count": c, "bytes": b} for name, (c, b) in sorted(names.items())}
@@ -514,22 +604,22 @@ class ClaudeReader:
             "costState": s.cost_state,
             "lines": dict(s.counts),
             "duplicateRows": s.duplicates,
-            "compactBoundary": boundary.get("uuid") if boundary else None,
+            "compactBoundary": boundary_uuid,
             "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
             "agentId": s.agent_id,
             "firstPrompt": s.first_prompt,
             # a subagent: its .meta.json; `toolUseId` is the parent's Agent tool call
             "subagent": self.subagent,
             "parentToolUseId": (self.subagent or {}).get("toolUseId"),
-            "startAnchor": self._start_anchor() if boundary is not None else None,
+            "startAnchor": start_anchor,
         }
         return Conversation(
             agent=CLAUDE_CODE, path=self.path, capabilities=CAPABILITIES,
-            messages=tuple(messages), meta=tuple(metas), requests=tuple(requests),
-            compactions=tuple([*all_compactions, *compactions]), session_id=s.session_id,
+            messages=tuple(converter.messages), meta=tuple(converter.metas), requests=tuple(requests),
+            compactions=tuple([*all_compactions, *self._cached_micro]), session_id=s.session_id,
             title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
-            context_window=window.tokens if model else None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
-            diagnostics=tuple(diagnostics), parent=self.parent, extra=extra,
+            context_window=window.tokens if model else None, leaf_id=leaf, entries=s.entries,
+            diagnostics=tuple(diagnostics), parent=self.parent, extra=extra, stable=stable,
         )
 
     def _start_anchor(self) -> dict[str, Any] | None:
@@ -647,21 +737,33 @@ def attachment_category(att: Mapping[str, Any]) -> str:
     return ATTACHMENT_CATEGORY.get(kind, "attachments")
 
 
-def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared_attachments: set[str],
-            replies: Mapping[str, _Reply]) -> tuple[list[dict[str, Any]], list[MessageMeta], dict[str, int]]:
-    """Rows of the context chain → (Pi-shaped messages, their `MessageMeta`, reply key → index of
-    its message). Assistant rows sharing `message.id` become one message; tool_result blocks
-    become `toolResult` messages with the calling tool's name; attachments are user messages
-    whose meta names their category (`skills`, `custom_agents`, `memory_files`, else
-    `attachments`) and source `attachment:<type>`; a `system/local_command` row is a user message
-    of its content, wrapper included, with source `system:local_command` (Claude Code 2.1.197
-    `normalizeMessagesForAPI`: module doc)."""
-    messages: list[dict[str, Any]] = []
-    metas: list[MessageMeta] = []
-    reply_at: dict[str, int] = {}
-    tool_names: dict[str, str] = {}
-    current_key: str | None = None
-    for row in chain:
+class Converter:
+    """Rows of the context chain → Pi-shaped messages, their `MessageMeta`, and reply key → index
+    of its message (see `convert`), one row at a time (`add`), so a live reader converts only the
+    rows an append brought. A message is never changed once made: an assistant row that joins
+    the last message (the same `message.id`) replaces it with a new dict; `first_changed` is the
+    lowest index replaced or added since it was last reset (`mark`)."""
+
+    def __init__(self, cleared_tools: set[str], cleared_attachments: set[str], replies: Mapping[str, _Reply]) -> None:
+        self.cleared_tools, self.cleared_attachments, self.replies = cleared_tools, cleared_attachments, replies
+        self.messages: list[dict[str, Any]] = []
+        self.metas: list[MessageMeta] = []
+        self.reply_at: dict[str, int] = {}
+        self.tool_names: dict[str, str] = {}
+        self.current_key: str | None = None
+        self.first_changed = 0
+
+    def mark(self) -> None:
+        """Start counting changes afresh (`first_changed` = the current length)."""
+        self.first_changed = len(self.messages)
+
+    def _append(self, message: dict[str, Any], meta: MessageMeta) -> None:
+        self.messages.append(message)
+        self.metas.append(meta)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Convert one row of the chain (rows in chain order)."""
+        messages = self.messages
         kind = row.get("type")
         uuid = row.get("uuid")
         message = row.get("message") if isinstance(row.get("message"), dict) else None
@@ -680,70 +782,85 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
                     blocks.append({"type": "thinking", "thinking": str(block.get("data", "")), "redacted": True})
                 elif btype == "tool_use":
                     tool_id, name = str(block.get("id", "")), str(block.get("name", "?"))
-                    tool_names[tool_id] = name
+                    self.tool_names[tool_id] = name
                     blocks.append({"type": "toolCall", "id": tool_id, "name": name,
                                    "arguments": block.get("input") if isinstance(block.get("input"), dict) else {}})
                 elif btype not in KNOWN_BLOCKS:
                     blocks.append({"type": "text", "text": f"[other: {btype}]"})  # counted in unknownFormats
-            if key == current_key and messages and messages[-1].get("role") == "assistant":
-                messages[-1]["content"].extend(blocks)
-                continue
-            current_key = key
-            reply = replies.get(key)
-            if key not in reply_at:
-                reply_at[key] = len(messages)
-            messages.append({"role": "assistant", "content": blocks, "model": message.get("model"),
-                             "stopReason": message.get("stop_reason"), "timestamp": row.get("timestamp"),
-                             **({"synthetic": True} if reply is not None and reply.synthetic else {})})
-            metas.append(MessageMeta(uuid, source="synthetic" if reply is not None and reply.synthetic else None))
-            continue
-        current_key = None
+            if key == self.current_key and messages and messages[-1].get("role") == "assistant":
+                last = messages[-1]
+                messages[-1] = {**last, "content": [*last["content"], *blocks]}  # (a new message: never changed in place)
+                self.first_changed = min(self.first_changed, len(messages) - 1)
+                return
+            self.current_key = key
+            reply = self.replies.get(key)
+            if key not in self.reply_at:
+                self.reply_at[key] = len(messages)
+            self._append({"role": "assistant", "content": blocks, "model": message.get("model"),
+                          "stopReason": message.get("stop_reason"), "timestamp": row.get("timestamp"),
+                          **({"synthetic": True} if reply is not None and reply.synthetic else {})},
+                         MessageMeta(uuid, source="synthetic" if reply is not None and reply.synthetic else None))
+            return
+        self.current_key = None
         if kind == "user" and message is not None:
             content = message.get("content")
             if row.get("isCompactSummary"):
                 text = "".join(b["text"] for b in _text_blocks(content))
-                messages.append({"role": "compactionSummary", "summary": text, "timestamp": row.get("timestamp")})
-                metas.append(MessageMeta(uuid, category="compaction", source="isCompactSummary"))
-                continue
+                self._append({"role": "compactionSummary", "summary": text, "timestamp": row.get("timestamp")},
+                             MessageMeta(uuid, category="compaction", source="isCompactSummary"))
+                return
             texts: list[dict[str, Any]] = []
             for block in content if isinstance(content, list) else [content]:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     tool_id = str(block.get("tool_use_id", ""))
-                    name = tool_names.get(tool_id, "?")
-                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if tool_id in cleared_tools else _text_blocks(block.get("content"))
-                    messages.append({"role": "toolResult", "toolCallId": tool_id, "toolName": name, "content": body,
-                                     "isError": block.get("is_error") is True, "timestamp": row.get("timestamp")})
+                    name = self.tool_names.get(tool_id, "?")
+                    cleared = tool_id in self.cleared_tools
+                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if cleared else _text_blocks(block.get("content"))
                     result = row.get("toolUseResult") if isinstance(row.get("toolUseResult"), dict) else {}
                     source = f"subagent:{result['agentId']}" if isinstance(result.get("agentId"), str) else None
-                    if tool_id in cleared_tools:
+                    if cleared:
                         source = "microcompact:cleared"
-                    metas.append(MessageMeta(uuid, tool=name, source=source))
+                    self._append({"role": "toolResult", "toolCallId": tool_id, "toolName": name, "content": body,
+                                  "isError": block.get("is_error") is True, "timestamp": row.get("timestamp")},
+                                 MessageMeta(uuid, tool=name, source=source))
                 else:
                     texts.extend(_text_blocks([block] if isinstance(block, dict) else block))
             if texts:
-                messages.append({"role": "user", "content": texts, "timestamp": row.get("timestamp")})
-                metas.append(MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
-            continue
+                self._append({"role": "user", "content": texts, "timestamp": row.get("timestamp")},
+                             MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
+            return
         if kind == "system" and row.get("subtype") == LOCAL_COMMAND and isinstance(row.get("content"), str):
             if row["content"]:
-                messages.append({"role": "user", "content": [{"type": "text", "text": row["content"]}],
-                                 "timestamp": row.get("timestamp")})
-                metas.append(MessageMeta(uuid, source=LOCAL_COMMAND_SOURCE))
-            continue
+                self._append({"role": "user", "content": [{"type": "text", "text": row["content"]}],
+                              "timestamp": row.get("timestamp")}, MessageMeta(uuid, source=LOCAL_COMMAND_SOURCE))
+            return
         if kind == "attachment" and isinstance(row.get("attachment"), dict):
-            if uuid in cleared_attachments:
-                continue
+            if uuid in self.cleared_attachments:
+                return
             att = row["attachment"]
             atype = str(att.get("type", "?"))
             text = attachment_text(att, row.get("rendered"))
             if text is None:
-                continue  # a state record, never sent (NOT_SENT_ATTACHMENTS)
-            messages.append({"role": "user", "content": [{"type": "text", "text": text}],
-                             "timestamp": row.get("timestamp")})
+                return  # a state record, never sent (NOT_SENT_ATTACHMENTS)
             other = atype not in SENT_ATTACHMENTS
-            metas.append(MessageMeta(uuid, category=attachment_category(att),
+            self._append({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": row.get("timestamp")},
+                         MessageMeta(uuid, category=attachment_category(att),
                                      source=f"attachment:other: {atype}" if other else f"attachment:{atype}"))
-    return messages, metas, reply_at
+
+
+def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared_attachments: set[str],
+            replies: Mapping[str, _Reply]) -> tuple[list[dict[str, Any]], list[MessageMeta], dict[str, int]]:
+    """Rows of the context chain → (Pi-shaped messages, their `MessageMeta`, reply key → index of
+    its message). Assistant rows sharing `message.id` become one message; tool_result blocks
+    become `toolResult` messages with the calling tool's name; attachments are user messages
+    whose meta names their category (`skills`, `custom_agents`, `memory_files`, else
+    `attachments`) and source `attachment:<type>`; a `system/local_command` row is a user message
+    of its content, wrapper included, with source `system:local_command` (Claude Code 2.1.197
+    `normalizeMessagesForAPI`: module doc). (`Converter`, all rows at once.)"""
+    converter = Converter(cleared_tools, cleared_attachments, replies)
+    for row in chain:
+        converter.add(row)
+    return converter.messages, converter.metas, converter.reply_at
 
 
 def read_lines(path: Path) -> Iterable[tuple[int, int, bytes]]:

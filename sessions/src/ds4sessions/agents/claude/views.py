@@ -13,7 +13,11 @@ reply (`ds4core.claude_context.rough_tokens`), and the map's rows add up to that
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import operator
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ds4core.categories import calibrate
@@ -37,7 +41,7 @@ from ds4core.claude_context import (
     skill_listing_tokens,
 )
 from ds4core.claude_prices import claude_price, price_table
-from ds4sessions.agents.base import Conversation, MessageMeta, Request
+from ds4sessions.agents.base import Compaction, Conversation, MessageMeta, Request
 
 _ROLE_CHILD = {"user": "user", "compactionSummary": "compaction", "toolResult": "tool_results"}
 
@@ -267,7 +271,77 @@ def autocompact_for(conv: Conversation, env: Mapping[str, str], window: int | No
     return autocompact(window or conv.context_window or model_window(conv.model), env)
 
 
-def context_map(conv: Conversation, env: Mapping[str, str], window: int | None = None) -> dict[str, Any]:
+class MessageTally:
+    """The chars/4 parts of a growing conversation's messages (`message_children` of each, made
+    once per message object), with their running sums: what `context_map` needs of the messages
+    before the last reply, kept between the snapshots of one live session so an append costs
+    O(new messages) (issue 28). `sync(conv)` keeps the first `conv.stable` messages (the same
+    objects as before: `Conversation.stable`) and counts the rest.
+
+    - `parts[i]`: message i's `(child, tool, tokens)`; `cum[i]`: the sum of the tokens of
+      messages `[:i]` (what `messages_tokens(conv, i)` gives);
+    - `sums`: `(child, tool)` → tokens over every message; `first`: `(child, tool)` → where it
+      first appears `(message, part)`, so `sums_through` lists keys in the order a pass over the
+      messages meets them (the order `calibrate` breaks ties by); `skills`: the indexes of the
+      skill listings; `kept`: how many messages the last `sync` kept."""
+
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
+        self.parts: list[list[tuple[str, str | None, int]]] = []
+        self.cum: list[int] = [0]
+        self.sums: dict[tuple[str, str | None], int] = {}
+        self.first: dict[tuple[str, str | None], tuple[int, int]] = {}
+        self.skills: list[int] = []
+        self.kept = 0
+
+    def sync(self, conv: Conversation) -> None:
+        """Count `conv`'s messages: the first `min(conv.stable, counted)` are kept when they are
+        the same objects (checked at both ends), the others dropped and counted again."""
+        keep = min(conv.stable, len(self.objects))
+        if keep and (conv.messages[0] is not self.objects[0] or conv.messages[keep - 1] is not self.objects[keep - 1]):
+            keep = 0  # (another reader, or a claim that does not hold: count again)
+        if len(self.objects) > keep:
+            for parts in self.parts[keep:]:
+                for cid, tool, tokens in parts:
+                    self.sums[(cid, tool)] -= tokens
+            del self.objects[keep:], self.parts[keep:], self.cum[keep + 1:]
+            for key in [k for k, (i, _) in self.first.items() if i >= keep]:
+                del self.first[key], self.sums[key]
+        while self.skills and self.skills[-1] >= keep:
+            self.skills.pop()
+        self.kept = keep
+        sums, first = self.sums, self.first
+        for i in range(keep, len(conv.messages)):
+            message, meta = conv.messages[i], conv.meta[i]
+            parts = message_children(message, meta)
+            self.objects.append(message)
+            self.parts.append(parts)
+            total = 0
+            for j, (cid, tool, tokens) in enumerate(parts):
+                key = (cid, tool)
+                if key in sums:
+                    sums[key] += tokens
+                else:
+                    sums[key], first[key] = tokens, (i, j)
+                total += tokens
+            self.cum.append(self.cum[-1] + total)
+            if meta is not None and meta.category == "skills":
+                self.skills.append(i)
+
+    def sums_through(self, cut: int) -> dict[tuple[str, str | None], int]:
+        """`(child, tool)` → tokens over messages `[0, cut]`, in the order a pass over them meets
+        each key (zeros kept, as such a pass keeps them); O(keys log keys + messages after cut)."""
+        keys = sorted((k for k, (i, _) in self.first.items() if i <= cut), key=self.first.__getitem__)
+        out = {k: self.sums[k] for k in keys}
+        for parts in self.parts[cut + 1:]:
+            for cid, tool, tokens in parts:
+                if (cid, tool) in out:
+                    out[(cid, tool)] -= tokens
+        return out
+
+
+def context_map(conv: Conversation, env: Mapping[str, str], window: int | None = None,
+                tally: MessageTally | None = None) -> dict[str, Any]:
     """The `/context` map of a Claude Code conversation as JSON: Claude Code's categories (ids of
     `ds4core.claude_context.CLAUDE_CATEGORIES`, messages split into our children), the total, the
     autocompact point, "tokens until autocompact" and the predicted size after a compaction.
@@ -291,7 +365,16 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     the same; Messages and System tools within ±100 tokens beyond `/context`'s 0.1k rounding (our
     fixed part absorbs what the transcript does not log, such as the leading `<system-reminder>`);
     System prompt by a fixed share, within ±100 on the sample only (its sections are not logged).
+
+    `tally`: a `MessageTally` kept by a live session: the same numbers, with the messages before
+    the last reply counted once each (O(new messages + those after the reply) per update).
     """
+    if tally is not None:
+        tally.sync(conv)
+
+    def tokens_before(end: int) -> int:
+        return tally.cum[end] if tally is not None else messages_tokens(conv, end)
+
     ac = autocompact_for(conv, env, window)
     cpt = rough_chars_per_token(conv.model)
     last, total = context_now(conv)
@@ -299,7 +382,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     fixed = None
     fixed_from = anchor.entry_id if anchor is not None else None
     if anchor is not None and anchor.message_index is not None:
-        fixed = fixed_part(anchor.usage.prompt_tokens, messages_tokens(conv, anchor.message_index))
+        fixed = fixed_part(anchor.usage.prompt_tokens, tokens_before(anchor.message_index))
     elif isinstance(conv.extra.get("startAnchor"), Mapping):
         # no request since the compaction: the session's first request (format doc §6.3)
         start = conv.extra["startAnchor"]
@@ -310,7 +393,17 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     after: dict[tuple[str, str | None], int] = {}
     skill_items: list[tuple[str, int]] = []
     rough_after = later_rough_tokens(conv.messages[cut + 1:], conv.meta[cut + 1:], cpt) if cut is not None else []
-    for i, (message, meta) in enumerate(zip(conv.messages, conv.meta)):
+    if tally is not None:
+        before = tally.sums_through(cut if cut is not None else len(conv.messages))
+        if cut is not None:
+            for j, (message, meta) in enumerate(zip(conv.messages[cut + 1:], conv.meta[cut + 1:])):
+                for cid, tool, tokens in message_children(message, meta, rough_after[j]):
+                    after[(cid, tool)] = after.get((cid, tool), 0) + tokens
+        if tally.skills:
+            message = conv.messages[tally.skills[-1]]
+            text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
+            skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+    for i, (message, meta) in enumerate(zip(conv.messages, conv.meta) if tally is None else ()):
         if meta is not None and meta.category == "skills":
             text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
             skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
@@ -389,7 +482,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "laterEstimate": later_estimate,
         "provider": None if last is None else {
             "anchorEntryId": last.entry_id, "promptTokens": last.usage.prompt_tokens, "contextTokens": total,
-            "estimateAtAnchor": (fixed or 0) + messages_tokens(conv, (last.message_index or 0)),
+            "estimateAtAnchor": (fixed or 0) + tokens_before(last.message_index or 0),
             "laterMessages": later, "laterEstimate": later_estimate, "roughCharsPerToken": cpt,
         },
         "systemInferred": fixed is not None,
@@ -422,10 +515,13 @@ def window_facts(conv: Conversation, ac: Autocompact) -> dict[str, Any]:
 def request_count(conv: Conversation) -> int:
     """Model requests of the file, each once (streamed rows folded), synthetic rows (`<synthetic>`,
     API errors) excluded, side chains included: the one count `context_map` and `cache_report` give."""
-    return sum(1 for r in conv.requests if not r.synthetic)
+    return len(conv.requests) - sum(map(_SYNTHETIC, conv.requests))
 
 
-def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
+_SYNTHETIC = operator.attrgetter("synthetic")
+
+
+def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, Any] | None = None) -> dict[str, Any]:
     """The prompt cache of a Claude Code conversation as JSON.
 
     - `history`: every request once (side chains and synthetic rows flagged, not counted in
@@ -436,66 +532,40 @@ def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
       (`remainingSeconds` at `at`, default the last request's time).
     - `totals`: {requests, inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens} over the
       real requests (main chain and side chains; synthetic ones excluded), each request once.
+
+    `memo`: a dict kept between the snapshots of one live session: the records of the requests
+    that are the same objects as last time (and the running state after each) are kept, so an
+    append costs O(new requests); the report equals the one made without it.
     """
     price_src = price_table()
-    records = []
-    misses = []
-    totals = {"requests": 0, "inputTokens": 0, "cacheReadTokens": 0, "cacheWriteTokens": 0, "outputTokens": 0}
-    cost_total = 0.0
-    unpriced: set[str] = set()
-    prev: Request | None = None
-    prev_tier: str | None = None
-    tier: str | None = None
-    wrote = False
-    last_main: Request | None = None
-    for request in conv.requests:
-        u = request.usage
-        price = claude_price(request.model)
-        cost = None
-        if not request.synthetic:
-            totals["requests"] += 1
-            totals["inputTokens"] += u.input
-            totals["cacheReadTokens"] += u.cache_read
-            totals["cacheWriteTokens"] += u.cache_write
-            totals["outputTokens"] += u.output
-            if price is not None:
-                cost = price.cost(input=u.input, cache_write_5m=u.cache_write_5m, cache_write_1h=u.cache_write_1h,
-                                  cache_read=u.cache_read, output=u.output,
-                                  cache_write_unsplit=max(u.cache_write - u.cache_write_5m - u.cache_write_1h, 0))
-                cost_total += cost
-            elif request.model:
-                unpriced.add(request.model)
-        miss = None
-        if not request.synthetic and not request.sidechain:
-            if wrote and u.cache_read == 0 and u.cache_write > 0:
-                if request.miss_reason:
-                    miss = {"cause": request.miss_reason, "source": "recorded"}
-                else:
-                    gap = (request.timestamp - prev.timestamp) if prev and prev.timestamp and request.timestamp else None
-                    ttl = 3600.0 if prev_tier == "1h" else 300.0 if prev_tier == "5m" else None
-                    between = any(c.kind in ("manual", "auto") and c.timestamp is not None and prev is not None
-                                  and prev.timestamp is not None and request.timestamp is not None
-                                  and prev.timestamp <= c.timestamp <= request.timestamp for c in conv.compactions)
-                    cause = infer_miss_cause(gap_seconds=gap, ttl_seconds=ttl, compaction_between=between,
-                                             model_changed=prev is not None and prev.model != request.model)
-                    miss = {"cause": cause, "source": "inferred", "gapSeconds": gap}
-            elif request.miss_reason:
-                miss = {"cause": request.miss_reason, "source": "recorded"}
-            if u.cache_write > 0:
-                wrote = True
-                tier = "5m" if u.cache_write_5m > 0 or u.cache_write_1h == 0 else "1h"
-            prev, prev_tier, last_main = request, tier, request
-        record = {
-            "index": request.index, "entryId": request.entry_id, "time": request.timestamp, "model": request.model,
-            "sidechain": request.sidechain, "synthetic": request.synthetic,
-            "share": u.cache_read_share, "input": u.input, "cacheRead": u.cache_read, "cacheWrite": u.cache_write,
-            "cacheWrite5m": u.cache_write_5m, "cacheWrite1h": u.cache_write_1h, "output": u.output,
-            "costUsd": cost, "missReason": request.miss_reason, "miss": miss,
-        }
+    memo = {} if memo is None else memo
+    requests = conv.requests
+    seen: list[Request] = memo.get("requests") or []
+    keep = min(len(seen), len(requests))
+    if keep and (seen[0] is not requests[0] or memo.get("compactions") != conv.compactions):
+        keep = 0
+    elif keep:
+        keep = next(itertools.compress(itertools.count(), map(operator.is_not, requests[:keep], seen[:keep])), keep)
+    records: list[dict[str, Any]] = memo.get("records") or []
+    states: list[_CacheRun] = memo.get("states") or []
+    miss_at: list[int] = memo.get("missAt") or []
+    share_at: list[int] = memo.get("shareAt") or []
+    del records[keep:], states[keep:]
+    run = states[-1] if states else _CacheRun()
+    del miss_at[run.misses:], share_at[run.shares:]
+    compactions = conv.compactions
+    for request in requests[keep:]:
+        run, record = _cache_step(run, request, compactions)
+        if run.misses > len(miss_at):
+            miss_at.append(len(records))
+        if run.shares > len(share_at):
+            share_at.append(len(records))
         records.append(record)
-        if miss is not None and not (u.cache_read > 0):
-            misses.append(record)
-    last_write = next((r for r in reversed(conv.requests) if not r.synthetic and not r.sidechain and r.usage.cache_write > 0), None)
+        states.append(run)
+    memo.update(requests=list(requests), records=records, states=states, missAt=miss_at, shareAt=share_at,
+                compactions=conv.compactions)
+    last_write = next((r for r in reversed(requests) if not r.synthetic and not r.sidechain and r.usage.cache_write > 0), None)
+    last_main, tier = run.last_main, run.tier
     anchor = last_main.timestamp if last_main is not None else None
     if last_write is not None and last_main is not None and last_write is last_main:
         ttl = cache_ttl(anchor, last_write.usage.cache_write_5m or (last_write.usage.cache_write if not last_write.usage.cache_write_1h else 0),
@@ -503,9 +573,9 @@ def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
     else:
         ttl = cache_ttl(anchor, 0, 0, tier_before=tier)
     now = at if at is not None else anchor
-    shares = [r["share"] for r in records if r["share"] is not None and not r["synthetic"] and not r["sidechain"]]
-    main_prompt = sum(r.usage.prompt_tokens for r in conv.requests if not r.synthetic and not r.sidechain)
-    main_read = sum(r.usage.cache_read for r in conv.requests if not r.synthetic and not r.sidechain)
+    misses = [records[i] for i in miss_at]
+    shares = [records[i]["share"] for i in share_at]
+    unpriced = run.unpriced
     return {
         "agent": conv.agent,
         "path": str(conv.path),
@@ -515,17 +585,99 @@ def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
                   "remainingSeconds": ttl.remaining(now) if now is not None else None,
                   "warm": bool(ttl.expires_at is not None and now is not None and now < ttl.expires_at),
                   "tierSource": "recorded (usage.cache_creation.ephemeral_5m/1h)"},
-        "history": {"records": records, "misses": misses,
-                    "overallShare": main_read / main_prompt if main_prompt else None,
+        "history": {"records": list(records), "misses": misses,
+                    "overallShare": run.main_read / run.main_prompt if run.main_prompt else None,
                     "requestShares": shares},
-        "totals": totals,
-        **recorded_cost(conv, cost_total if not unpriced else None),
-        "pricedCostUsd": cost_total,
+        "totals": dict(run.totals),
+        **recorded_cost(conv, run.cost_total if not unpriced else None),
+        "pricedCostUsd": run.cost_total,
         "unpricedModels": sorted(unpriced),
         "pricingSource": f"{price_src['source']} (checked {price_src['checked']})",
         "decision": None,
         "note": "DS4's cache-aware policy applies to Pi only; Claude Code decides its own caching",
     }
+
+
+@dataclass(frozen=True)
+class _CacheRun:
+    """`cache_report`'s running state after one request (what the next request's record needs):
+    totals over the real requests, the priced cost, unpriced models, the previous main-chain
+    request and its TTL tier, whether anything was written yet, how many misses and main-chain
+    read shares the records so far hold, and the main chain's prompt and read tokens."""
+
+    totals: tuple[tuple[str, int], ...] = (("requests", 0), ("inputTokens", 0), ("cacheReadTokens", 0),
+                                           ("cacheWriteTokens", 0), ("outputTokens", 0))
+    cost_total: float = 0.0
+    unpriced: frozenset[str] = frozenset()
+    prev: Request | None = None
+    prev_tier: str | None = None
+    tier: str | None = None
+    wrote: bool = False
+    last_main: Request | None = None
+    misses: int = 0
+    shares: int = 0
+    main_prompt: int = 0
+    main_read: int = 0
+
+
+def _cache_step(run: _CacheRun, request: Request, compactions: Sequence[Compaction]) -> tuple[_CacheRun, dict[str, Any]]:
+    """One request of `cache_report`: its record and the state after it."""
+    u = request.usage
+    price = _price_of(request.model)
+    cost = None
+    totals, cost_total, unpriced = run.totals, run.cost_total, run.unpriced
+    if not request.synthetic:
+        add = (1, u.input, u.cache_read, u.cache_write, u.output)
+        totals = tuple((k, v + d) for (k, v), d in zip(totals, add))
+        if price is not None:
+            cost = price.cost(input=u.input, cache_write_5m=u.cache_write_5m, cache_write_1h=u.cache_write_1h,
+                              cache_read=u.cache_read, output=u.output,
+                              cache_write_unsplit=max(u.cache_write - u.cache_write_5m - u.cache_write_1h, 0))
+            cost_total += cost
+        elif request.model:
+            unpriced = unpriced | {request.model}
+    miss = None
+    prev, prev_tier, tier, wrote, last_main = run.prev, run.prev_tier, run.tier, run.wrote, run.last_main
+    main_prompt, main_read = run.main_prompt, run.main_read
+    if not request.synthetic and not request.sidechain:
+        if wrote and u.cache_read == 0 and u.cache_write > 0:
+            if request.miss_reason:
+                miss = {"cause": request.miss_reason, "source": "recorded"}
+            else:
+                gap = (request.timestamp - prev.timestamp) if prev and prev.timestamp and request.timestamp else None
+                ttl = 3600.0 if prev_tier == "1h" else 300.0 if prev_tier == "5m" else None
+                between = any(c.kind in ("manual", "auto") and c.timestamp is not None and prev is not None
+                              and prev.timestamp is not None and request.timestamp is not None
+                              and prev.timestamp <= c.timestamp <= request.timestamp for c in compactions)
+                cause = infer_miss_cause(gap_seconds=gap, ttl_seconds=ttl, compaction_between=between,
+                                         model_changed=prev is not None and prev.model != request.model)
+                miss = {"cause": cause, "source": "inferred", "gapSeconds": gap}
+        elif request.miss_reason:
+            miss = {"cause": request.miss_reason, "source": "recorded"}
+        if u.cache_write > 0:
+            wrote = True
+            tier = "5m" if u.cache_write_5m > 0 or u.cache_write_1h == 0 else "1h"
+        prev, prev_tier, last_main = request, tier, request
+        main_prompt += u.prompt_tokens
+        main_read += u.cache_read
+    share = u.cache_read_share
+    record = {
+        "index": request.index, "entryId": request.entry_id, "time": request.timestamp, "model": request.model,
+        "sidechain": request.sidechain, "synthetic": request.synthetic,
+        "share": share, "input": u.input, "cacheRead": u.cache_read, "cacheWrite": u.cache_write,
+        "cacheWrite5m": u.cache_write_5m, "cacheWrite1h": u.cache_write_1h, "output": u.output,
+        "costUsd": cost, "missReason": request.miss_reason, "miss": miss,
+    }
+    misses = run.misses + (miss is not None and not (u.cache_read > 0))
+    shares = run.shares + (share is not None and not request.synthetic and not request.sidechain)
+    return _CacheRun(totals, cost_total, unpriced, prev, prev_tier, tier, wrote, last_main, misses, shares,
+                     main_prompt, main_read), record
+
+
+@functools.lru_cache(maxsize=256)
+def _price_of(model: str | None) -> Any:
+    """`claude_price(model)`, once per model name (the table is bundled, read once)."""
+    return claude_price(model)
 
 
 def recorded_cost(conv: Conversation, computed: float | None) -> dict[str, Any]:

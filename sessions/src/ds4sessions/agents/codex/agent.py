@@ -104,11 +104,12 @@ class CodexAgent(ConversationAgent):
 
         return account(conv, memo, models)
 
-    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None) -> Any:
+    def cache_facts(self, snapshot: Any, now: float, models: ModelTable | None = None, *,
+                    memo: dict[str, Any] | None = None) -> Any:
         """The prompt cache with OpenAI's prices; a countdown only when configured (`cockpit.cache_view`)."""
         from ds4sessions.agents.codex.cockpit import cache_facts
 
-        return cache_facts(snapshot, now, models)
+        return cache_facts(snapshot, now, models, memo=memo)
 
     def map_json(self, path: Path, *, exact: bool = True, models: ModelTable | None = None) -> dict[str, Any]:
         """`map --json`: `view.map_json` of the rollout (streamed)."""

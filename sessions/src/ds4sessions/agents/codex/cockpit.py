@@ -72,10 +72,14 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     from ds4sessions.agents.plugin import provider_view
     from ds4sessions.ingest.conversation import Accounting, model_info
 
+    from ds4sessions.agents.base import MessageMemo
+
     state = memo.get("map")
     if state is None:
         state = memo["map"] = view.MapState(exact=True)
-    entry_ids = [m.entry_id for m in conv.meta]
+        memo["ids"] = MessageMemo(lambda _message, meta: meta.entry_id)
+        memo["opaque"] = view.opaque_memo()
+    entry_ids = list(memo["ids"].values(conv))
     attribution = state.attribute(conv.messages, entry_ids)
     context = conv.extra.get("contextTokens")
     context = int(context) if isinstance(context, int) and not isinstance(context, bool) else None
@@ -84,7 +88,7 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     model = model_info(conv.provider or "openai", conv.model, conv.context_window, models=models, source="Codex")
     key = f"{conv.provider or 'openai'}/{conv.model}" if conv.model else None
     diagnostics = {str(d) for d in conv.diagnostics}
-    notes = tuple(line for line in view.problems(conv) if line not in diagnostics)
+    notes = tuple(line for line in view.problems(conv, memo["opaque"]) if line not in diagnostics)
     return Accounting(bd, provider, model, key, extras=CodexExtras(conv.extra, notes))
 
 
@@ -105,10 +109,11 @@ def pricing_of(model: str | None) -> Pricing | None:
                    float(raw.get("cacheWrite", 0)), tiers)
 
 
-def cache_facts(snapshot: Any, now: float, models: ModelTable | None = None) -> Any:
+def cache_facts(snapshot: Any, now: float, models: ModelTable | None = None, *, memo: dict[str, Any] | None = None) -> Any:
     """The prompt cache of a Codex snapshot: `agents.plugin.request_cache_facts`
     with OpenAI's prices and, only when configured (`view.configured_retention`), a "typical"
-    lifetime; otherwise no countdown and the reason."""
+    lifetime; otherwise no countdown and the reason. `memo`: kept between the snapshots of one
+    live session (O(new requests) per append)."""
     from ds4sessions.agents.codex.view import RETENTION_ENV, configured_retention, price_table
     from ds4sessions.agents.plugin import request_cache_facts
 
@@ -120,5 +125,5 @@ def cache_facts(snapshot: Any, now: float, models: ModelTable | None = None) -> 
         tier_source=f"typical, not recorded ({RETENTION_ENV}=codex={retention:.0f})" if retention else "not recorded",
         no_countdown=f"OpenAI records no prompt-cache TTL in Codex rollouts; set {RETENTION_ENV}=codex=SECONDS for a typical countdown",
         pricing_source=f"openai-prices.json ({source.get('from')}, {source.get('date')})",
-        prices=pricing_of,
+        prices=pricing_of, memo=memo,
     )

@@ -211,6 +211,7 @@ class CodexReader:
         self.last_time: float | None = None
         # messages of the current context
         self._messages: list[dict[str, Any]] = []
+        self._changed_from = 0  # the lowest message index changed since the last `conversation()`
         self._meta: list[MessageMeta] = []
         self._tool_names: dict[str, str] = {}
         self.tools_seen: Counter[str] = Counter()
@@ -355,6 +356,7 @@ class CodexReader:
                 if tools:
                     system["toolsAdded"] = tools
                 self._messages.insert(0, system)
+                self._changed_from = 0
                 self._meta.insert(0, MessageMeta(entry_id=own, source="session_meta.base_instructions"))
                 self._last_input_index = len(self._messages)
             self._inherit(p)
@@ -567,6 +569,7 @@ class CodexReader:
         keep_meta = self._meta[: len(keep_system)]
         old_users = [(m, mm) for m, mm in zip(self._messages, self._meta) if m.get("role") == "user"]
         self._messages, self._meta = list(keep_system), list(keep_meta)
+        self._changed_from = 0
         self._turn_starts = []
         self._last_input_index = len(self._messages)
         opaque = False
@@ -612,6 +615,7 @@ class CodexReader:
             if isinstance(n, int) and 0 < n <= len(self._turn_starts):
                 cut = self._turn_starts[-n]
                 del self._messages[cut:], self._meta[cut:], self._turn_starts[-n:]
+                self._changed_from = min(self._changed_from, cut)
                 self._last_input_index = min(self._last_input_index, len(self._messages))
         elif kind == "thread_name_updated" or kind == "thread_renamed":
             name = _str(p.get("thread_name")) or _str(p.get("name"))
@@ -774,10 +778,12 @@ class CodexReader:
                                  "spawnCallId": self._spawn_call(parent)}
         elif parent is None and isinstance(meta.get("parent_thread_id"), str):
             parent = meta["parent_thread_id"]
+        stable, self._changed_from = self._changed_from, len(self._messages)
         return Conversation(
             agent=CODEX,
             path=self.path,
             capabilities=CAPABILITIES,
+            stable=min(stable, len(self._messages)),
             messages=tuple(self._messages),
             meta=tuple(self._meta),
             requests=requests,

@@ -19,13 +19,14 @@ for a retention the user configures (`DS4TUI_CACHE_RETENTION=codex=SECONDS`, the
 from __future__ import annotations
 
 import json
+import operator
 from functools import cache
 from importlib import resources
 from typing import Any, Mapping
 
 from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
-from ds4sessions.agents.base import Conversation, Request
+from ds4sessions.agents.base import Conversation, MessageMemo, Request
 from ds4sessions.agents.codex.tokens import usable_window, window_note
 
 RETENTION_ENV = "DS4TUI_CACHE_RETENTION"
@@ -78,31 +79,42 @@ def _usage_json(request: Request) -> dict[str, int]:
             "reasoning": u.reasoning}
 
 
-def opaque_in_context(conv: Conversation) -> tuple[int, int]:
+def opaque_in_context(conv: Conversation, memo: MessageMemo | None = None) -> tuple[int, int]:
     """(items, bytes) of encrypted content (reasoning, remote compaction) in the current context:
-    the messages whose `MessageMeta.opaque` is set, sized by their `opaqueBytes`. O(messages)."""
-    items = size = 0
-    for message, meta in zip(conv.messages, conv.meta):
-        if not meta.opaque:
-            continue
-        items += 1
-        found = message.get("opaqueBytes") or 0
-        for block in message.get("content") or ():
-            if type(block) is dict:
-                found += block.get("opaqueBytes", 0)
-        size += int(found)
-    return items, size
+    the messages whose `MessageMeta.opaque` is set, sized by their `opaqueBytes`. O(messages),
+    or O(new messages) with a `memo` (`opaque_memo()`) kept by a live session."""
+    if memo is None:
+        sizes = [_opaque_size(m, meta) for m, meta in zip(conv.messages, conv.meta)]
+    else:
+        sizes = memo.values(conv)
+    return len(sizes) - sizes.count(None), sum(filter(None, sizes))
 
 
-def problems(conv: Conversation) -> list[str]:
-    """One line per thing worth the user's attention: diagnostics, unknown types, opaque content."""
+def opaque_memo() -> MessageMemo:
+    """A `MessageMemo` of each message's encrypted bytes (None: not opaque), for `opaque_in_context`."""
+    return MessageMemo(_opaque_size)
+
+
+def _opaque_size(message: Mapping[str, Any], meta: Any) -> int | None:
+    if not meta.opaque:
+        return None
+    found = message.get("opaqueBytes") or 0
+    for block in message.get("content") or ():
+        if type(block) is dict:
+            found += block.get("opaqueBytes", 0)
+    return int(found)
+
+
+def problems(conv: Conversation, opaque: MessageMemo | None = None) -> list[str]:
+    """One line per thing worth the user's attention: diagnostics, unknown types, opaque content
+    (`opaque`: a live session's `opaque_memo()`)."""
     lines = [str(d) for d in conv.diagnostics]
     extra = conv.extra
     if extra.get("contextState") == "unknown after compaction":
         est = extra.get("codexEstimate")
         lines.append("context unknown right after a compaction until the next request"
                      + (f" (Codex's own estimate: {est:,} tokens)" if est else ""))
-    items, size = opaque_in_context(conv)
+    items, size = opaque_in_context(conv, opaque)
     if items:
         lines.append(f"{items} encrypted item(s) in the context, {size:,} bytes: opaque, not in the estimate")
     inherited = extra.get("inherited") or {}
@@ -133,10 +145,11 @@ class MapState:
         self.attribution: Attribution | None = None
 
     def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None]) -> Attribution:
-        """The attribution of `messages`, extending the previous one when it covers a prefix."""
+        """The attribution of `messages`, extending the previous one when it covers a prefix
+        (the same objects, compared in C)."""
         old = self.messages
         previous = self.attribution
-        if previous is None or len(old) > len(messages) or any(a is not b for a, b in zip(old, messages)):
+        if previous is None or len(old) > len(messages) or not all(map(operator.is_, old, messages)):
             previous = None
         self.attribution = attribute(messages, entry_ids, self.ledger, previous)
         self.messages = messages
