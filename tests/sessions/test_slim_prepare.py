@@ -255,7 +255,7 @@ VALUES: list[Any] = [
 ]
 KEYS = ["role", "content", "type", "text", "thinking", "id", "name", "arguments", "toolName", "toolCallId", "usage",
         "timestamp", "details", "isError", "provider", "model", "api", "stopReason", "summary", "command", "output",
-        "exitCode", "excludeFromContext", "customType", "data", "mimeType", "input", "cacheRead", "cost", "total",
+        "exitCode", "excludeFromContext", "customType", "data", "mimeType", "input", "cacheRead", "cacheWrite1h", "cost", "total",
         "errorMessage", "parentId", "message", "unrelated"]
 
 
@@ -378,6 +378,10 @@ EDGE_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "x", "timestamp": 8.64e15},
     {"role": "assistant", "content": [], "usage": {"input": 0, "output": -0.0, "cost": {"total": -1}}},
     {"role": "assistant", "content": [], "usage": {"input": -1}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 1e308}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 10**30}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": "12"}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 2**53}},
     {"role": "assistant", "content": [], "exitCode": 2**53},
     {"role": "assistant", "content": [], "exitCode": 2**53 + 1},
     {"role": "assistant", "model": "x", "provider": "x", "api": "x", "stopReason": "x", "content": []},
@@ -456,7 +460,7 @@ def _messages() -> st.SearchStrategy[dict[str, Any]]:
             "toolName": _mostly(texts, anything), "provider": _mostly(st.sampled_from(["anthropic", "openai"]), anything),
             "model": texts, "stopReason": texts,
             "timestamp": _mostly(st.integers(0, 2 * 10**12), st.integers(-(10**16), 10**16) | st.floats() | texts),
-            "usage": st.dictionaries(st.sampled_from(["input", "output", "cacheRead", "cost", "x"]),
+            "usage": st.dictionaries(st.sampled_from(["input", "output", "cacheRead", "cacheWrite1h", "cost", "x"]),
                                      _mostly(st.integers(0, 10**6), anything), max_size=3),
             "details": anything, "isError": st.booleans(), "summary": _mostly(texts, anything), "command": texts,
             "output": _mostly(texts, anything), "exitCode": _mostly(st.integers(-3, 3) | st.none(), anything),
