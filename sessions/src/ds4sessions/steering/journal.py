@@ -270,7 +270,20 @@ def _journal_error(path: Path, err: sqlite3.Error) -> JournalError:
         return JournalError(f"the journal {path} is read-only ({text}); nothing was written")
     if "unable to open" in text:
         return JournalError(f"cannot open the journal {path} ({text}); check the state dir's permissions")
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "disk I/O error" in text:
+        full = " (its disk is full)" if _disk_full(path.parent) else ""
+        return JournalError(f"the journal {path} cannot be written ({text}){full}; nothing was written")
     return JournalError(f"journal {path}: {text}")
+
+
+def _disk_full(folder: Path) -> bool:
+    """True when the file system of `folder` has no block left for this user (`statvfs`)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 16 * 4096
 
 
 def _record(row: tuple[Any, ...]) -> JournalRecord:

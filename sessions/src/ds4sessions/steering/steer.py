@@ -325,6 +325,9 @@ def undo(
     record = journal.get(record_id)
     if record is None:
         raise WriteRefused("not_undoable", f"no journal record #{record_id}")
+    if record.status == "abandoned":
+        why = f" ({record.note})" if record.note else ""
+        raise WriteRefused("not_undoable", f"#{record_id} wrote nothing{why}; there is nothing to undo")
     if record.undone_by is not None:
         raise WriteRefused("not_undoable", f"#{record_id} was already undone by #{record.undone_by}")
     recipe = record.undo
