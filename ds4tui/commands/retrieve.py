@@ -31,6 +31,8 @@ def retrieve_cmd(
 
     session_file(path)
     index = open_session_index(path)
+    for removed in index.removed:
+        typer.echo(f"ds4tui: removed {literal(removed, keep_newlines=False)} from the state dir; the index is rebuilt", err=True)
     if rebuild_index:
         index.rebuild()
     view = LiveRetrieval(index).retrieve(open_snapshot(path, load_model_table()))
