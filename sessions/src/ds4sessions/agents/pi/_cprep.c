@@ -418,6 +418,8 @@ typedef struct {
 
 static int buf_put(Buf *b, const char *s, Py_ssize_t n)
 {
+    if (n == 0)
+        return 0;  /* (memcpy to the NULL of an empty buffer is undefined even for 0 bytes: UBSan) */
     if (b->len + n > b->cap) {
         Py_ssize_t cap = b->cap ? b->cap : 256;
         char *p;
