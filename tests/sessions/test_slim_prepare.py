@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.machinery
 import json
 import os
 import random
@@ -555,6 +556,38 @@ def test_a_python_without_the_module_imports_and_maps(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.rstrip("\n") == dumps_map(map_json(open_map_snapshot(path, load_model_table(), exact=True)))
+
+
+def test_the_pure_python_switch_turns_every_c_route_off(tmp_path: Path) -> None:
+    """`DS4TUI_PURE_PYTHON=1` (CI's pure-Python step, issue 30): every place that imports `_cprep`
+    takes the Python route although the module is built (the reader's preparer, the context
+    loops, the depth scan, the turns), `importorskip` skips, and `ds4tui map --json` prints what
+    the C route prints. `0` or unset leaves it on."""
+    path = tmp_path / "s.jsonl"
+    synthetic_session(path, 40)
+    check = (
+        "import pytest\n"
+        "from ds4sessions.agents.pi import slim, context\n"
+        "from ds4sessions.ingest import limits, live\n"
+        "off = slim._cprep is None and context._cprep is None and limits._c_bytes_depth() is None and live._c is None\n"
+        "try:\n    pytest.importorskip('ds4sessions.agents.pi._cprep')\n    skipped = False\n"
+        "except pytest.skip.Exception:\n    skipped = True\n"
+        "print(off, skipped)\n"
+    )
+    ds4tui = Path(sys.executable).parent / "ds4tui"
+    outputs = {}
+    for value in ("1", "0", None):
+        env = {k: v for k, v in os.environ.items() if k != "DS4TUI_PURE_PYTHON"}
+        if value is not None:
+            env["DS4TUI_PURE_PYTHON"] = value
+        state = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, check=True).stdout.split()
+        built = any((Path(slim.__file__).parent / f"_cprep{suffix}").exists()  # (on disk: this process may run pure)
+                    for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+        assert state == (["True", "True"] if value == "1" or not built else ["False", "False"]), (value, state)
+        done = subprocess.run([str(ds4tui), "map", "--json", str(path)], capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs[value] = done.stdout
+    assert outputs["1"] == outputs["0"] == outputs[None] and '"estimate"' in outputs["1"]
 
 
 def test_a_message_entry_without_its_message_takes_the_general_route(tmp_path: Path) -> None:
