@@ -17,6 +17,7 @@ picks the reader from the file).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -159,11 +160,22 @@ def run_every_command(path: Path, agent: str) -> None:
     from typer.testing import CliRunner
 
     from ds4tui.cli import app
+    from ds4tui.errors import safe_streams
     from ds4tui.mapjson import _fast_map_args, dumps_map, map_json
+
+    class ConsoleRunner(CliRunner):
+        """The runner with the console's streams: `run_guarded` makes them escape what they
+        cannot encode (`errors.safe_streams`: a lone surrogate prints as `\\ud800`)."""
+
+        @contextlib.contextmanager
+        def isolation(self, *args: Any, **kwargs: Any) -> Any:
+            with super().isolation(*args, **kwargs) as streams:
+                safe_streams()
+                yield streams
 
     commands = [*READ_COMMANDS, *([["retrieve", "--json"]] if agent == "pi" else [])]
     for command in commands:
-        result = CliRunner().invoke(app, [*command, str(path)])
+        result = ConsoleRunner().invoke(app, [*command, str(path)])
         output = result.output  # (stdout and stderr)
         assert result.exit_code in (0, 1, 2), (command, result.exit_code, output[-600:])
         if result.exception is not None and not isinstance(result.exception, SystemExit):
