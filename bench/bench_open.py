@@ -36,7 +36,7 @@ DEFAULT = ROOT.parent / "shared" / "sessions-pi" / "99-large.jsonl"
 
 def cold_open_child(path: str) -> None:
     """Run in a fresh process: time one cold open and the exact refinement; print JSON."""
-    from ds4sessions.ingest.live import LiveSession
+    from ds4sessions.agents.pi.live import LiveSession
 
     t0 = time.perf_counter()
     live = LiveSession(Path(path))
@@ -51,7 +51,7 @@ def cold_open_child(path: str) -> None:
 def bench_append(path: Path, appends: int, refine: bool = False) -> tuple[list[float], list[float]]:
     """Seconds per append-to-updated-snapshot for the last `appends` lines of `path`, and (with
     `refine`) seconds of the cl100k refinement of each of those snapshots."""
-    from ds4sessions.ingest.live import LiveSession
+    from ds4sessions.agents.pi.live import LiveSession
 
     lines = path.read_bytes().splitlines(keepends=True)
     times: list[float] = []

@@ -21,7 +21,7 @@ the new snapshot), over the last `--runs` lines appended one at a time.
 one appended line at 1,000 groups, with the planner runs it made (`plan_managed_context` calls)
 per append. `cpu` columns are this process's CPU time (`time.process_time`), steadier than wall
 time on a shared machine. `--sizes 100,1000` limits the synthetic sizes. `--app-gc` runs with
-the dashboard's collector thresholds (`ds4tui.gcpace.THRESHOLD`; the app collects the young
+the dashboard's collector thresholds (`ds4sessions.runtime.THRESHOLD`; the app collects the young
 generation between paints, so a plan does not pay for it); the default is Python's.
 The load average (1 min) is printed before and after: the machine may be shared.
 """
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ds4core.estimate import message_tokens
 from ds4core.planner import plan_managed_context
-from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.agents.pi.live import LiveSession, Snapshot
 from ds4sessions.derive.planning import LivePlanner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,14 +212,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7, help="runs per measurement (median)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic sizes (groups), comma-separated")
     parser.add_argument("--app-gc", action="store_true",
-                        help="the dashboard's collector thresholds (ds4tui.gcpace.THRESHOLD): there the young "
+                        help="the dashboard's collector thresholds (ds4sessions.runtime.THRESHOLD): there the young "
                              "collections run between paints (GcPacer), not inside a plan")
     args = parser.parse_args()
     sizes = tuple(int(x) for x in args.sizes.split(",") if x)
     if args.app_gc:
         import gc
 
-        from ds4tui.gcpace import THRESHOLD
+        from ds4sessions.runtime import THRESHOLD
 
         gc.set_threshold(*THRESHOLD)
     print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}; collector thresholds {gc_thresholds()}")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ds4core.retrieval import current_request_text, retrieve_history
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.agents.pi.reader import PiSessionReader, read_session
 from ds4sessions.derive.retrieval import LiveRetrieval, planning_inputs
 from ds4sessions.derive.retrieval_index import RetrievalIndex

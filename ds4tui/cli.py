@@ -1,11 +1,11 @@
 """ds4tui's command line (Typer). Textual is imported only when the TUI starts.
 
-    ds4tui [PATH]                 open a session (default: the newest Pi session, else the demo)
+    ds4tui [PATH]                 open a session of any agent (default: the newest one, else the demo)
     ds4tui sessions [--json]      list every agent's sessions (context, prompt cache)
     ds4tui usage [--by day|…]     tokens and cost across agents (like ccusage)
     ds4tui home                   start on the home screen (every session of every agent, live)
     ds4tui map PATH [--json]      print the context map's numbers (Rich panel, or JSON)
-    ds4tui context PATH --json    print the context Pi builds, in Pi's `.context.json` shape
+    ds4tui context PATH --json    print the context the agent sends (Pi: in Pi's `.context.json` shape)
     ds4tui demo [--speed X]       replay the bundled demo session into a temp file and watch it
 """
 
@@ -21,9 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ds4tui.commands import session_file
-from ds4tui.commands.agents import agent_name, claude_context, claude_map
-from ds4tui.launch import codex_open, open_any, run_tui
+from ds4tui.commands import agent_of, session_file
+from ds4tui.launch import open_any, run_tui
 from ds4tui.text import fmt_bytes, fmt_tokens, literal
 
 app = typer.Typer(
@@ -69,13 +68,6 @@ def _root(
 
 
 
-def _codex(path: Path, command: str, **options: bool) -> bool:
-    """Codex rollouts: `command` handled by `ds4tui.commands.codex` (True), else False (Pi)."""
-    from ds4tui.commands.codex import codex_dispatch
-
-    return codex_dispatch(command, path, **options)
-
-
 ConfigOption = Annotated[
     Optional[Path], typer.Option("--config", help="A DS4 configuration file used instead of the user's and project's")
 ]
@@ -96,29 +88,26 @@ def open_cmd(
 
 
 def newest_any_agent() -> Path | None:
-    """The most recently modified session file of any agent (Pi, Claude Code, Codex), or None.
-    Pi's is found by file times alone; the other agents' listings skip subagent transcripts."""
-    from ds4sessions.agents.pi.discovery import newest_session
+    """The most recently modified session file of any agent (Pi, Claude Code, Codex, ...), or
+    None. An agent that can name its newest session cheaply (`newest_session()`: Pi, by file
+    times) is asked that; the others list their sessions (subagent transcripts skipped)."""
     from ds4sessions.agents.registry import all_agents
 
     best: tuple[float, Path] | None = None
-    pi = newest_session()
-    if pi is not None:
-        try:
-            best = (pi.stat().st_mtime, pi)
-        except OSError:
-            pass
     for agent in all_agents():
-        if agent.name == "pi":
-            continue
         try:
-            infos = [i for i in agent.discover() if i.parent is None]
+            quick = getattr(agent, "newest_session", None)
+            if quick is not None:
+                path = quick()
+                found = (path.stat().st_mtime, path) if path is not None else None
+            else:
+                infos = [i for i in agent.discover() if i.parent is None]
+                newest = max(infos, key=lambda i: i.modified) if infos else None
+                found = (newest.modified, newest.path) if newest is not None else None
         except OSError:
             continue
-        if infos:
-            newest = max(infos, key=lambda i: i.modified)
-            if best is None or newest.modified > best[0]:
-                best = (newest.modified, newest.path)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
     return best[1] if best else None
 
 
@@ -142,27 +131,22 @@ def sessions_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
 
 @app.command("map")
 def map_cmd(
-    path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
+    path: Annotated[Path, typer.Argument(help="A session file of any agent (Pi, Claude Code, Codex, ...)")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON")] = False,
     exact: Annotated[bool, typer.Option("--exact/--fast", help="cl100k counts (default) or chars-v1")] = True,
 ) -> None:
     """Print the context map panel (categories, totals), or its numbers as JSON."""
-    if _codex(path, "map", as_json=as_json, exact=exact):
-        return
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.plugin import read_snapshot
+    from ds4tui.mapdata import dumps_map
     from ds4tui.header import first_prompt_of, session_display_name
-    from ds4tui.mapdata import dumps_map, map_json
     from ds4tui.render import calibrated_of, calibration_line, category_lines, grid_lines, problem_lines
 
-    if agent_name(path) == "claude-code":
-        return claude_map(path, as_json)
-    if as_json:  # the numbers only: the one-shot reader that keeps no message content (issue 14)
-        from ds4sessions.ingest.live import open_map_snapshot
-
-        typer.echo(dumps_map(map_json(open_map_snapshot(session_file(path), load_model_table(), exact=exact))))
+    agent = agent_of(path)
+    if as_json:  # the agent's numbers (Pi: the one-shot reader that keeps no message content, issue 14)
+        typer.echo(dumps_map(agent.map_json(path, exact=exact, models=load_model_table())))
         return
-    snap = open_snapshot(session_file(path), load_model_table(), exact=exact)
+    snap = read_snapshot(agent, path, load_model_table(), exact=exact)
     bd = snap.best
     cal = calibrated_of(snap)
     from rich.console import Console, Group
@@ -172,17 +156,25 @@ def map_cmd(
     console = Console()
     used = cal.used  # the same number the dashboard's header and legend show
     window = snap.context_window
-    title = Text(f"{literal(session_display_name(snap.reader.session_name, snap.path, first_prompt_of(snap.context.messages)), keep_newlines=False)} · {snap.model_key or 'model unknown'}")
+    label = getattr(agent, "label", agent.name)
+    name = session_display_name(snap.reader.session_name, snap.path, first_prompt_of(snap.context.messages))
+    from ds4sessions.agents.registry import default_agent
+
+    title = Text(f"{literal(name, keep_newlines=False)} · {literal(snap.model_key or 'model unknown', keep_newlines=False)}"
+                 + (f" · {label}" if agent is not default_agent() else ""))
     fill = f"{fmt_tokens(used)} / {fmt_tokens(window)} ({100 * used / window:.0f}%)" if window else fmt_tokens(used)
+    note = snap.extras.header_note() if snap.extras is not None else None
     width = max(min(console.width - 4, 60), 30)
     grid, per_cell = grid_lines(cal, width=min(width, 50), rows=10)
     lines = [
-        Text(fill, style="bold"),
+        Text(fill + (f" · {note}" if note else ""), style="bold"),
         *grid,
-        Text(f"1 cell = {per_cell:,} tokens · what Pi sends", style="dim"),
+        Text(f"1 cell = {per_cell:,} tokens · what {label} sends", style="dim"),
         *category_lines(cal, width=width),
         calibration_line(cal, bd.counter),
     ]
+    if snap.extras is not None:
+        lines += [Text(literal(line, keep_newlines=False), style="dim") for line in snap.extras.legend_lines()]
     for problem in problem_lines(snap):
         lines.append(Text(literal(problem), style="yellow"))
     console.print(Panel(Group(*lines), title=title, title_align="left", expand=False))
@@ -190,28 +182,15 @@ def map_cmd(
 
 @app.command("context")
 def context_cmd(
-    path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
+    path: Annotated[Path, typer.Argument(help="A session file of any agent")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the only format)")] = True,
 ) -> None:
-    """Print the context Pi builds from PATH, in the shape of Pi's own `<name>.context.json`."""
-    if _codex(path, "context"):
-        return
-    from ds4sessions.agents.pi.context import build_context
-    from ds4sessions.agents.pi.reader import read_session
-
-    from ds4sessions.agents.pi.context import convert_to_llm
-
-    if agent_name(path) == "claude-code":
-        return claude_context(path)
-    session = read_session(session_file(path))
-    ctx = build_context(session)
-    out = ctx.to_json()
-    out["header"] = session.header
-    out["messageCount"] = len(ctx.messages)
-    out["llmMessages"] = convert_to_llm(ctx.messages)
+    """Print the context the agent sends from PATH (for Pi: in the shape of Pi's own `<name>.context.json`)."""
+    agent = agent_of(path)
+    out = agent.context_json(path)
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
-    if session.diagnostics.total:
-        typer.echo(f"ds4tui: {session.diagnostics.summary()}", err=True)
+    for line in out.get("diagnostics") or ():
+        typer.echo(f"ds4tui: {literal(str(line), keep_newlines=False)}", err=True)
 
 
 from ds4tui.demo import demo_session_path, replay  # noqa: E402  (kept importable from here)

@@ -121,15 +121,15 @@ class FirstView:
 
 def first_view(path: Path, models: Any = None) -> Any:
     """The view model the dashboard's first read of `path` paints: `viewmodel.build` of
-    `LiveSession(path, models).refresh(force=True)` (chars-v1 counts), without the fields kept
+    the agent's live session `refresh(force=True)` (Pi: chars-v1 counts), without the fields kept
     for the next append (`_turn_inputs`, `_message_ids`, `_times`, `_lineage`: the dashboard's
     own read rebuilds them). Equal to the dashboard's first view model of the same bytes (every
     compared field; the map's `MapIndex`, compared by identity, indexes the same segments).
     Raises OSError as `LiveSession.refresh` does."""
-    from ds4sessions.ingest.live import LiveSession
+    from ds4sessions.derive.pipeline import agent_of
     from ds4tui import viewmodel
 
-    snap = LiveSession(Path(path), models).refresh(force=True)
+    snap = agent_of(Path(path)).live(Path(path), models).refresh(force=True)
     view = viewmodel.build(snap)
     return replace(view, _turn_inputs=(), _message_ids=(), _times=((), False, None), _lineage=None)
 
@@ -151,7 +151,8 @@ def start(path: Path, models: Any = None, *, threads_ok: bool = False) -> FirstV
     if not stat.S_ISREG(info.st_mode) or not MIN_BYTES <= info.st_size <= MAX_BYTES:
         return None
     # both processes need these: imported once, before the fork
-    import ds4sessions.ingest.live  # noqa: F401
+    import ds4sessions.derive.pipeline  # noqa: F401
+    import ds4sessions.agents.pi.live  # noqa: F401
     import ds4tui.viewmodel  # noqa: F401
 
     try:

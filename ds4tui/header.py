@@ -56,7 +56,10 @@ class HeaderFacts:
     - `demo`, `paused`, `deleted`, `invalid_header`: badges; `problems`: counted diagnostics;
     - `bridge`: the bridge state text (`bridge: live`, ...; "" when unknown);
     - `reading`: (bytes read, bytes in the file) while a large file's first read is under way
-      (the numbers are those of the part read so far); None once it is read.
+      (the numbers are those of the part read so far); None once it is read;
+    - `agent`: the agent's label ("Claude Code"; "" for the default agent, Pi: its name is the
+      tool's own); `note`: the agent's own header item (Codex "64% left", Claude Code
+      "autocompact in 120k"), "" without one.
     """
 
     used: int | None = None
@@ -75,11 +78,15 @@ class HeaderFacts:
     problems: int = 0
     bridge: str = ""
     reading: tuple[int, int] | None = None
+    agent: str = ""
+    note: str = ""
 
 
 def header_items(facts: HeaderFacts) -> list[HeaderItem]:
     """The header's items in display order, each with its priority."""
     items = [HeaderItem(Text("ds4tui", style="bold"), 0)]
+    if facts.agent:
+        items.append(HeaderItem(Text(literal(facts.agent, keep_newlines=False), style="bold cyan"), 1))
     if facts.demo:
         items.append(HeaderItem(Text("[demo]", style="bold reverse"), 1))
     if facts.status == "loading":
@@ -105,6 +112,8 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
         if not facts.measured:
             fill.append(" est.", style="dim")
         items.append(HeaderItem(fill, 0))
+    if facts.note:
+        items.append(HeaderItem(Text(literal(facts.note, keep_newlines=False)), 2))
     if facts.invalid_header:
         items.append(HeaderItem(Text("header invalid (read-only salvage)", style="bold red"), 1))
     if facts.problems:

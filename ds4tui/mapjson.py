@@ -127,7 +127,7 @@ def main() -> None:
         # A one-shot process that makes no garbage cycles worth collecting: without the
         # collector, building the JSON of 50,000 turns skips ~140 collections (0.05 s).
         gc.disable()
-        from ds4sessions.ingest.live import open_map_snapshot
+        from ds4sessions.agents.pi.live import open_map_snapshot
 
         path, exact = fast
         if exact:

@@ -19,7 +19,27 @@ COLOURS: dict[str, str] = {
     "other": "#808080",
     "unattributed": "#bcbcbc",
     "free": "#3a3a3a",
+    # roles of other agents' own categories (`ds4core.categories.CategoryTable.roles`)
+    "tools_deferred": "#8787af",
+    "mcp": "#d7afff",
+    "agents": "#ffaf87",
+    "memory": "#afd75f",
+    "skills": "#ffd75f",
+    "attachments": "#87afaf",
+    "instructions": "#af8787",
+    "environment": "#87875f",
+    "web_search": "#5f87d7",
+    "reserved": "#5f5f87",
 }
+
+
+def colour_of(category: str, roles: object = None) -> str | None:
+    """The colour of `category`: its role's (`roles`: category id → role, the agent's
+    `CategoryTable.roles`; an id without one is its own role), None when the palette has none."""
+    role = roles.get(category, category) if isinstance(roles, dict) else category
+    return COLOURS.get(role)
+
+
 FILLED = "■"
 FREE = "·"
 EXCLUDED = "▒"

@@ -8,8 +8,8 @@ from typing import Any
 from rich.text import Text
 
 from ds4core.categories import Breakdown, Calibrated, CategoryRow, MapIndex, calibrated, tokens_per_cell
-from ds4tui.mapdata import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
-from ds4tui.palette import COLOURS, FILLED, FREE
+from ds4sessions.ingest.snapshot_json import problem_lines, rows_json  # noqa: F401  (moved; kept importable here)
+from ds4tui.palette import COLOURS, FILLED, FREE, colour_of
 from ds4tui.text import clip, fmt_tokens, literal
 
 MAX_CHILDREN = 30
@@ -64,11 +64,13 @@ def category_lines(
     "+N more (tokens)"."""
     lines: list[Text] = []
     share = breakdown.percent if isinstance(breakdown, Calibrated) and percent else None
+    source = breakdown.breakdown if isinstance(breakdown, Calibrated) else breakdown
+    roles = dict(source.table.roles) if source is not None else {}
     for row in breakdown.rows:
         value = fmt_tokens(row.tokens)
         if share is not None:
             value = f"{value} {_pct(share(row.tokens)):>6}"
-        lines.append(_leader_line(row.label, value, width, 0, COLOURS.get(row.id)))
+        lines.append(_leader_line(row.label, value, width, 0, colour_of(row.id, roles)))
         shown = row.children[:max_children]
         for name, tokens in shown:
             lines.append(_leader_line(name, fmt_tokens(tokens) + ("       " if share is not None else ""), width, 2, None))
@@ -96,12 +98,12 @@ def calibration_line(cal: Calibrated, counter: str) -> Text:
     return text
 
 
-def legend_lines(rows: Any, width: int = 46, max_children: int = MAX_CHILDREN) -> list[Text]:
+def legend_lines(rows: Any, width: int = 46, max_children: int = MAX_CHILDREN, roles: Any = None) -> list[Text]:
     """`category_lines` for the view model's legend rows (`ds4tui.viewmodel.CategoryModel`:
-    each figure a `Tokens`, printed as `Tokens.shown`)."""
+    each figure a `Tokens`, printed as `Tokens.shown`); `roles`: category id → colour role."""
     lines: list[Text] = []
     for row in rows:
-        lines.append(_leader_line(row.label, fmt_tokens(row.tokens.shown), width, 0, COLOURS.get(row.id)))
+        lines.append(_leader_line(row.label, fmt_tokens(row.tokens.shown), width, 0, colour_of(row.id, roles)))
         for name, tokens in row.children[:max_children]:
             lines.append(_leader_line(name, fmt_tokens(tokens.shown), width, 2, None))
         rest = row.children[max_children:]
@@ -145,12 +147,13 @@ def grid_lines(cal: Calibrated, width: int = 50, rows: int = 20) -> tuple[list[T
     window = cal.window or max(cal.used, 1)
     per_cell = tokens_per_cell(window, width * rows)
     index = MapIndex.of(cal.breakdown.segments) if cal.breakdown is not None else MapIndex()
+    roles = dict(cal.breakdown.table.roles) if cal.breakdown is not None else {}
     cells = index.layout(cal.totals, -(-window // per_cell), per_cell)
     lines: list[Text] = []
     for start in range(0, len(cells), width):
         line = Text()
         for cell in cells[start : start + width]:
             free = cell.category == "free"
-            line.append(FREE if free else FILLED, style=COLOURS.get(cell.category, "#808080"))
+            line.append(FREE if free else FILLED, style=colour_of(cell.category, roles) or "#808080")
         lines.append(line)
     return lines, per_cell

@@ -13,6 +13,8 @@ import re
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
+from ds4core.tokens import fmt_tokens  # noqa: F401  (the one token formatter: the sessions layer words numbers too)
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -47,17 +49,6 @@ def clip(text: str, width: int) -> str:
     if width <= 1:
         return "…"[: max(width, 0)]
     return set_cell_size(text, width - 1).rstrip() + "…"
-
-
-def fmt_tokens(n: int | None) -> str:
-    """Human token count: 950, 9.8k, 84.2k, 1.05M; '—' for None."""
-    if n is None:
-        return "—"
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}".removesuffix(".0") + "k"
-    return f"{n / 1_000_000:.2f}".rstrip("0").removesuffix(".") + "M"
 
 
 def fmt_bytes(n: int) -> str:

@@ -1,7 +1,7 @@
 """The dashboard's view model: everything the widgets show, computed once per snapshot and plan.
 
 Pure functions and frozen dataclasses (no Textual, no Rich): `build(snapshot, derived,
-previous=...)` turns a `Snapshot` (`ds4sessions.ingest.live`) and its `Derived` views
+previous=...)` turns a `Snapshot` (`ds4sessions.agents.pi.live`) and its `Derived` views
 (`ds4sessions.derive.pipeline`) into a `ViewModel` the widgets render without computing anything.
 
 **One number per item.** Every token figure of a context item (a category, a turn, a message
@@ -118,6 +118,10 @@ class HeaderModel:
     not_a_session: bool = False
     problems: int = 0
     reading: tuple[int, int] | None = None
+    agent: str = ""
+    note: str = ""
+    """`agent`: the agent's label when it is not the default one (Pi); `note`: the agent's own
+    header item (`AgentExtras.header_note`)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,10 @@ class LegendModel:
     unknown_window: str | None = None
     calibrated: Calibrated | None = field(default=None, compare=False, repr=False)
     """The rows as the screen shows them (issue 17: calibrated to the provider's count)."""
+    notes: tuple[str, ...] = ()
+    """The agent's own lines under the rows (`AgentExtras.legend_lines`: autocompact, % left)."""
+    roles: Any = field(default_factory=dict, compare=False)
+    """Category id → colour role (the agent's `CategoryTable.roles`)."""
 
 
 @dataclass(frozen=True)
@@ -170,10 +178,30 @@ class MapModel:
     window: int
     overlays: Overlays = Overlays()
     calibrated: Calibrated | None = field(default=None, compare=False, repr=False)
+    reserved: tuple[tuple[str, int], ...] = ()
+    """Reserved space (category, tokens), e.g. Claude Code's autocompact buffer: drawn as the
+    last cells of the map, after the free space (where the window ends for the agent)."""
+    roles: Any = field(default_factory=dict, compare=False)
+    """Category id → colour role (the agent's `CategoryTable.roles`)."""
+    agent: str = "Pi"
+    """The agent's label: the map's title says "What <agent> sends"."""
+    what_if: bool = False
+    """DS4's plan is a what-if for this agent: the DS4 view's title says "What DS4 would send"."""
 
     def cells(self, total_cells: int, tokens_per_cell: int) -> list[Cell]:
-        """`total_cells` cells of `tokens_per_cell` tokens (`MapIndex.layout`)."""
-        return self.index.layout(dict(self.totals), total_cells, tokens_per_cell)
+        """`total_cells` cells of `tokens_per_cell` tokens (`MapIndex.layout`), the reserved
+        space's cells last."""
+        cells = self.index.layout(dict(self.totals), total_cells, tokens_per_cell)
+        if self.reserved and tokens_per_cell > 0:
+            n = sum(-(-tokens // tokens_per_cell) for _, tokens in self.reserved)
+            free_at_end = 0
+            while free_at_end < len(cells) and cells[-1 - free_at_end].category == "free":
+                free_at_end += 1
+            n = min(n, free_at_end)
+            tail = [_reserved_cell(category) for category, tokens in self.reserved
+                    for _ in range(-(-tokens // tokens_per_cell))][:n]
+            cells[len(cells) - len(tail):] = tail
+        return cells
 
     @property
     def segments(self) -> tuple[Segment, ...]:
@@ -182,7 +210,19 @@ class MapModel:
 
     def same_data(self, other: "MapModel") -> bool:
         """True when `other` lays out the same cells (same index object, totals and window)."""
-        return self.index is other.index and self.totals == other.totals and self.window == other.window
+        return (self.index is other.index and self.totals == other.totals and self.window == other.window
+                and self.reserved == other.reserved)
+
+
+_RESERVED_CELLS: dict[str, Cell] = {}
+
+
+def _reserved_cell(category: str) -> Cell:
+    """The one cell object of reserved space `category` (layouts compare cells by identity)."""
+    cell = _RESERVED_CELLS.get(category)
+    if cell is None:
+        cell = _RESERVED_CELLS[category] = Cell(category, None, None)
+    return cell
 
 
 PlanState = Literal["", "kept", "partial", "excluded"]
@@ -285,7 +325,7 @@ def header(snap: Any | None, cal: Calibration | None = None) -> HeaderModel:
     if snap is None:
         return HeaderModel("loading")
     reader = snap.reader
-    if reader.status == "empty" and not reader.entries:
+    if reader.status == "empty" and not reader.entry_count:
         return HeaderModel("empty", file_size=snap.file_size, problems=reader.diagnostics.total)
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
@@ -308,9 +348,29 @@ def header(snap: Any | None, cal: Calibration | None = None) -> HeaderModel:
         session_id=reader.session_id,
         deleted=snap.deleted,
         not_a_session=reader.status == "not_a_session",
-        problems=reader.diagnostics.total + len(snap.context.warnings),
+        problems=reader.diagnostics.total + len(snap.context.warnings) + len(_extra_problems(snap)),
         reading=(snap.file_size, snap.file_size + snap.unread_bytes) if snap.unread_bytes else None,
+        agent=_agent_label(snap),
+        note=(snap.extras.header_note() or "") if snap.extras is not None else "",
     )
+
+
+def agent_label(snap: Any) -> str:
+    """The label of `snap`'s agent ("Pi", "Claude Code", "Codex"; its id for an unknown one)."""
+    from ds4sessions.agents.registry import all_agents
+
+    return next((getattr(a, "label", a.name) for a in all_agents() if a.name == snap.agent), snap.agent)
+
+
+def _agent_label(snap: Any) -> str:
+    """The agent's label for the header, "" for the default agent (Pi: the tool's own)."""
+    from ds4sessions.agents.registry import default_agent
+
+    return "" if snap.agent == default_agent().name else agent_label(snap)
+
+
+def _extra_problems(snap: Any) -> list[str]:
+    return list(snap.extras.problems()) if snap.extras is not None else []
 
 
 def legend(snap: Any, cal: Calibration | None = None) -> LegendModel:
@@ -328,7 +388,9 @@ def legend(snap: Any, cal: Calibration | None = None) -> LegendModel:
         for row in best.rows
     )
     unknown = None if snap.model is not None else f"window unknown for {snap.model_key or 'this session'}"
-    return LegendModel(rows, cal.tokens(best.estimate), snap.provider, unknown, cal.calibrated)
+    notes = tuple(snap.extras.legend_lines()) if snap.extras is not None else ()
+    return LegendModel(rows, cal.tokens(best.estimate), snap.provider, unknown, cal.calibrated, notes,
+                       dict(best.table.roles))
 
 
 def map_model(
@@ -346,9 +408,12 @@ def map_model(
     cal = cal or calibration(snap)
     assert cal.calibrated is not None
     index = MapIndex.of(snap.best.segments, previous.index if previous is not None else None, extends=extends)
-    totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free")
+    held, aside = snap.best.table.reserved, snap.best.table.aside
+    totals = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id != "free" and r.id not in held and r.id not in aside)
+    reserved = tuple((r.id, r.tokens) for r in cal.calibrated.rows if r.id in held and r.tokens > 0)
     window = snap.context_window or max(cal.calibrated.used, 1)
-    return MapModel(index, totals, window, overlays, cal.calibrated)
+    return MapModel(index, totals, window, overlays, cal.calibrated, reserved, dict(snap.best.table.roles),
+                     agent_label(snap), not snap.capabilities.ds4_exact)
 
 
 def overlays(snap: Any, plan: Any, cache: Any, *, excluded_ids: frozenset[str] = frozenset()) -> Overlays:

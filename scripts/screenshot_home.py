@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
 async def render(out: Path, size: tuple[int, int]) -> None:
@@ -56,9 +55,10 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(render(args.out, (width, height)))
     print(args.out)
-    if shutil.which("rsvg-convert"):
-        png = args.out.with_suffix(".png")
-        subprocess.run(["rsvg-convert", "-o", str(png), str(args.out)], check=True)
+    from screenshots import svg_to_png  # scripts/screenshots.py: the PNG keeps every space of the SVG
+
+    png = svg_to_png(args.out)
+    if png is not None:
         print(png)
 
 

@@ -117,12 +117,13 @@ def env_for(root: Path) -> dict[str, str]:
     }
 
 
-def place_pi(shared: Path, root: Path, sample: str, *, latest_at: float, mtime: float) -> Placed:
-    """A Pi sample as `<pi>/sessions/--<cwd>--/<time>_<new id>.jsonl`."""
+def place_pi(shared: Path, root: Path, sample: str, *, latest_at: float, mtime: float, session_id: str | None = None) -> Placed:
+    """A Pi sample as `<pi>/sessions/--<cwd>--/<time>_<new id>.jsonl` (`session_id`: the new id,
+    default a random one)."""
     source = shared / "sessions-pi" / f"{sample}.jsonl"
     first = json.loads(source.read_bytes().split(b"\n", 1)[0])
     old_id = first.get("id") or uuid.uuid4().hex
-    new_id = str(uuid.uuid4())
+    new_id = session_id or str(uuid.uuid4())
     cwd = str(first.get("cwd") or "/home/dev/project")
     folder = root / "pi" / "sessions" / ("--" + cwd.strip("/").replace("/", "-") + "--")
     stamp = _s_to_iso(latest_at).replace(":", "-").replace(".", "-")

@@ -53,12 +53,26 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("uv is not on PATH (pip install uv)")
     out = tmp_path_factory.mktemp("dist")
     tmp = tmp_path_factory.mktemp("build-env")
-    _run([UV, "build", "--all-packages", "--sdist", "-o", str(out)], tmp, ROOT)
+    built = _run([UV, "build", "--all-packages", "--sdist", "-o", str(out)], tmp, ROOT)
+    BUILD_OUTPUT.append(built.stdout + built.stderr)
     for package in PACKAGES:
         sdist = out / f"{package}-0.1.0.tar.gz"
         assert sdist.is_file(), f"no sdist for {package}"
-        _run([UV, "build", "--wheel", "-o", str(out), str(sdist)], tmp, out)
+        built = _run([UV, "build", "--wheel", "-o", str(out), str(sdist)], tmp, out)
+        BUILD_OUTPUT.append(built.stdout + built.stderr)
     return out
+
+
+BUILD_OUTPUT: list[str] = []
+"""What each `uv build` of `dists` printed (stdout + stderr)."""
+
+
+def test_the_builds_print_a_screenful_not_every_file(dists: Path) -> None:
+    """setuptools at its default log level printed ~370 lines per build of ds4sessions ("adding
+    '…'", "copying …"); sessions/setup.cfg keeps its warnings only."""
+    lines = [line for text in BUILD_OUTPUT for line in text.splitlines() if line.strip()]
+    assert not [line for line in lines if line.startswith(("adding '", "copying "))]
+    assert len(lines) < 40, "\n".join(lines)
 
 
 def _wheel(dists: Path, package: str) -> Path:
@@ -104,10 +118,27 @@ def test_uv_tool_install_from_the_wheels(dists: Path, tmp_path: Path) -> None:
     tools, bin_dir = tmp_path / "tools", tmp_path / "bin"
     env_extra = ["--python", sys.executable]
     args = [
-        UV, "tool", "install", *env_extra, str(_wheel(dists, "ds4tui")),
+        UV, "tool", "install", "--compile-bytecode", *env_extra, str(_wheel(dists, "ds4tui")),
         "--with", str(_wheel(dists, "ds4core")), "--with", str(_wheel(dists, "ds4sessions")),
     ]
     env = _env(tmp_path) | {"UV_TOOL_DIR": str(tools), "UV_TOOL_BIN_DIR": str(bin_dir)}
     result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     _check_installed(bin_dir / "ds4tui", tmp_path)
+    # as the README installs it: the dependencies' bytecode is written once, at install
+    assert list(tools.glob("ds4tui/lib/python*/site-packages/typer/__pycache__/*.pyc"))
+
+
+def test_uv_run_in_the_checkout_prints_nothing_of_its_own(tmp_path: Path) -> None:
+    """`uv run` in the checkout adds no line to the command's output once the environment is in
+    sync. `compile-bytecode = true` in `[tool.uv]` made every `uv run` re-check and print
+    "Bytecode compiled 1485 files" (astral-sh/uv#12202: the setting applies at every sync, and
+    `uv run` syncs); the dependencies are compiled at install instead (`uv sync
+    --compile-bytecode`, .ci/run and the README)."""
+    if UV is None:
+        pytest.skip("uv is not on PATH (pip install uv)")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_COMPILE_BYTECODE")}
+    command = [UV, "run", "--project", str(ROOT), "python", "-c", "print('ok')"]
+    subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)  # in sync
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True)
+    assert (again.stdout, again.stderr) == ("ok\n", "")

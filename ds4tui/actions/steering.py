@@ -67,10 +67,21 @@ class SteeringController:
         """`host.status` from a worker thread."""
         self.host.call_from_thread(self.host.status, text, error=error)
 
+    def _refused(self, action: str) -> bool:
+        """True (and the reason on the status line, one line) when the open session's agent
+        cannot be steered (`Capabilities.steering`): nothing is read or written."""
+        snap = self.host.snapshot
+        if snap is None or snap.capabilities.steering:
+            return False
+        self.host.status(f"{action}: refused, nothing written: {snap.capabilities.read_only_reason}", error=True)
+        return True
+
     # --- pin ---------------------------------------------------------------------------------
 
     def pin(self) -> None:
         """Pin or unpin the selected entry (a `ds4:pin` label), after confirmation."""
+        if self._refused("pin"):
+            return
         entry_id = self.host.selected_entry_id()
         if entry_id is None:
             self.host.status("select an entry first (map, turn list or manifest)", error=True)
@@ -95,6 +106,8 @@ class SteeringController:
 
     def pins(self) -> None:
         """List the pinned entries; choosing one selects it."""
+        if self._refused("pins"):
+            return
         self._run(self._prepare_pins, "steer")
 
     def _prepare_pins(self) -> None:
@@ -113,6 +126,8 @@ class SteeringController:
 
     def collapse(self) -> None:
         """Collapse the last N finished turns into a branch summary, after a preview."""
+        if self._refused("collapse"):
+            return
         self._run(self._prepare_collapse, "steer")
 
     def _prepare_collapse(self) -> None:
@@ -131,6 +146,8 @@ class SteeringController:
 
     def compact(self) -> None:
         """Preview Pi's compaction and, on confirmation, request the summary and append it."""
+        if self._refused("compact"):
+            return
         self._run(self._prepare_compact, "steer")
 
     def _prepare_compact(self) -> None:

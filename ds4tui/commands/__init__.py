@@ -53,3 +53,33 @@ def session_file(path: Path) -> Path:
     if kind is not None:  # a FIFO would hang the read, /dev/zero never ends: refused by name
         fail(f"{path}: {kind}, not a session file; refused")
     return path
+
+
+def agent_of(path: Path):  # type: ignore[no-untyped-def]
+    """The agent plug-in that reads the session file `path` (`agents.registry.agent_for_path`,
+    the one lookup every command makes); a clear error and exit 2 for a path that is no regular
+    file, cannot be read, or that no agent recognizes."""
+    from ds4sessions.agents.registry import agent_for_path, agent_labels
+
+    session_file(path)
+    try:
+        agent = agent_for_path(path)
+    except OSError as error:
+        fail(f"{path}: cannot read: {error.strerror or error}")
+    if agent is None:
+        fail(f"{path}: not a session file of {agent_labels()}")
+    return agent
+
+
+def refuse_unless(agent, capability: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    """Exit 2 with one line when `agent` lacks `capability` (a `Capabilities` field name) for
+    `command`; nothing is read further, nothing is written."""
+    if getattr(agent.capabilities, capability, False):
+        return
+    label = getattr(agent, "label", agent.name)
+    what = {"ds4_plan": "DS4's context plan", "retrieval": "DS4's historical retrieval",
+            "steering": "steering"}.get(capability, capability)
+    why = agent.capabilities.read_only_reason if capability == "steering" else {
+        "retrieval": f"{label}'s reader keeps the context only, and DS4 retrieves what is outside it",
+    }.get(capability, f"not offered for {label} sessions")
+    fail(f"{command}: {what} is not available for {label} sessions: {why}")

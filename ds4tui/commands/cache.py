@@ -1,77 +1,89 @@
-"""`ds4tui cache PATH [--json] [--now]`: the prompt cache of a session.
+"""`ds4tui cache PATH [--json] [--last]`: the prompt cache of a session, of any agent.
 
-Prints the cache state (at the time of the file's last entry, or the current time with `--now`),
-the per-request history (cache-read share, tokens read and written, catalog cost against Pi's
-recorded cost), the misses with their causes, and DS4's cache-aware decision (the configured
-mode, plus the mode-`auto` what-if when the configuration says `off`). The retention tier comes
-from `PI_CACHE_RETENTION`; prices from the model table (bundled + `<agentDir>/models.json`);
-DS4's configuration from the global and trusted-project `ds4-context.json`.
+Prints the cache state as of now (what the TUI shows), or as of the session's last entry (Pi)
+or last request (the other agents) with `--last` (the state the session was left in), and says
+which: an `as of:` line with the instant (local time), and `at` / `asOf` in the JSON (`--now`,
+the old way to ask for now, is still accepted). Then the per-request history (cache-read share,
+tokens read and written, catalog cost against the recorded cost), the misses with their causes
+and, where DS4 runs inside the agent, DS4's cache-aware decision (the configured mode, plus the
+mode-`auto` what-if when the configuration says `off`). The numbers are the dashboard's Cache
+tab's (`ds4sessions.derive.cache.session_cache_view`); `--json` prints `session_cache_json`
+(docs/json.md). Pi: the retention tier from `PI_CACHE_RETENTION`, prices from the model table
+(bundled + `<agentDir>/models.json`), DS4's configuration from the global and trusted-project
+`ds4-context.json`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ds4tui.commands import session_file
+from ds4tui.commands import agent_of
 
 from ds4tui.text import fmt_tokens, literal
 
 NAMES = {"cache"}
 
-
-def _last_entry_seconds(snapshot) -> float | None:  # type: ignore[no-untyped-def]
-    from ds4sessions.agents.pi.context import iso_to_ms
-
-    for entry in reversed(snapshot.reader.entries):
-        ms = iso_to_ms(entry.timestamp)
-        if ms is not None:
-            return ms / 1000
-    return None
+clock = time.time
+"""The current time in epoch seconds (tests inject a fixed one)."""
 
 
 def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:.6f}"
 
 
+def as_of_line(at: float, last_s: float | None, last: bool, what: str = "entry") -> str:
+    """The `as of:` line of `ds4tui cache`: the instant the countdown is taken at (`at`, epoch
+    seconds, shown in local time) and what it is: `now` (the default, as the TUI counts) or the
+    session's last entry or request (`last`; `what` names which), with the other choice named."""
+    if last:
+        return f"as of: the last {what}, {_clock(at)} (without --last: now)"
+    tail = f"; the last {what} was {_clock(last_s)} (--last: as of then)" if last_s is not None else ""
+    return f"as of: now, {_clock(at)}{tail}"
+
+
+def _clock(seconds: float) -> str:
+    """Epoch seconds as local `YYYY-MM-DD HH:MM:SS ZONE`."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(seconds))
+
+
 def cache_cmd(
-    path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
+    path: Annotated[Path, typer.Argument(help="A session file of any agent")],
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON")] = False,
-    now: Annotated[bool, typer.Option("--now", help="State at the current time (default: the last entry's time)")] = False,
+    last: Annotated[bool, typer.Option("--last", help="State as of the session's last entry (default: now, as the TUI shows)")] = False,
+    now_flag: Annotated[bool, typer.Option("--now", hidden=True, help="State as of now (the default)")] = False,
 ) -> None:
-    """Show the prompt cache of PATH: state, history, misses with causes, DS4's decision."""
-    from ds4tui.commands.codex import codex_dispatch
-
-    if codex_dispatch("cache", path, as_json=as_json, now=now):
-        return
-    from ds4sessions.derive.cache import cache_view
+    """Show the prompt cache of PATH as of now (--last: as of its last entry): state, history,
+    misses with causes, DS4's decision."""
+    if last and now_flag:
+        typer.echo("ds4tui: cache: --last and --now exclude each other", err=True)
+        raise typer.Exit(2)
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.derive.ds4config import load_ds4_config
-    from ds4sessions.ingest.live import LiveSession
+    from ds4sessions.agents.plugin import read_snapshot
+    from ds4sessions.derive.cache import session_cache_json, session_cache_view, session_last_time
 
-    from ds4tui.commands.agents import agent_name, claude_cache
-
-    if agent_name(path) == "claude-code":
-        return claude_cache(path, as_json, now)
+    agent = agent_of(path)
     models = load_model_table()
-    snapshot = LiveSession(path, models).refresh(force=True)
-    assert snapshot is not None
-    loaded = load_ds4_config(snapshot.reader.cwd)
-    for warning in loaded.warnings:
-        typer.echo(f"ds4tui: {literal(warning, keep_newlines=False)}", err=True)
-    at = time.time() if now else (_last_entry_seconds(snapshot) or time.time())
-    view = cache_view(snapshot, at, os.environ.get("PI_CACHE_RETENTION"), models=models, config=loaded)
+    snapshot = read_snapshot(agent, path, models, exact=False)
+    last_s, what = session_last_time(snapshot)
+    at = last_s if last and last_s is not None else clock()
     if as_json:
-        typer.echo(json.dumps({"at": at, **view.to_json()}, indent=2, ensure_ascii=False))
+        out = session_cache_json(agent, path, at, models, snapshot=snapshot)
+        for warning in out.pop("warnings", None) or ():
+            typer.echo(f"ds4tui: {literal(warning, keep_newlines=False)}", err=True)
+        as_of = f"last-{what}" if last and last_s is not None else "now"
+        typer.echo(json.dumps({"at": at, "asOf": as_of, **{k: v for k, v in out.items() if k != "at"}}, indent=2,
+                              ensure_ascii=False))
         return
+    view = session_cache_view(agent, snapshot, at, models)
     state = view.state
     out = [
         f"model: {literal(view.model_key or 'unknown', keep_newlines=False)}",
+        as_of_line(at, last_s, last and at == last_s, what),
         f"cache: {state.words} — {literal(state.reason, keep_newlines=False)}",
         f"cached prefix of the last request: context messages 0..{view.cached_prefix_end - 1}"
         if view.cached_prefix_end else "cached prefix of the last request: none",
@@ -88,7 +100,7 @@ def cache_cmd(
         elif not record.event.counted:
             flags.append("aborted/error")
         if record.price.agrees is False:
-            flags.append(f"Pi recorded {_usd(record.price.recorded_usd)}")
+            flags.append(f"recorded {_usd(record.price.recorded_usd)}")
         if record.miss is not None:
             flags.append(f"MISS: {record.miss.cause}")
         share_text = f"{record.share:6.1%}" if record.share is not None else "     —"
@@ -102,9 +114,10 @@ def cache_cmd(
         assert record.miss is not None
         out.append(f"#{record.number:<4} {record.miss.cause}: {literal(record.miss.detail, keep_newlines=False)}")
     disagreements = history.disagreements
-    out += ["", f"Cost check: {len(disagreements)} disagreements with the catalog"
-            f" ({literal(view.pricing_source or 'no prices', keep_newlines=False)});"
-            f" catalog {_usd(history.catalog_usd)}, Pi recorded {_usd(history.recorded_usd)}"]
+    recorded = history.recorded_usd
+    out += ["", f"Cost: catalog {_usd(history.catalog_usd)}"
+            + (f", recorded {_usd(recorded)}, {len(disagreements)} disagreements with the catalog" if recorded is not None else "")
+            + f" ({literal(view.pricing_source or 'no prices', keep_newlines=False)})"]
     for decision in (view.decision, view.what_if):
         if decision is None:
             continue

@@ -15,7 +15,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ds4tui.commands import session_file
 
 from ds4tui.text import literal
 
@@ -34,21 +33,23 @@ def _item_line(number: int, item) -> str:
 
 
 def plan_cmd(
-    path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
+    path: Annotated[Path, typer.Argument(help="A session file of any agent")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON")] = False,
     config: Annotated[Optional[Path], typer.Option("--config", help="A ds4-context.json used instead of the user's")] = None,
 ) -> None:
-    """Print DS4's context plan (manifest) for PATH: what is sent, what is left out, and why."""
+    """Print DS4's context plan (manifest) for PATH: what is sent, what is left out, and why.
+    For an agent that builds its own context (Claude Code, Codex) it is a what-if: what DS4
+    would send for the same conversation."""
     from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4sessions.agents.plugin import read_snapshot
     from ds4sessions.derive.ds4config import load_ds4_config
-    from ds4sessions.ingest.live import open_snapshot
     from ds4sessions.derive.planning import LivePlanner, explain_lines, tokens_lines
 
-    from ds4tui.commands.agents import agent_name, refuse_plan
+    from ds4tui.commands import agent_of, refuse_unless
 
-    if agent_name(path) == "claude-code":
-        return refuse_plan(path)
-    snapshot = open_snapshot(path, load_model_table())
+    agent = agent_of(path)
+    refuse_unless(agent, "ds4_plan", "plan")
+    snapshot = read_snapshot(agent, path, load_model_table(), exact=False)
     loaded = load_ds4_config(snapshot.reader.cwd, config_file=config)
     view = LivePlanner(loaded).plan(snapshot)
     for warning in view.warnings:

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from ds4tui.commands import session_file
 
 from ds4tui.text import fmt_tokens, literal
 
@@ -20,22 +19,25 @@ NAMES = {"retrieve", "index-rebuild"}
 
 
 def retrieve_cmd(
-    path: Annotated[Path, typer.Argument(help="A Pi session .jsonl file")],
+    path: Annotated[Path, typer.Argument(help="A session file (retrieval: Pi)")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the retrieval as JSON")] = False,
     rebuild_index: Annotated[bool, typer.Option("--rebuild-index", help="Delete the derived index first")] = False,
 ) -> None:
     """Show what DS4's historical retrieval would inject for the session's current request."""
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.plugin import read_snapshot
     from ds4sessions.derive.retrieval import LiveRetrieval, open_session_index
 
-    session_file(path)
+    from ds4tui.commands import agent_of, refuse_unless
+
+    agent = agent_of(path)
+    refuse_unless(agent, "retrieval", "retrieve")  # (before the index is opened: nothing is written)
     index = open_session_index(path)
     for removed in index.removed:
         typer.echo(f"ds4tui: removed {literal(removed, keep_newlines=False)} from the state dir; the index is rebuilt", err=True)
     if rebuild_index:
         index.rebuild()
-    view = LiveRetrieval(index).retrieve(open_snapshot(path, load_model_table()))
+    view = LiveRetrieval(index).retrieve(read_snapshot(agent, path, load_model_table(), exact=False))
     index.close()
     if as_json:
         typer.echo(json.dumps(view.to_json(), indent=2, ensure_ascii=False))

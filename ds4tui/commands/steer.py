@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from ds4tui.commands import session_file
-from ds4tui.commands.codex import refuse_steering
 
 from ds4tui.text import literal
 
@@ -29,12 +28,14 @@ def _refused(err: Exception) -> typer.Exit:
 
 
 def _steerable(path: Path, command: str) -> None:
-    """Exit 1 with the reason when PATH is a Claude Code transcript (read-only); exit 2 when no
-    agent recognizes it."""
-    from ds4tui.commands.agents import agent_name, refuse_steering
+    """Exit 1 with the agent's reason when PATH's agent cannot be steered (Claude Code, Codex:
+    read-only; nothing written); exit 2 when no agent recognizes it."""
+    from ds4tui.commands import agent_of
 
-    if agent_name(path) == "claude-code":
-        refuse_steering(path, command)
+    agent = agent_of(path)
+    if not agent.capabilities.steering:
+        typer.echo(f"ds4tui: refused, nothing written: {command}: {agent.capabilities.read_only_reason}", err=True)
+        raise typer.Exit(1)
 
 
 def _model(session):
@@ -65,7 +66,6 @@ def pin_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused
 
     _steerable(path, "pin")
-    refuse_steering(path)
     try:
         result = pin(path, entry_id, clear=clear, note=note, journal=Journal(), force=force)
     except WriteRefused as err:
@@ -88,7 +88,6 @@ def collapse_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     _steerable(path, "collapse")
-    refuse_steering(path)
     state = read_state(path)
     try:
         plan = plan_collapse(state, turns, _model(state.session))
@@ -143,7 +142,6 @@ def compact_cmd(
     from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
     _steerable(path, "compact")
-    refuse_steering(path)
     state = read_state(path)
     model = _model(state.session)
     try:

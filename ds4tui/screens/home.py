@@ -1,7 +1,13 @@
 """The home screen: every session of every agent, one live row each (issue 15).
 
-Columns: agent, project, name, live/idle, a small context bar with %, the prompt-cache countdown
-(warm / expiring / cold in colour *and* in words, ticking every second) and the cost today. Live
+Columns: agent, live/idle, the prompt-cache countdown (warm / expiring / cold in colour *and* in
+words, ticking every second), a small context bar with %, the cost today, when the session was last
+active, and the session: its name first (what tells sessions apart; two of the same name in the same
+project also show the start of their session id), then its project folder. The columns shown depend
+on the width (`layout_for`), so the session column keeps at least `SESSION_MIN` cells (28) from 58
+columns up: below 147 columns the compact forms (the countdown as its glyph and time, "● 4:12",
+with a legend in the status line; short agent names; the context as a percentage), then the cost,
+the context, the state (the time column then says "live") and the agent give way. Live
 sessions come first, soonest expiry first. Enter opens the dashboard for the row's session; Esc
 goes back. The input above the table filters rows (agent, project, name, model, path); a typed
 path to an existing file opens that file.
@@ -60,19 +66,79 @@ complete at once and a thousand rows do not hold up the first paint)."""
 
 STATUS_STYLE = {"warm": "bold #87d787", "expiring": "bold #d7af5f", "cold": "#5fafff", "unknown": "#8a8f98"}
 STATUS_GLYPH = {"warm": "●", "expiring": "◐", "cold": "○", "unknown": "·"}
-COLUMNS = ("agent", "state", "cache", "context", "today", "session")
-"""Columns, the ones that change first, so a half-width pane shows them; "session" is the
-project folder and the session's name."""
-WIDTHS = {"agent": 11, "state": 5, "cache": 30, "context": BAR_CELLS + 5, "today": 9, "session": 64}
-"""Fixed column widths in cells (the countdown changes every second; the table must not jump)."""
-COMPACT_BELOW = 110
-"""Screens narrower than this (cells) use the compact columns, so the session's name still shows
-at 80 columns: short agent names, the countdown without "left", a 4-cell bar, "~" for a
-typical (configured, not recorded) lifetime."""
-COMPACT_BAR = 4
-COMPACT_WIDTHS = {"agent": 6, "state": 5, "cache": 16, "context": COMPACT_BAR + 5, "today": 8}
-SHORT_AGENT = {"claude-code": "claude"}
-"""Agent names in compact mode (others are short already)."""
+COLUMNS = ("agent", "state", "cache", "context", "today", "when", "session")
+"""Every column, in display order (a layout shows a subset, in this order); "session" is the
+session's name and project folder and takes the width the others leave."""
+SESSION_MAX = 64
+"""The session column's widest (cells)."""
+SESSION_MIN = 28
+"""A compact or narrow layout is used only when it leaves the session column at least this many
+cells (the full one: `FULL_SESSION_MIN`); below the leanest layout's width the column keeps 16."""
+FULL_SESSION_MIN = 48
+"""The full layout (words, a bar, the cost) is used only when it leaves the session column this
+many cells; narrower, the compact one gives the session column what the words took."""
+def short_agent(agent: str) -> str:
+    """The agent's id shortened for a compact column: its first word ("claude-code" → "claude",
+    "gemini-cli" → "gemini")."""
+    return agent.split("-", 1)[0]
+"""Agent names in the compact forms (others are short already)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The columns a screen width shows: `columns` (in `COLUMNS` order, without "session"), their
+    `widths` in cells, and `form`: "full" (words: `● warm · 4:12 left (typical)`, the whole agent
+    name, an 8-cell bar, `03-12 09:22`), "compact" (`● 4:12 ~`, short agent names, the context as a
+    percentage) or "narrow" (compact, and the time column says `live`, `09:22` today or `03-12`:
+    it stands for the state column too)."""
+
+    form: str
+    columns: tuple[str, ...]
+    widths: dict[str, int]
+    session_min: int = 28
+    """Used only when this leaves the session column this many cells (`layout_for`)."""
+
+    def fixed(self) -> int:
+        """Cells the layout needs besides the session column: the columns, 2 cells of padding per
+        column (the session's included), 2 of margin and 2 of scrollbar."""
+        return sum(self.widths[c] for c in self.columns) + 2 * (len(self.columns) + 1) + 4
+
+
+_FULL = {"agent": 11, "state": 5, "cache": 32, "context": BAR_CELLS + 5, "today": 9, "when": 11}
+_COMPACT = {"agent": 6, "state": 5, "cache": 9, "context": 4, "today": 8, "when": 11}
+_NARROW = {**_COMPACT, "when": 5}
+LAYOUTS: tuple[Layout, ...] = (
+    Layout("full", ("agent", "state", "cache", "context", "today", "when"), _FULL, FULL_SESSION_MIN),
+    Layout("compact", ("agent", "state", "cache", "context", "today", "when"), _COMPACT),
+    Layout("compact", ("agent", "state", "cache", "context", "when"), _COMPACT),
+    Layout("compact", ("agent", "state", "cache", "when"), _COMPACT),
+    Layout("narrow", ("agent", "cache", "when"), _NARROW),
+    Layout("narrow", ("cache", "when"), _NARROW),
+)
+"""From the richest to the leanest; `layout_for(width)` takes the first that leaves the session
+column its `session_min` cells: full from 147 columns, compact from 79 (80 columns: agent, state,
+countdown, context %, time and 29 cells of session; the cost from 89), narrow below (60 columns:
+agent, countdown, time or "live", and 28 cells of session)."""
+
+
+def layout_for(width: int) -> tuple[Layout, int]:
+    """(layout, session column width in cells) for a screen `width` cells wide: the first of
+    `LAYOUTS` whose session column gets at least its `session_min` cells (at most `SESSION_MAX`),
+    else the leanest with what is left (at least 16), so no horizontal scrollbar appears."""
+    for layout in LAYOUTS:
+        room = width - layout.fixed()
+        if room >= layout.session_min:
+            return layout, min(SESSION_MAX, room)
+    return LAYOUTS[-1], max(16, width - LAYOUTS[-1].fixed())
+
+
+HEADERS = {("when", "full"): "last active", ("when", "compact"): "last active", ("context", "compact"): "ctx",
+           ("context", "narrow"): "ctx"}
+"""Column headers other than the column's key, by (column, form)."""
+
+FULL = LAYOUTS[0]
+"""The layout of wide screens. (Every width is fixed: the countdown changes every second and the
+table must not jump.)"""
 
 
 # --- the pure part: rows from summaries --------------------------------------------------------
@@ -90,13 +156,15 @@ def sort_key(summary: SessionSummary, now: float) -> tuple:
 
 def context_cell(summary: SessionSummary, compact: bool = False) -> Text:
     """`━━━━━─────  42%`, or the token count alone when the window is unknown, or `—`
-    (`compact`: a 4-cell bar)."""
+    (`compact`: the percentage alone, ` 42%`, coloured as the bar)."""
     pct = summary.context_percent
     if pct is None:
         return Text(fmt_tokens(summary.context_tokens), style="dim")
-    cells = COMPACT_BAR if compact else BAR_CELLS
-    filled = min(cells, round(pct / 100 * cells))
     style = "#d75f5f" if pct >= 90 else "#d7af5f" if pct >= 70 else "#87afd7"
+    if compact:
+        return Text(f"{pct:3.0f}%", style=style)
+    cells = BAR_CELLS
+    filled = min(cells, round(pct / 100 * cells))
     text = Text("━" * filled, style=style)
     text.append("─" * (cells - filled), style="dim")
     text.append(f" {pct:3.0f}%")
@@ -105,14 +173,14 @@ def context_cell(summary: SessionSummary, compact: bool = False) -> Text:
 
 def cache_cell(summary: SessionSummary, now: float, expiring_s: float, compact: bool = False) -> Text:
     """`● warm · 4:12 left` / `◐ expiring · 0:42 left` / `○ cold` / `· no countdown`, coloured by
-    status; "(typical)" when the lifetime is configured, not recorded. `compact`: `● warm 4:12`,
-    `◐ expiring 0:42`, `○ cold`, `· none`, and "~" for typical."""
+    status; "(typical)" when the lifetime is configured, not recorded. `compact`: the glyph and
+    the time only, `● 4:12`, `◐ 0:42`, `○ cold`, `· —` (the status line has the legend), and "~"
+    for typical."""
     if summary.cache.rule == "pending":
-        return Text("… reading", style="dim")
+        return Text("…" if compact else "… reading", style="dim")
     cache = summary.cache_at(now, expiring_s)
     if compact:
-        words = (f"{cache.status} {cache.countdown}" if cache.countdown is not None
-                 else "none" if cache.status == "unknown" else cache.status)
+        words = cache.countdown or ("—" if cache.status == "unknown" else cache.status)
     else:
         words = cache.words
     text = Text(f"{STATUS_GLYPH[cache.status]} {words}", style=STATUS_STYLE[cache.status])
@@ -143,33 +211,86 @@ class KeyedText(Text):
     path: str = ""
 
 
-def session_cell(summary: SessionSummary, width: int = WIDTHS["session"]) -> KeyedText:
-    """`widget-service · Fix 404 for unknown widget ids`: the project's last folder, then the
-    session's name (or its file name)."""
-    project = (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
-    name = summary.name or Path(summary.path).stem
+def project_of(summary: SessionSummary) -> str:
+    """The last folder of the session's project (working directory), "" when unknown."""
+    return (summary.project or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def name_of(summary: SessionSummary) -> str:
+    """The session's name, else its file name without `.jsonl`."""
+    return summary.name or Path(summary.path).stem
+
+
+def twin_key(summary: SessionSummary) -> tuple[str, str, str]:
+    """What the session column shows before the id: sessions with the same key look the same
+    there (`HomeScreen` adds the start of their session ids)."""
+    return summary.agent, project_of(summary), name_of(summary)
+
+
+def _time_ordered(hex_id: str) -> bool:
+    """True for a UUID version 7 (dashes removed): its first 12 digits are the creation time, so
+    two sessions started close together differ only at the end (Codex's thread ids)."""
+    return len(hex_id) == 32 and hex_id[12] == "7" and all(c in "0123456789abcdefABCDEF" for c in hex_id)
+
+
+def session_cell(summary: SessionSummary, width: int = SESSION_MAX, twin: bool = False) -> KeyedText:
+    """`Fix 404 for unknown widget ids · widget-service`: the session's name (or its file name),
+    then its project's last folder, in `width` cells. `twin` (another session looks the same)
+    adds the start of the session id after the name: `Fix 404 for unknown widget ids #3f2a9c1e ·
+    widget-service`. What gives way when the column is short: the project first (cut with "…",
+    then left out), then the name (cut with "…"); never the id."""
     text = KeyedText()
     text.path = summary.path
-    if project:
-        text.append(literal(project, keep_newlines=False), style="bold")
+    room = width - 1  # (one cell short of the column: the DataTable cuts a cell that fills it)
+    ident = ""
+    if twin:
+        raw = (summary.session_id or Path(summary.path).stem).replace("-", "")
+        ident = " #" + literal(raw[-8:] if _time_ordered(raw) else raw[:8], keep_newlines=False)
+    name = clip(literal(name_of(summary), keep_newlines=False), max(8, room - len(ident)))
+    text.append(name)
+    if ident:
+        text.append(ident, style="bold")
+    project = literal(project_of(summary), keep_newlines=False)
+    left = room - text.cell_len - 3
+    if project and left >= min(6, len(project)):
         text.append(" · ", style="dim")
-    text.append(clip(literal(name, keep_newlines=False), max(8, width - 2 - text.cell_len)))
+        text.append(clip(project, left), style="dim")
     return text
 
 
+def when_cell(summary: SessionSummary, now: float, narrow: bool = False) -> Text:
+    """When the session was last active (its latest timestamp, else the file's mtime), local
+    time: `03-12 09:22`, or `2025-11-30` in another year. `narrow`: `live` for a live session
+    (the narrow layout has no state column), else `09:22` on `now`'s day, `03-12` in its year,
+    `2025` before."""
+    at = summary.last_activity_s or summary.modified
+    moment, today = dt.datetime.fromtimestamp(at), dt.datetime.fromtimestamp(now)
+    if narrow:
+        if summary.live:
+            return Text("live", style="bold #87d787")
+        if moment.date() == today.date():
+            return Text(moment.strftime("%H:%M"))
+        return Text(moment.strftime("%m-%d") if moment.year == today.year else str(moment.year), style="dim")
+    if moment.year != today.year:
+        return Text(moment.strftime("%Y-%m-%d"), style="dim")
+    return Text(moment.strftime("%m-%d %H:%M"), style="" if moment.date() == today.date() else "dim")
+
+
 def row_cells(summary: SessionSummary, now: float, today: str, expiring_s: float,
-              compact: bool = False, session_width: int = WIDTHS["session"]) -> tuple[Text, ...]:
-    """The cells of one row, in `COLUMNS` order (`compact`: the narrow-screen forms;
-    `session_width`: the session column's width in cells)."""
-    state = Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim")
-    return (
-        Text(SHORT_AGENT.get(summary.agent, summary.agent) if compact else summary.agent),
-        state,
-        cache_cell(summary, now, expiring_s, compact),
-        context_cell(summary, compact),
-        cost_cell(summary, today),
-        session_cell(summary, session_width),
-    )
+              layout: Layout = FULL, session_width: int = SESSION_MAX, twin: bool = False) -> tuple[Text, ...]:
+    """The cells of one row, in the order of `layout.columns` then "session" (`session_width`:
+    that column's width in cells; `twin`: another session has the same name, see
+    `session_cell`)."""
+    compact = layout.form != "full"
+    cells = {
+        "agent": lambda: Text(short_agent(summary.agent) if compact else summary.agent),
+        "state": lambda: Text("live", style="bold #87d787") if summary.live else Text("idle", style="dim"),
+        "cache": lambda: cache_cell(summary, now, expiring_s, compact),
+        "context": lambda: context_cell(summary, compact),
+        "today": lambda: cost_cell(summary, today),
+        "when": lambda: when_cell(summary, now, narrow=layout.form == "narrow"),
+    }
+    return (*(cells[c]() for c in layout.columns), session_cell(summary, session_width, twin))
 
 
 def matches(summary: SessionSummary, needle: str) -> bool:
@@ -308,8 +429,10 @@ class HomeScreen(ModalScreen[Path | None]):
         self._painted = threading.Event()
         self._cache_text: dict[str, str] = {}
         self._use_watcher = watch
-        self._compact = False
-        self._session_width = WIDTHS["session"]
+        self._layout = FULL
+        self._session_width = SESSION_MAX
+        self._twins: set[str] = set()  # paths whose session cell would look like another's
+        self._today = ""  # the day the cells were made for (the cost and time cells change at midnight)
         self._watcher: FolderWatcher | None = None
 
     @property
@@ -332,7 +455,7 @@ class HomeScreen(ModalScreen[Path | None]):
         table = self.query_one_optional(DataTable)
         if table is None:  # pushed while the app quits (`q` then `o`): nothing was composed
             return
-        self._compact, self._session_width = self.layout_for(self.app.size.width)
+        self._layout, self._session_width = layout_for(self.app.size.width)
         self._add_columns(table)
         self.query_one(Input).focus()  # `o` then typing: the words or the path go into the box
         self.set_interval(1.0, self.tick)
@@ -341,28 +464,31 @@ class HomeScreen(ModalScreen[Path | None]):
         if self._poll_s:
             self.set_interval(self._poll_s, self.poll_now)
 
-    def _add_columns(self, table: DataTable) -> None:
-        widths = COMPACT_WIDTHS if self._compact else WIDTHS
-        for column in COLUMNS:
-            table.add_column(column, key=column, width=self._session_width if column == "session" else widths[column])
+    @property
+    def column_layout(self) -> Layout:
+        """The columns' layout in use (`layout_for` the screen's width)."""
+        return self._layout
 
-    @staticmethod
-    def layout_for(width: int) -> tuple[bool, int]:
-        """(compact, session column width) for a screen `width` cells wide: the session column
-        takes what the others leave (2 cells of margin, 2 of scrollbar, 2 of padding per column),
-        at least 16 and at most `WIDTHS["session"]`, so no horizontal scrollbar appears."""
-        compact = width < COMPACT_BELOW
-        fixed = sum((COMPACT_WIDTHS if compact else WIDTHS)[c] for c in COLUMNS[:-1]) + 2 * len(COLUMNS) + 4
-        return compact, max(16, min(WIDTHS["session"], width - fixed))
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns shown, in order (the layout's, then "session")."""
+        return (*self._layout.columns, "session")
+
+    def _add_columns(self, table: DataTable) -> None:
+        for column in self.columns:
+            width = self._session_width if column == "session" else self._layout.widths[column]
+            label = HEADERS.get((column, self._layout.form), column)
+            table.add_column(label, key=column, width=width)
+
+    layout_for = staticmethod(layout_for)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Switch between the full and the compact columns when the width crosses
-        `COMPACT_BELOW`, and fit the session column (the rows are re-added, a chunk per
-        refresh)."""
-        compact, session = self.layout_for(event.size.width)
-        if (compact, session) == (self._compact, self._session_width):
+        """Take the layout of the new width (`layout_for`) and fit the session column (the rows
+        are re-added, a chunk per refresh)."""
+        layout, session = layout_for(event.size.width)
+        if (layout, session) == (self._layout, self._session_width):
             return
-        self._compact, self._session_width = compact, session
+        self._layout, self._session_width = layout, session
         table = self.query_one(DataTable)
         table.clear(columns=True)
         self._add_columns(table)
@@ -531,6 +657,17 @@ class HomeScreen(ModalScreen[Path | None]):
         expiring = self.overview_settings_expiring()
         table = self.query_one(DataTable)
         rows = self.visible(now)
+        keys: dict[tuple[str, str, str], int] = {}
+        for summary in self.summaries.values():
+            keys[twin_key(summary)] = keys.get(twin_key(summary), 0) + 1
+        twins = {p for p, s in self.summaries.items() if keys[twin_key(s)] > 1}
+        changed = [*changed, *(twins ^ self._twins)]  # a session that gained or lost its look-alike
+        self._twins = twins
+        if today != self._today:  # a new day: every cost and time cell changes
+            changed = [*changed, *self.summaries] if self._today else list(changed)
+            self._today = today
+        columns = self.columns
+        cache_at = columns.index("cache")
         order = [s.path for s in rows]
         wanted = set(order)
         shown = set(self._order)
@@ -548,16 +685,17 @@ class HomeScreen(ModalScreen[Path | None]):
                 if budget == 0:
                     continue
                 budget -= 1
-                cells = row_cells(summary, now, today, expiring, self._compact, self._session_width)
+                cells = row_cells(summary, now, today, expiring, self._layout, self._session_width, path in twins)
                 table.add_row(*cells, key=path)
                 shown.add(path)
-                self._cache_text[path] = cells[2].plain
+                self._cache_text[path] = cells[cache_at].plain
             elif path in changed_set:
-                for column, cell in zip(COLUMNS, row_cells(summary, now, today, expiring, self._compact, self._session_width)):
+                for column, cell in zip(columns, row_cells(summary, now, today, expiring, self._layout,
+                                                           self._session_width, path in twins)):
                     table.update_cell(path, column, cell)
                 self._cache_text[path] = table.get_cell(path, "cache").plain
             elif tick:
-                cell = cache_cell(summary, now, expiring, self._compact)
+                cell = cache_cell(summary, now, expiring, self._layout.form != "full")
                 if cell.plain != self._cache_text.get(path):
                     table.update_cell(path, "cache", cell)
                     self._cache_text[path] = cell.plain
@@ -587,8 +725,11 @@ class HomeScreen(ModalScreen[Path | None]):
         parts = [f"{shown} of {total} sessions" if self._filter else f"{total} sessions", f"{live} live"]
         if self._pending:
             parts.append(f"reading {self._pending} more…")
-        if self._compact and any(s.cache.rule == "configured" and s.cache.lifetime_s for s in self.summaries.values()
-                                 if not self._filter or matches(s, self._filter)):
+        compact = self._layout.form != "full"
+        if compact:
+            parts.append("● warm ◐ expiring ○ cold")
+        if compact and any(s.cache.rule == "configured" and s.cache.lifetime_s for s in self.summaries.values()
+                           if not self._filter or matches(s, self._filter)):
             parts.append("~ typical lifetime, not recorded")
         if self._problems:
             parts.append(f"{len(self._problems)} problem(s): {clip(literal(self._problems[-1], keep_newlines=False), 80)}")

@@ -1,20 +1,13 @@
-"""The keys the read-only views (Claude Code: `ds4tui.claude_view`, Codex: `ds4tui.codex_app`)
-share with the Pi dashboard, so a user who knows one knows them all:
+"""The keys every screen of the app shares (the dashboard's first bindings, the home screen's):
 
-- `o`: the home screen (`ds4tui.screens.home.HomeScreen`, the same one the dashboard shows):
-  Esc comes back to the view; choosing another session ends the view with that path as its
-  result, and `ds4tui.launch.open_any` opens it in its agent's view;
-- `?`: show or hide the key bindings; `q`: quit;
-- `r`: re-read the file from its start (each view's `action_refresh_session`).
+- `o`: the home screen (`ds4tui.screens.home.HomeScreen`): Esc comes back; choosing a session
+  opens it in the dashboard, whatever agent wrote it;
+- `?`: show or hide the key bindings; `q`: quit.
 
 Light to import: the home screen loads on the first `o`.
 """
 
 from __future__ import annotations
-
-import time
-from pathlib import Path
-from typing import Callable
 
 from textual.app import App
 from textual.binding import Binding
@@ -26,45 +19,6 @@ SHARED_BINDINGS = [
     Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
 ]
 """The first keys of every view, the dashboard's too (`ds4tui.app.Ds4App.BINDINGS`)."""
-
-VIEW_BINDINGS = [
-    *SHARED_BINDINGS,
-    Binding("r", "refresh_session", "Refresh", id="refresh", tooltip="Re-read the session file from its start"),
-]
-"""The bindings of a read-only view (the dashboard's keys of the same names)."""
-
-
-class SessionViewKeys(App[Path | None]):
-    """An `App` showing the one session file `path`, with `VIEW_BINDINGS`' open and help actions
-    (the view implements `action_refresh_session`). The app's result is the session chosen on
-    the home screen, if any (None: quit)."""
-
-    BINDINGS = VIEW_BINDINGS
-    path: Path
-    clock: Callable[[], float] = time.time
-    """The clock for the home screen's countdowns (epoch seconds; tests inject one)."""
-
-    def action_open_session(self) -> None:
-        """The home screen; Esc comes back, a chosen session (another file) ends this view."""
-        from ds4tui.screens.home import HomeScreen
-
-        if isinstance(self.screen, HomeScreen) or quitting(self):
-            return  # (already there, or quitting: `q` then `o`)
-
-        def chosen(path: Path | None) -> None:
-            if path is not None and Path(path).resolve() != self.path.resolve():
-                self.exit(result=Path(path))
-
-        self.push_screen(HomeScreen(now=self.clock), chosen)
-
-    def action_help(self) -> None:
-        """Show or hide the key bindings panel."""
-        toggle_help(self)
-
-    def reread_notice(self, lines: int, size: int) -> None:
-        """Say what `r` read: `re-read NAME: 1.2 MiB, 4,512 lines`."""
-        self.notify(reread_text(self.path.name, size, lines), timeout=4)
-
 
 def quitting(app: App) -> bool:
     """True once `app.exit()` was called (a key pressed after `q` must not open a screen)."""

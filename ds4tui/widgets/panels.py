@@ -12,7 +12,7 @@ from textual.widgets import Static  # noqa: F401
 from ds4tui.widgets.lines import TextLines
 from ds4tui.widgets.steady import SteadyStatic
 
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.ingest.snapshot import Snapshot
 from ds4tui.header import HeaderFacts, compose_header
 from ds4tui.render import calibrated_of, calibration_line, category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
@@ -63,6 +63,8 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
         problems=header.problems,
         bridge=bridge,
         reading=header.reading,
+        agent=header.agent,
+        note=header.note,
     )
 
 
@@ -122,6 +124,8 @@ class CategoryList(TextLines):
         lines = category_lines(cal, width=width, max_children=3)
         if legend.unknown_window:
             lines.append(Text(legend.unknown_window, style="yellow"))
+        for note in legend.notes:
+            lines.append(Text(literal(note, keep_newlines=False), style="dim"))
         lines.append(calibration_line(cal, legend.estimate.estimator))
         if legend.provider and legend.provider.later_messages:
             lines.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
@@ -182,16 +186,15 @@ class EntryInspector(TextLines):
 
     def show_cell(self, snap: Snapshot, category: str, tokens_per_cell: int) -> None:
         """A cell that belongs to no entry: free space, unattributed or inferred system tokens."""
-        from ds4core.categories import CATEGORIES
-
-        label = CATEGORIES.get(category, category)
         cal = calibrated_of(snap)
         row = next((r for r in cal.rows if r.id == category), None)
+        label = row.label if row is not None else snap.best.table.label(category)
         total = f"{fmt_tokens(row.tokens)} tokens in all ({cal.percent(row.tokens):.1f}% of the window)" if row else ""
         self.update(Group(
             Text(f"{label}", style="bold"),
             Text(f"one cell = {tokens_per_cell:,} tokens · {total}", style="dim"),
-            Text("not an entry of the session" + (" (provider total − our estimate)" if category == "unattributed" else "")),
+            Text("not an entry of the session" + (" (provider total − our estimate)" if category == "unattributed" else
+                 " (space the agent keeps free)" if category in snap.best.table.reserved else "")),
         ))
 
     def show_entry(self, snap: Snapshot, entry_id: str) -> None:
@@ -215,13 +218,15 @@ class EntryInspector(TextLines):
         label = snap.context.labels.get(entry_id or "")
         if label:
             head.append(f" · label {literal(label, keep_newlines=False)}", style="magenta")
-        if entry is not None:
+        if entry is not None and entry.line_no is not None:
             head.append(f" · line {entry.line_no}", style="dim")
-        tokens = Text(
-            f"tokens: chars-v1 {_count_of(snap.breakdown, message_index)}"
-            f" · cl100k {_count_of(snap.exact, message_index)}",
-            style="dim",
-        )
+        elif entry is not None and entry.type != "message":
+            head.append(f" · {literal(entry.type, keep_newlines=False)}", style="dim")
+        if snap.exact is snap.breakdown:  # an agent counted once, by its own estimator
+            counts = f"tokens: {snap.best.counter} {_count_of(snap.best, message_index)}"
+        else:
+            counts = f"tokens: chars-v1 {_count_of(snap.breakdown, message_index)} · cl100k {_count_of(snap.exact, message_index)}"
+        tokens = Text(counts, style="dim")
         cal = calibrated_of(snap)
         if cal.source == "provider" and cal.estimate and abs(cal.factor - 1) >= 0.005:
             raw = snap.best.message_tokens[message_index] if message_index < len(snap.best.message_tokens) else 0
@@ -232,7 +237,17 @@ class EntryInspector(TextLines):
             )
         usage = message.get("usage") if message.get("role") == "assistant" else None
         lines = [head, tokens]
-        if message.get("role") == "assistant":
+        by_message = getattr(snap.context, "requests_by_message", None)
+        if by_message is not None:  # an agent that records usage per request, not on its messages
+            request = by_message.get(message_index)
+            if request is not None:
+                u = request.usage
+                lines.append(Text(
+                    f"request {request.index + 1}: input {u.input:,} · cache read {u.cache_read:,} · cache write "
+                    f"{u.cache_write:,} · output {u.output:,}" + (" · synthetic (no provider reply)" if request.synthetic else ""),
+                    style="dim"))
+            usage = None
+        elif message.get("role") == "assistant":
             flag = _usage_flag(message)
             if flag:
                 lines.append(Text(flag, style="yellow"))
@@ -266,7 +281,8 @@ def _entry_inspector_text(snap: Snapshot, entry_id: str) -> list[Text]:
     head = Text()
     head.append(f"entry {entry_id}", style="bold")
     head.append(f" · {entry.type}" + (f" · {entry.role}" if entry.role else ""))
-    head.append(f" · line {entry.line_no}", style="dim")
+    if entry.line_no is not None:
+        head.append(f" · line {entry.line_no}", style="dim")
     lines = [head, Text("not in the current context (dropped by a compaction, or on another branch)", style="yellow")]
     message = entry.message
     if isinstance(message, Mapping):
@@ -285,7 +301,7 @@ class DiagnosticsView(SteadyStatic):
         from ds4tui.render import problem_lines
 
         diag = snap.reader.diagnostics
-        lines = [Text(f"{snap.path} · {fmt_bytes(snap.file_size)} · {len(snap.reader.entries)} entries", style="bold")]
+        lines = [Text(f"{snap.path} · {fmt_bytes(snap.file_size)} · {snap.reader.entry_count:,} entries", style="bold")]
         problems = problem_lines(snap)
         lines += [literal_text(p, keep_newlines=False, style="yellow") for p in problems] or [Text("no problems", style="green")]
         if diag.items:

@@ -31,7 +31,7 @@ from textual.widget import Widget
 from textual.geometry import Region
 
 from ds4core.categories import Cell, tokens_per_cell
-from ds4tui.palette import BOUNDARY, COLOURS, EXCLUDED, FILLED, FREE, PINNED, UNCACHED
+from ds4tui.palette import BOUNDARY, EXCLUDED, FILLED, FREE, PINNED, UNCACHED, colour_of
 
 _NO_INDEX = -(1 << 40)
 """A cell index no cursor, boundary or cell has (for the style of a plain cell)."""
@@ -80,7 +80,6 @@ class PixelMap(Widget, can_focus=True):
         self._titles: tuple[Any, ...] | None = None  # the border title and subtitle shown (`_set_title`)
         self._planned = True  # a DS4 plan is shown (False: "planning…" in the ds4 view's title)
         self._view = "agent"
-        self._agent_name = "Pi"
         self.fit_height = False
         """Shrink the widget to the rows the grid needs (the panel below gets the rest)."""
 
@@ -110,6 +109,8 @@ class PixelMap(Widget, can_focus=True):
     def set_data(self, model: Any) -> None:
         """Show `model` (a `ds4tui.viewmodel.MapModel`: its cells at the calibrated totals, in a
         window of `model.window` tokens); only rows whose cells changed are repainted."""
+        if getattr(self._model, "roles", None) != getattr(model, "roles", None):
+            self._plain.clear()  # another agent's categories: colours by its roles
         self._model = model
         self._window = max(model.window, 1)
         self._layout(partial=True)
@@ -185,11 +186,15 @@ class PixelMap(Widget, can_focus=True):
     def _set_title(self) -> None:
         width = max(self.size.width, 10)
         scale = f"1 cell = {self._per_cell:,} tok"
+        model = self._model
         if self._view == "agent":
-            name = f"What {self._agent_name} sends"
+            name = f"What {getattr(model, 'agent', 'Pi')} sends"
         else:
-            name = "DS4 plan (▒ out ◆ pinned)" if self._planned else "DS4 plan (planning…)"
-        for title in (f"{name} · {scale}", f"{name.split(' (')[0]} · {scale}", f"1 cell = {self._per_cell:,}"):
+            plan = "What DS4 would send" if getattr(model, "what_if", False) else "DS4 plan"
+            name = f"{plan} (▒ out ◆ pinned)" if self._planned else f"{plan} (planning…)"
+        short = name.split(" (")[0]
+        for title in (f"{name} · {scale}", f"{short} · {scale}", f"{short} · {self._per_cell:,}/cell",
+                      f"{short.removeprefix('What ')} · {self._per_cell:,}/cell", f"1 cell = {self._per_cell:,}"):
             if len(title) + 4 <= width:
                 break
         legend = self._cache_legend()
@@ -374,7 +379,7 @@ class PixelMap(Widget, can_focus=True):
         return FILLED
 
     def _style(self, cell: Cell, index: int, base_bgcolor: Any = False) -> Style:
-        colour = COLOURS.get(cell.category, "#808080")
+        colour = colour_of(cell.category, getattr(self._model, "roles", None)) or "#808080"
         bgcolor = self.rich_style.bgcolor if base_bgcolor is False else base_bgcolor
         if index == self._boundary and self._cache_status is not None:
             bgcolor = BOUNDARY.get(self._cache_status, BOUNDARY["unknown"])

@@ -100,6 +100,14 @@ class RetrievalView(Widget):
             evidence.update(Text("No evidence injected.", style="dim"))
         self._fill_table()
 
+    def unavailable(self, reason: str) -> None:
+        """Say in one line why the agent's sessions get no retrieval (`Capabilities.retrieval`)."""
+        self._view = None
+        self._rows = ()
+        self.query_one("#retrieval-summary", Static).update(Text(reason, style="dim"))
+        self.query_one("#retrieval-evidence", Static).update("")
+        self._fill_table()
+
     # -- rendering ---------------------------------------------------------------------------
 
     @staticmethod

@@ -6,19 +6,21 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ds4tui.cli import app
+from ds4tui.commands import cache as cache_command
 
 runner = CliRunner()
 
 
 def test_cache_json_sample01(sample01: Path) -> None:
-    result = runner.invoke(app, ["cache", "--json", str(sample01)])
+    result = runner.invoke(app, ["cache", "--json", "--last", str(sample01)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     # State at the last entry (7060d0dd saved 08:43:45.367; its request started 08:43:44.433).
-    assert data["at"] == 1772441025.367
+    assert data["at"] == 1772441025.367 and data["asOf"] == "last-entry"
     assert data["state"]["status"] == "warm"
     assert data["state"]["remainingSeconds"] == 1772441024.433 + 300 - 1772441025.367
     assert data["state"]["refreshEntryId"] == "7060d0dd"
@@ -46,13 +48,48 @@ def test_cache_text_03_names_the_compactions(shared_dir: Path) -> None:
     assert "prefix changed: compaction 107b9405 at 13:31:34 changed context message 0" in result.stdout
 
 
-def test_cache_now_uses_the_current_time(sample01: Path) -> None:
+@pytest.mark.parametrize("flags", [(), ("--now",)])
+def test_cache_is_as_of_now_by_default(sample01: Path, flags: tuple[str, ...]) -> None:
+    """Without a flag (or with the old `--now`) the state is taken now, as the TUI counts: a
+    session from March is cold (a new user read "warm · 5:00 left — refreshed 1 s ago" as live)."""
     before = time.time()
-    result = runner.invoke(app, ["cache", "--json", "--now", str(sample01)])
+    result = runner.invoke(app, ["cache", "--json", *flags, str(sample01)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert before <= data["at"] <= time.time()
+    assert before <= data["at"] <= time.time() and data["asOf"] == "now"
     assert data["state"]["remainingSeconds"] == 1772441024.433 + 300 - data["at"]
+    assert data["state"]["status"] == "cold"
+
+
+def test_cache_text_says_the_instant_of_its_countdown(sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second line names the instant the state is taken at, and the other choice."""
+    monkeypatch.setattr(cache_command, "clock", lambda: 1772441024.433 + 100)  # 100 s after the last request
+    lines = runner.invoke(app, ["cache", str(sample01)]).stdout.splitlines()
+    assert lines[1] == "as of: now, 2026-03-02 08:45:24 UTC; the last entry was 2026-03-02 08:43:45 UTC (--last: as of then)"
+    assert lines[2].startswith("cache: warm · 3:20 left — refreshed 1 min 40 s ago by a reply;")
+    lines = runner.invoke(app, ["cache", "--last", str(sample01)]).stdout.splitlines()
+    assert lines[1] == "as of: the last entry, 2026-03-02 08:43:45 UTC (without --last: now)"
+    assert lines[2].startswith("cache: warm · 5:00 left — refreshed 1 s ago by a reply;")
+    both = runner.invoke(app, ["cache", "--last", "--now", str(sample01)])
+    assert both.exit_code == 2 and "--last and --now exclude each other" in both.output
+
+
+async def test_cache_agrees_with_the_dashboard_at_the_same_instant(sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ds4tui cache PATH` and the dashboard's countdown, at one instant, say the same."""
+    from ds4tui.app import Ds4App
+    from ds4tui.widgets.cache import CacheCountdown
+    from tests.app.test_dashboard import settle
+
+    for after in (100.0, 280.0, 4000.0):  # warm, expiring, cold
+        instant = 1772441024.433 + after
+        monkeypatch.setattr(cache_command, "clock", lambda: instant)
+        cli = json.loads(runner.invoke(app, ["cache", "--json", str(sample01)]).stdout)["state"]
+        dashboard = Ds4App(sample01, watch=False, retrieval=False, now=lambda: instant)
+        async with dashboard.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, dashboard)
+            state = dashboard.query_one(CacheCountdown).state
+        assert state is not None
+        assert (cli["status"], cli["words"], cli["remainingSeconds"]) == (state.status, state.words, state.remaining_s)
 
 
 def test_cache_missing_file(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
 from ds4sessions.derive.cache import CacheView, cache_view
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from tests.conftest import FIXTURES
 

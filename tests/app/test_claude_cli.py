@@ -61,27 +61,58 @@ def test_context_json() -> None:
 
 
 def test_text_outputs() -> None:
-    assert "tokens until autocompact" in run("map", str(MAIN)).stdout
-    assert "totals: 8 requests" in run("cache", str(MAIN)).stdout
+    assert "autocompact at 167k" in run("map", str(MAIN)).stdout
+    assert "History (8 requests" in run("cache", str(MAIN)).stdout
 
 
 def test_cache_text_says_when_the_countdown_is_taken() -> None:
-    """The text says the countdown is taken at the last request (as the JSON's state is), or
-    now with `--now` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    """The text says the countdown is taken now (the default, as the TUI counts), or at the last
+    request with `--last` (a new user read "300 s left" of a transcript from March as a live cache)."""
+    lines = run("cache", str(MAIN), "--last").stdout.splitlines()
+    assert lines[1].startswith("as of: the last request, ") and lines[1].endswith("(without --last: now)")
+    assert lines[2].startswith("cache: warm · 5:00 left — ") and "lifetime 300 s" in lines[2]
     lines = run("cache", str(MAIN)).stdout.splitlines()
-    assert lines[1] == "cache: tier 5m, 300 s left as of the last request (--now: as of now)"
-    assert run("cache", str(MAIN), "--now").stdout.splitlines()[1] == "cache: tier 5m, expired now"
+    assert lines[1].startswith("as of: now, ") and "the last request was" in lines[1]
+    assert lines[2].startswith("cache: cold — expired")
 
 
-@pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes"), ("plan",)])
+@pytest.mark.parametrize("args", [("pin", "x"), ("collapse", "--turns", "1", "--yes"), ("compact", "--yes")])
 def test_steering_refused_and_nothing_written(tmp_path: Path, args: tuple[str, ...]) -> None:
     copy = tmp_path / "s.jsonl"
     shutil.copy(MAIN, copy)
     before = hashlib.sha256(copy.read_bytes()).hexdigest()
     result = run(args[0], str(copy), *args[1:])
     assert result.exit_code == 1
-    assert "Claude Code" in result.output
+    assert "Claude Code" in result.output and "refused, nothing written" in result.output
     assert hashlib.sha256(copy.read_bytes()).hexdigest() == before
+
+
+def test_plan_is_a_what_if_and_writes_nothing(tmp_path: Path) -> None:
+    """`plan` on a Claude Code transcript: what DS4 would send, naming the real agent; the
+    transcript and the state directory are untouched (no index, no journal)."""
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(MAIN, copy)
+    before = copy.read_bytes()
+    state = tmp_path / "state"
+    result = runner.invoke(app, ["plan", str(copy), "--json"], env={"DS4TUI_STATE_DIR": str(state)})
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["agent"] == "claude-code" and data["whatIf"] is True
+    assert data["planning"]["originalMessageCount"] > 0
+    assert copy.read_bytes() == before and not state.exists()
+    text = runner.invoke(app, ["plan", str(copy)]).stdout
+    assert text.startswith("What DS4 would send: a what-if (Claude Code builds its own context")
+
+
+def test_retrieve_refuses_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(MAIN, copy)
+    state = tmp_path / "state"
+    result = runner.invoke(app, ["retrieve", str(copy), "--json"], env={"DS4TUI_STATE_DIR": str(state)})
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "retrieve: DS4's historical retrieval is not available for Claude Code sessions" in lines[0]
+    assert not state.exists()
 
 
 @pytest.mark.parametrize("content", [b'{"hello": 1}\n', b'[1, 2, 3]\n{"type": "weird"}\n'])
@@ -92,7 +123,7 @@ def test_unrecognized_file_exit_2(tmp_path: Path, content: bytes, command: str) 
     result = run(command, str(path), "--json")
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "not a Pi session, Claude Code transcript or Codex rollout" in lines[0]
+    assert len(lines) == 1 and "not a session file of Pi, Claude Code or Codex" in lines[0]
 
 
 def test_discovery_roots_and_sessions(tmp_path: Path) -> None:
@@ -128,30 +159,17 @@ def test_discovery_roots_and_sessions(tmp_path: Path) -> None:
     assert next(i for i in discover(env, tmp_path / "home", now=old + 5) if i.parent is None).live
 
 
-def test_open_runs_the_claude_view_not_the_pi_dashboard(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the view itself runs in tests/app/test_claude_view.py (Textual run_test); here only the dispatch
-    from ds4tui import claude_view
+def test_open_runs_the_one_dashboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the dashboard itself runs on Claude Code transcripts in test_codex_tui_equals_json.py and
+    # test_snapshots.py (Textual run_test); here only the dispatch: no view of its own
+    from ds4tui import app as app_module
 
     opened: list[Path] = []
-    monkeypatch.setattr(claude_view.ClaudeApp, "run", lambda self: opened.append(self.path))
+    monkeypatch.setattr(app_module.Ds4App, "run", lambda self: opened.append(self.session_path))
+    monkeypatch.setattr("ds4tui.launch.leave", lambda code=0: None)
     result = run("open", str(MAIN))
     assert result.exit_code == 0, result.output
     assert opened == [MAIN]
-
-
-def test_a_session_chosen_in_the_claude_view_opens_in_its_agents_view(monkeypatch: pytest.MonkeyPatch) -> None:
-    # `o` then Enter in the Claude Code view ends it with the chosen path (test_claude_view.py,
-    # run_test); here only the dispatch: that path opens next, in its agent's view
-    from ds4tui import claude_view, codex_app
-
-    rollout = (Path(__file__).parents[1] / "fixtures" / "codex" / "sample" / "sessions" / "2026" / "12" / "02"
-               / "rollout-2026-12-02T01-10-23-01a2344d-7ef9-7e61-a841-8556539ac489.jsonl")
-    opened: list[Path] = []
-    monkeypatch.setattr(claude_view.ClaudeApp, "run", lambda self: opened.append(self.path) or rollout)
-    monkeypatch.setattr(codex_app.CodexApp, "run", lambda self: opened.append(self.path))
-    result = run("open", str(MAIN))
-    assert result.exit_code == 0, result.output
-    assert opened == [MAIN, rollout]
 
 
 def test_the_map_lists_the_rows_context_lists(tmp_path: Path) -> None:
@@ -168,8 +186,8 @@ def test_the_map_lists_the_rows_context_lists(tmp_path: Path) -> None:
     data = json.loads(subprocess.run([sys.executable, "-m", "ds4tui.cli", "map", "--json", str(path)],
                                      capture_output=True, text=True, check=True).stdout)
     assert {c["id"] for c in data["categories"]} >= {"mcp_tools", "autocompact_buffer", "free_space"}
-    rows = [line for line in out.splitlines() if line.startswith("    ") and line.strip()]
-    assert rows and len({len(line.rstrip()) for line in rows}) == 1  # tokens right-aligned in one column
+    children = [line for line in out.splitlines() if line.startswith("│     ") and "..." in line]
+    assert children and len({len(line.rstrip(" │")) for line in children}) == 1  # tokens right-aligned in one column
 
 
 @pytest.mark.parametrize("value", ["1" + "0" * 400, "1e308", "-7", '"12"', "1" + "0" * 31], ids=["10**400", "1e308", "-7", "string", "10**31"])

@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ds4tui.cli import app
-from tests.conftest import SHARED
+from tests.conftest import SHARED, shared_params
 
 runner = CliRunner()
 SAMPLES = sorted(p.name[: -len(".context.json")] for p in (SHARED / "sessions-pi").glob("*.context.json")) if SHARED else []
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", shared_params(SAMPLES))
 def test_context_json_equals_pis_own(name: str, shared_dir: Path) -> None:
     src = shared_dir / "sessions-pi" / f"{name}.jsonl"
     expected = json.loads((shared_dir / "sessions-pi" / f"{name}.context.json").read_text(encoding="utf-8"))
@@ -132,7 +132,7 @@ def test_map_calibrates_an_estimate_above_the_provider(shared_dir: Path) -> None
 
 def test_sessions_shows_the_name_the_header_shows(tmp_path: Path, sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 17: `sessions` said "(no name)" where the header showed the file's name."""
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
     from ds4tui.header import first_prompt_of
     from ds4tui.widgets.panels import header_facts
 

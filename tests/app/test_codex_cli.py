@@ -50,7 +50,7 @@ def test_window_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cache_json_totals_count_each_request_once() -> None:
-    data = run_json("cache", "--json", str(MAIN))
+    data = run_json("cache", "--json", "--last", str(MAIN))
     assert data["agent"] == "codex"
     assert data["totals"] == {"requests": 11, "inputTokens": 11_232, "cacheReadTokens": 99_008,
                               "cacheWriteTokens": 0, "outputTokens": 986}
@@ -59,14 +59,14 @@ def test_cache_json_totals_count_each_request_once() -> None:
     assert [r["number"] for r in records if r["compactionCall"]] == [8]
     assert data["state"]["ttlRecorded"] is False and data["state"]["status"] == "unknown"
     assert data["priceNote"] == "no price for gpt-5-codex in the OpenAI price table" and data["costUsd"] is None
-    assert data["at"] == pytest.approx(records[-1]["time"] + 0.008, abs=1e-6)  # MAIN:105, 8 ms after MAIN:104
+    assert data["at"] == records[-1]["time"] and data["asOf"] == "last-request"  # --last: the last request (MAIN:104)
 
 
 def test_cache_countdown_only_with_a_configured_retention(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DS4TUI_CODEX_CACHE_RETENTION", "300")
-    state = run_json("cache", "--json", str(MAIN))["state"]
+    monkeypatch.setenv("DS4TUI_CACHE_RETENTION", "codex=300")
+    state = run_json("cache", "--json", "--last", str(MAIN))["state"]
     assert state["label"] == "typical, not recorded" and state["status"] == "warm"
-    assert state["remainingSeconds"] == pytest.approx(300 - 0.008, abs=1e-6)
+    assert state["remainingSeconds"] == 300  # as of the last request
 
 
 def test_cache_prices_a_known_model(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_steering_refuses_with_the_reason(tmp_path: Path) -> None:
     for args in (["pin", str(path), "msg_x"], ["collapse", str(path), "--turns", "1"], ["compact", str(path)]):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
-        assert "refused, nothing written: Codex rollouts are Codex's own append-only record" in result.stderr
+        assert f"refused, nothing written: {args[0]}: Codex rollouts are Codex's own append-only record" in result.stderr
     assert path.read_bytes() == before
 
 
@@ -124,4 +124,4 @@ def test_not_a_rollout_exits_2(tmp_path: Path) -> None:
     for command in ("map", "cache", "context"):
         result = runner.invoke(app, [command, "--json", str(path)])
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a Codex rollout (its first line is not a session_meta row)"]
+        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of Pi, Claude Code or Codex"]

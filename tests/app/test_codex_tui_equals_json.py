@@ -1,37 +1,43 @@
-"""The Codex TUI and `ds4tui map --json` show one split of one rollout.
+"""The dashboard and `ds4tui map --json` show one split of one session, for Codex and Claude Code.
 
-Before: the app counted with chars-v1 (`MapState(exact=False)`) while `map --json` counts with
-cl100k by default, so the same rollout read e.g. "Unattributed" 4.3k in the app and 5.3k in the
-JSON. Now the app keeps the JSON's own object (`CodexApp.map_data`, made by
-`ds4sessions.agents.codex.view.map_json` with the same counter) and renders it. Checked on every
-rollout of the shared Codex sample (skipped with a reason when absent) and on the copies in
-tests/fixtures/codex (always), with the real app (`App.run_test()`) and the real command.
+The dashboard reads a Codex rollout or a Claude Code transcript through the agent's plug-in
+(`ConversationLive` → `Agent.account`), and `map --json` through the same plug-in's functions, so
+the categories on screen are the JSON's (Codex: the same cl100k counts, calibrated to Codex's
+own count; Claude Code: its `/context` rows). Checked on every rollout and transcript of the
+shared samples (skipped with a reason when absent) and on the copies in tests/fixtures (always),
+with the real app (`App.run_test()`) and the real command.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
+from ds4tui.app import Ds4App
 from ds4tui.cli import app as cli_app
-from ds4tui.codex_app import CodexApp
+from ds4tui.render import calibrated_of
 from ds4tui.text import fmt_tokens
+from tests.app.test_dashboard import settle
 from tests.conftest import SHARED
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "codex" / "sample" / "sessions"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SKIP_SHARED = "the shared Codex sample (sessions-codex/) is absent; set DS4TUI_SHARED to run"
-NUMBERS = ("estimator", "estimate", "unattributed", "free", "contextTokens", "contextWindow", "percentLeft")
 
 
 def rollouts() -> list[Path]:
-    found = sorted(FIX.rglob("rollout-*.jsonl"))
+    found = sorted((FIX / "codex" / "sample" / "sessions").rglob("rollout-*.jsonl"))
     if SHARED is not None:
         found += sorted((SHARED / "sessions-codex" / "sessions").rglob("rollout-*.jsonl"))
+    return found
+
+
+def transcripts() -> list[Path]:
+    found = sorted((FIX / "claude").glob("*.jsonl"))
+    if SHARED is not None:
+        found += sorted((SHARED / "sessions-claude" / "projects").glob("*/*.jsonl"))
     return found
 
 
@@ -39,16 +45,6 @@ def map_json_of(path: Path) -> dict:
     result = CliRunner().invoke(cli_app, ["map", str(path), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
-
-
-def expected_lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n")
-
-
-def shown(app: CodexApp) -> str:
-    console = Console(width=160, record=True, file=io.StringIO())
-    console.print(app.rendered)
-    return console.export_text()
 
 
 def test_the_shared_sample_is_checked_when_present() -> None:
@@ -59,8 +55,8 @@ def test_the_shared_sample_is_checked_when_present() -> None:
 
 @pytest.mark.parametrize("path", rollouts(), ids=lambda p: ("shared/" if SHARED and SHARED in p.parents else "fixture/") + p.name[-14:])
 @pytest.mark.parametrize("poll_lines", [1 << 18, 2])
-async def test_tui_shows_what_map_json_prints(path: Path, poll_lines: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """(`poll_lines` 2: the view reads the rollout in many slices, `Tailer.polls`, the same.)"""
+async def test_dashboard_shows_what_map_json_prints_codex(path: Path, poll_lines: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(`poll_lines` 2: the dashboard reads the rollout in many slices, `Tailer.polls`, the same.)"""
     from ds4sessions.ingest import tailer
 
     expected = map_json_of(path)
@@ -68,21 +64,56 @@ async def test_tui_shows_what_map_json_prints(path: Path, poll_lines: int, monke
     sizes: list[int] = []
     poll = tailer.Tailer.poll
     monkeypatch.setattr(tailer.Tailer, "poll", lambda self, *a: sizes.append(len((b := poll(self, *a)).lines)) or b)
-    app = CodexApp(path)
+    app = Ds4App(path, watch=False, retrieval=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause()
-        got = app.map_data
-        assert got is not None
-        for key in NUMBERS:
-            assert got[key] == expected[key], key
-        assert [(r["id"], r["tokens"]) for r in got["categories"]] == [(r["id"], r["tokens"]) for r in expected["categories"]]
-        text = shown(app)
-        for row in expected["categories"]:  # and the widget draws those numbers
-            assert any(line.split() and line.strip().startswith(row["label"]) and line.rstrip().endswith(fmt_tokens(row["tokens"]))
-                       for line in text.splitlines()), (row["label"], row["tokens"])
+        await settle(pilot, app)
+        snap = app.snapshot
+        assert snap.agent == expected["agent"] == "codex"
+        best = snap.best
+        assert (best.counter, best.estimate, best.unattributed, best.free) == (
+            expected["estimator"], expected["estimate"], expected["unattributed"], expected["free"])
+        assert snap.context_window == expected["contextWindow"]
+        assert [(r.id, r.tokens) for r in best.rows] == [(r["id"], r["tokens"]) for r in expected["categories"]]
+        provider = snap.provider
+        assert (provider.context_tokens if provider else None) == expected["contextTokens"]
+        assert snap.extras.header_note() == f"{expected['percentLeft']}% left"
+        cal = calibrated_of(snap)
+        assert cal.used == (expected["contextTokens"] or expected["estimate"])
         await pilot.press("q")
-    assert max(sizes) <= poll_lines and sum(sizes) == expected_lines(path), sizes  # (lines in memory at once)
+    assert max(sizes) <= poll_lines and sum(sizes) == path.read_bytes().count(b"\n"), sizes  # (lines in memory at once)
     if path.name.endswith("7ef9-7e61-a841-8556539ac489.jsonl"):  # the main rollout: a real gap to attribute
-        # Codex's own count 10,613; cl100k estimate 5,335, so 5,278 unattributed (chars-v1 said 4,265)
+        # Codex's own count 10,613; cl100k estimate 10,348 with Codex 0.171.0's tool definitions and
+        # the first request's remainder under Tools (issue 29), so 265 unattributed (was 5,335 / 5,278)
         assert expected["estimator"] == "cl100k" and expected["contextTokens"] == 10_613
-        assert (expected["estimate"], expected["unattributed"]) == (5_335, 5_278)
+        assert (expected["estimate"], expected["unattributed"]) == (10_348, 265)
+
+
+@pytest.mark.parametrize("path", transcripts(), ids=lambda p: ("shared/" if SHARED and SHARED in p.parents else "fixture/") + p.name[-20:])
+async def test_dashboard_shows_what_map_json_prints_claude(path: Path) -> None:
+    """Claude Code: the legend's rows are `/context`'s (Messages split into our kinds, whose sum
+    is `/context`'s Messages row), and the header's total is `map --json`'s."""
+    expected = map_json_of(path)
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        assert snap.agent == expected["agent"] == "claude-code"
+        terms = {t["id"]: t for t in expected["categories"]}
+        rows = {r.id: r.tokens for r in snap.best.rows}
+        for tid in ("system_prompt", "system_tools", "mcp_tools", "custom_agents", "memory_files", "skills"):
+            assert rows.get(tid, 0) == terms[tid]["tokens"], tid
+        kids = {c["id"]: c["tokens"] for c in terms["messages"]["children"]}
+        assert sum(rows.get(k, 0) for k in kids) == terms["messages"]["tokens"]
+        assert rows["free"] == terms["free_space"]["tokens"]
+        assert snap.context_window == expected["contextWindow"]
+        cal = calibrated_of(snap)
+        assert cal.used == expected["total"]
+        assert app.view.header.used == expected["total"]
+        await pilot.press("q")
+
+
+def test_fmt_tokens_is_the_one_formatter() -> None:
+    """The sessions layer words numbers with the app's formatter (`ds4core.tokens.fmt_tokens`)."""
+    from ds4core.tokens import fmt_tokens as core_fmt
+
+    assert fmt_tokens is core_fmt and fmt_tokens(14_776) == "14.8k"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ds4tui.app import Ds4App
+from ds4tui.screens.dashboard import DashboardScreen
 from ds4tui.widgets.panels import TurnList
 from ds4tui.widgets.pixel_map import PixelMap
 
@@ -24,7 +25,7 @@ async def settle(pilot, app: Ds4App, *, exact: bool = True, derived: bool = True
         if snap is None or (exact and snap.exact is None):
             continue
         done = app.derived
-        if derived and exact and (done is None or done.version != snap.version or (app._with_retrieval and done.retrieval is None and not done.errors)):
+        if derived and exact and (done is None or done.version != snap.version or (app.dashboard.feed.with_retrieval and done.retrieval is None and not done.errors)):
             continue
         await pilot.pause()
         return
@@ -64,7 +65,7 @@ async def test_opens_a_session_and_shows_its_map_turns_and_inspector(sample01: P
         await pilot.press("right", "right", "right")
         await pilot.pause()
         cell = pixel_map.cells[pixel_map.cursor]
-        assert app._selected == cell.message_index
+        assert app.dashboard._selected == cell.message_index
         # The turn list follows the map selection.
         turn = snap.turns[table.cursor_row]
         assert turn.first_message <= cell.message_index <= turn.last_message
@@ -87,9 +88,9 @@ async def test_follows_appends_live(tmp_path: Path, sample01: Path) -> None:
         assert len(app.snapshot.context.messages) == 19
         # Pause: new data is held, then applied on resume.
         await pilot.press("f")
-        assert not app.following
+        assert not app.dashboard.following
         await pilot.press("f")
-        assert app.following
+        assert app.dashboard.following
     assert target.read_bytes() == b"".join(lines)
 
 
@@ -109,7 +110,7 @@ async def test_session_content_is_shown_literally(tmp_path: Path) -> None:
     app = Ds4App(path, watch=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
-        app._select_message(1, sync_turns=True)
+        app.dashboard._select_message(1, sync_turns=True)
         await pilot.pause()
         svg = app.export_screenshot()
         turns_text = str(app.query_one(TurnList).get_row_at(0)[2])
@@ -203,7 +204,7 @@ async def test_inspector_shows_tokens_by_both_estimators(sample01: Path) -> None
     app = Ds4App(sample01, watch=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
-        app._select_message(2, sync_turns=True)
+        app.dashboard._select_message(2, sync_turns=True)
         await pilot.pause()
         text = app.export_screenshot().replace("&#160;", " ")
         assert "chars-v1" in text and "cl100k" in text
@@ -215,11 +216,11 @@ async def test_every_action_is_in_the_command_palette(sample01: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app, exact=False)
         titles = {cmd.title for cmd in app.get_system_commands(app.screen)}
-        for binding in Ds4App.BINDINGS:
+        for binding in DashboardScreen.BINDINGS:
             assert binding.description in titles
         follow = next(c for c in app.get_system_commands(app.screen) if c.title == "Follow")
         await follow.callback()
-        assert app.following is False
+        assert app.dashboard.following is False
 
 
 async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None:
@@ -233,11 +234,11 @@ async def test_manifest_row_selects_the_entry_on_the_map(sample01: Path) -> None
         await pilot.press("M")  # the manifest tab
         app.query_one(ManifestView).post_message(ManifestView.EntrySelected(target, None))
         await pilot.pause()
-        assert app._selected == 5
+        assert app.dashboard._selected == 5
         # An entry outside the context (none here) is shown from the file instead.
         app.query_one(ManifestView).post_message(ManifestView.EntrySelected("nope", None))
         await pilot.pause()
-        assert app._selected == 5
+        assert app.dashboard._selected == 5
 
 
 @pytest.mark.parametrize(("later", "status"), [(120, "warm"), (3600, "cold")])
@@ -251,7 +252,7 @@ async def test_the_cache_overlay_keeps_the_category_colour(sample01: Path, later
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
         await pilot.pause(1.2)  # one countdown tick
-        app._apply_overlays()
+        app.dashboard._apply_overlays()
         pixel_map = app.query_one(PixelMap)
         assert app.derived.cache.cached_prefix_end == 18
         assert pixel_map.cache_status == status
@@ -316,7 +317,7 @@ async def test_pin_from_the_keyboard_appends_a_label_and_reports_it(tmp_path: Pa
     app = Ds4App(copy, watch=False, retrieval=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        app._select_message(3, sync_turns=True)
+        app.dashboard._select_message(3, sync_turns=True)
         target = app.snapshot.context.message_entry_ids[3]
         await open_pin_dialog(pilot, app)
         assert isinstance(app.screen, PinScreen)
@@ -342,7 +343,7 @@ async def test_a_refused_write_says_why_and_writes_nothing(tmp_path: Path, sampl
     app = Ds4App(copy, watch=False, retrieval=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        app._select_message(3, sync_turns=True)
+        app.dashboard._select_message(3, sync_turns=True)
         os.utime(copy)  # written just now (on a loaded machine the copy may be seconds old by here)
         await open_pin_dialog(pilot, app)
         os.utime(copy)  # "just written" at the moment of the write, however slow the set-up was
@@ -402,7 +403,7 @@ async def test_hidden_tabs_do_not_steal_the_selection(shared_dir: Path) -> None:
         assert app.query_one("#tabs").active == "turns"
         screen = app.export_screenshot().replace("&#160;", " ")
         assert "not in the current context" not in screen  # not a retrieval source from a hidden tab
-        assert f"entry {app.snapshot.context.message_entry_ids[app._selected]}" in screen
+        assert f"entry {app.snapshot.context.message_entry_ids[app.dashboard._selected]}" in screen
 
 
 async def test_updates_reach_the_dashboard_while_a_dialog_is_open(tmp_path: Path, sample01: Path) -> None:
@@ -414,7 +415,7 @@ async def test_updates_reach_the_dashboard_while_a_dialog_is_open(tmp_path: Path
     app = Ds4App(target, watch=False, retrieval=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        app._select_message(3, sync_turns=True)
+        app.dashboard._select_message(3, sync_turns=True)
         await open_pin_dialog(pilot, app)
         with target.open("ab") as f:
             f.write(lines[-1])

@@ -16,9 +16,10 @@ CHILD = r"""
 import asyncio, json, sys
 from pathlib import Path
 from ds4tui.app import Ds4App
+from ds4tui.screens.dashboard import DashboardScreen
 
 seen = []
-show = Ds4App._show
+show = DashboardScreen._show
 def probe(self, message):
     show(self, message)
     if not seen:
@@ -26,7 +27,7 @@ def probe(self, message):
 
 async def main():
     app = Ds4App(Path(sys.argv[1]), watch=False, retrieval=False)
-    Ds4App._show = probe
+    DashboardScreen._show = probe
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(500):
             if seen:

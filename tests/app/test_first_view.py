@@ -129,8 +129,17 @@ class _Recording(Ds4App):
     CSS_PATH = Path(app_module.__file__).parent / Ds4App.CSS_PATH  # (relative to the class's module)
     shown: list[tuple[viewmodel.ViewModel, bool, list]] = []
 
-    def _show_first_view(self, view: viewmodel.ViewModel) -> None:
-        super()._show_first_view(view)
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        shown_by_the_screen = self.dashboard._show_first_view  # (the dashboard screen paints it)
+
+        def recording(view: viewmodel.ViewModel) -> None:
+            shown_by_the_screen(view)
+            self._first_shown(view)
+
+        self.dashboard._show_first_view = recording  # type: ignore[method-assign]
+
+    def _first_shown(self, view: viewmodel.ViewModel) -> None:
         self.shown.append((view, self.snapshot is None, list(self.query_one(PixelMap).cells)))
 
 
@@ -149,7 +158,7 @@ async def test_the_dashboard_paints_the_copys_view_then_its_own(sample01: Path, 
         assert app.snapshot is not None and app.snapshot.version >= 1  # then its own read
         own = dashboards_first_view(path)
         assert same_view(early, own)
-        assert app._first_view is None
+        assert app.dashboard._first_view is None
 
 
 async def test_without_a_copy_the_dashboard_reads_as_before(sample01: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,8 +212,8 @@ class _PlanTitles(_Recording):
 
     titles: list = []
 
-    def _show_first_view(self, view: viewmodel.ViewModel) -> None:
-        super()._show_first_view(view)
+    def _first_shown(self, view: viewmodel.ViewModel) -> None:
+        super()._first_shown(view)
         self.query_one(PixelMap).set_view("ds4")
         self.titles.append(str(self.query_one(PixelMap).border_title))
 

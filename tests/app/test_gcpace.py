@@ -1,4 +1,4 @@
-"""The dashboard's GC pacing (`ds4tui.gcpace`): thresholds raised while it runs and restored after,
+"""The dashboard's GC pacing (`ds4sessions.runtime`): thresholds raised while it runs and restored after,
 collections scheduled after derive passes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from ds4tui import gcpace
+from ds4sessions import runtime as gcpace
 from ds4tui.app import Ds4App
 from tests.app.test_dashboard import settle
 from tests.app.test_incremental_screen import copy_of
@@ -65,5 +65,5 @@ async def test_the_app_raises_the_thresholds_and_restores_them(sample01: Path, t
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, app)
         assert gc.get_threshold() == gcpace.THRESHOLD
-        assert app._gc._passes >= 1  # the derive worker collected after its pass
+        assert app.dashboard.feed._pacer._passes >= 1  # the derive worker collected after its pass
     assert gc.get_threshold() == before

@@ -1,4 +1,4 @@
-"""The home screen over a home directory of shared Pi, Claude Code and Codex samples moved to a
+"""The home screen over a home directory of Pi, Claude Code and Codex samples (tests/fixtures, the `samples` fixture) moved to a
 fixed instant: order, countdown ticks, notices, filtering, a typed path, Enter/Esc with the real
 dashboard, and SVG snapshots."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Label
 
 from ds4sessions.agents.registry import all_agents
 from ds4sessions.overview.scanner import Overview
@@ -32,20 +32,24 @@ class Clock:
 
 
 @pytest.fixture
-def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def home(tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
     placed = {
-        "pi-warm": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=NOW - 100, mtime=NOW - 20).path,
-        "pi-idle": place_pi(shared_dir, tmp_path, "03-compaction", latest_at=NOW - 250, mtime=NOW - 250).path,
-        "pi-old": place_pi(shared_dir, tmp_path, "05-extensions-models", latest_at=NOW - 3 * 86400, mtime=NOW - 3 * 86400).path,
+        "pi-warm": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=NOW - 100, mtime=NOW - 20,
+                            session_id="3f2a9c1e-0000-4000-8000-000000000001").path,
+        # the same session copied, two hours earlier: same name, same project (told apart by time and id)
+        "pi-twin": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=NOW - 7200, mtime=NOW - 7200,
+                            session_id="b71d04c9-0000-4000-8000-000000000002").path,
+        "pi-idle": place_pi(samples, tmp_path, "03-compaction", latest_at=NOW - 250, mtime=NOW - 250).path,
+        "pi-old": place_pi(samples, tmp_path, "05-extensions-models", latest_at=NOW - 3 * 86400, mtime=NOW - 3 * 86400).path,
     }
     if "claude-code" in AGENTS:
-        main, *subs = place_claude(shared_dir, tmp_path, latest_at=NOW - 200, mtime=NOW - 10)
+        main, *subs = place_claude(samples, tmp_path, latest_at=NOW - 200, mtime=NOW - 10)
         placed["claude"] = main.path
         placed["claude-sub"] = subs[0].path
     if "codex" in AGENTS:
-        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=NOW - 30, mtime=NOW - 30).path
+        placed["codex"] = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=NOW - 30, mtime=NOW - 30).path
     return placed
 
 
@@ -71,6 +75,12 @@ class HomeApp(App[None]):
         self.bells += 1
 
 
+def cell(table: DataTable, path: Path | str, column: str) -> str:  # type: ignore[type-arg]
+    """The text of one cell, by column key ("agent", "state", "cache", "context", "today",
+    "when", "session")."""
+    return str(table.get_cell(str(path), column))
+
+
 async def _filled(pilot) -> HomeScreen:  # type: ignore[no-untyped-def]
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -82,7 +92,7 @@ async def _filled(pilot) -> HomeScreen:  # type: ignore[no-untyped-def]
 async def test_rows_live_first_soonest_expiry_first(home: dict[str, Path]) -> None:
     clock = Clock(NOW)
     app = HomeApp(clock)
-    async with app.run_test(size=(140, 30)) as pilot:
+    async with app.run_test(size=(160, 30)) as pilot:
         screen = await _filled(pilot)
         order = visible_paths(screen)
         assert set(order) == {str(p) for p in home.values()}
@@ -93,24 +103,27 @@ async def test_rows_live_first_soonest_expiry_first(home: dict[str, Path]) -> No
         assert running == sorted(running) and len(running) >= 1  # soonest expiry first
         assert summaries[0].live and summaries[0].cache_at(NOW).remaining_s == running[0]
         table = screen.query_one(DataTable)
-        warm_row = table.get_row(str(home["pi-warm"]))
-        expires = screen.summaries[str(home["pi-warm"])].cache.expires_at_s
-        assert str(warm_row[2]) == f"● warm · {_mmss(expires - NOW)} left"
-        assert str(warm_row[1]) == "live" and str(warm_row[0]) == "pi"
-        assert str(warm_row[3]).endswith("3%")  # 5,089 of 200k
-        assert str(warm_row[4]) == "$0.0353"  # Σ recorded cost of 01-tools-and-image, all today
-        assert str(warm_row[5]) == "widget-service · Fix 404 for unknown widget ids"
+        warm = home["pi-warm"]
+        expires = screen.summaries[str(warm)].cache.expires_at_s
+        assert cell(table, warm, "cache") == f"● warm · {_mmss(expires - NOW)} left"
+        assert cell(table, warm, "state") == "live" and cell(table, warm, "agent") == "pi"
+        assert cell(table, warm, "context").endswith("3%")  # 5,089 of 200k
+        assert cell(table, warm, "today") == "$0.0353"  # Σ recorded cost of 01-tools-and-image, all today
+        assert cell(table, warm, "when") == "03-10 11:58"  # its last entry, NOW - 100 s (UTC)
+        ident = screen.summaries[str(warm)].session_id.replace("-", "")[:8]
+        assert cell(table, warm, "session") == f"Fix 404 for unknown widget ids #{ident} · widget-service"
+        assert cell(table, home["pi-idle"], "session") == "Document it in the README. · widget-service"  # no twin: no id
         # the countdown ticks with the clock
         clock.t += 10
         screen.tick()
-        assert str(table.get_row(str(home["pi-warm"]))[2]) == f"● warm · {_mmss(expires - clock.t)} left"
+        assert cell(table, warm, "cache") == f"● warm · {_mmss(expires - clock.t)} left"
         clock.t = expires - 42
         screen.tick()
-        assert str(table.get_row(str(home["pi-warm"]))[2]) == "◐ expiring · 0:42 left"
+        assert cell(table, warm, "cache") == "◐ expiring · 0:42 left"
         clock.t = expires + 1
         screen.tick()
-        assert str(table.get_row(str(home["pi-warm"]))[2]) == "○ cold"
-        assert str(table.get_row(str(home["pi-old"]))[4]) == "—"  # nothing spent today
+        assert cell(table, warm, "cache") == "○ cold"
+        assert cell(table, home["pi-old"], "today") == "—"  # nothing spent today
 
 
 def _mmss(seconds: float) -> str:
@@ -162,7 +175,7 @@ async def test_filter_and_typed_path(home: dict[str, Path], tmp_path: Path) -> N
         assert screen.focused is screen.query_one(Input)  # typing goes into the box at once
         await pilot.press(*"widget")
         await pilot.pause()
-        assert set(visible_paths(screen)) == {str(home[k]) for k in ("pi-warm", "pi-idle", "pi-old")}
+        assert set(visible_paths(screen)) == {str(home[k]) for k in ("pi-warm", "pi-twin", "pi-idle", "pi-old")}
         screen.query_one(Input).value = "no-such/file.jsonl"
         await pilot.press("enter")
         await pilot.pause()
@@ -241,11 +254,12 @@ async def test_enter_opens_the_dashboard_and_esc_comes_back(home: dict[str, Path
         assert app.session_path == home["pi-warm"]
 
 
-def test_home_snapshot(snap_compare, home: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("size", [(60, 40), (80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_home_snapshot(snap_compare, home: dict[str, Path], size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     async def filled(pilot) -> None:  # type: ignore[no-untyped-def]
         await _filled(pilot)
 
-    assert snap_compare(HomeApp(Clock(NOW)), terminal_size=(150, 24), run_before=filled)
+    assert snap_compare(HomeApp(Clock(NOW)), terminal_size=size, run_before=filled)
 
 
 def test_home_snapshot_filtered_narrow(snap_compare, home: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
@@ -257,54 +271,80 @@ def test_home_snapshot_filtered_narrow(snap_compare, home: dict[str, Path]) -> N
     assert snap_compare(HomeApp(Clock(NOW - 60)), terminal_size=(96, 16), run_before=filtered)
 
 
-async def test_a_claude_code_row_ends_the_dashboard_with_its_path(sample01: Path) -> None:
-    """Choosing another agent's session on the home screen never shows it in the Pi dashboard:
-    the app ends with the path, and the CLI opens that agent's read-only view (`launch.open_any`)."""
+async def test_any_agents_session_opens_in_the_one_dashboard(sample01: Path) -> None:
+    """Choosing another agent's session on the home screen shows it in this dashboard: the
+    snapshot is that agent's, with its header and categories."""
     from ds4tui.app import Ds4App
+    from tests.app.test_dashboard import settle
     from tests.conftest import FIXTURES
 
     claude = FIXTURES / "claude" / "manual-compact-diagnostics.jsonl"
     app = Ds4App(sample01, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
-        app.open_choice(sample01)  # a Pi session stays in the dashboard
-        await pilot.pause()
-        assert app.is_running
+        await settle(pilot, app)
+        assert app.snapshot.agent == "pi"
         app.open_choice(claude)
-        await pilot.pause()
-    assert app.return_value == claude
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if app.snapshot is not None and app.snapshot.agent == "claude-code":
+                break
+        assert app.is_running and app.snapshot.agent == "claude-code"
+        assert app.view.header.agent == "Claude Code"
+        assert {r.id for r in app.snapshot.best.rows} >= {"system_prompt", "system_tools", "skills"}
 
 
-async def test_at_80_columns_every_row_still_names_its_session(home: dict[str, Path]) -> None:
-    """80×24: compact columns (short agent names, "warm 4:12", a 4-cell bar, "~" for typical)
-    so the session column is on screen without a horizontal scrollbar; widening the terminal
-    brings the full columns back (and narrowing it again the compact ones)."""
-    clock = Clock(NOW)
-    app = HomeApp(clock)
+@pytest.mark.parametrize("width, columns", [
+    (60, ("agent", "cache", "when", "session")),
+    (80, ("agent", "state", "cache", "context", "when", "session")),
+    (100, ("agent", "state", "cache", "context", "today", "when", "session")),
+    (160, ("agent", "state", "cache", "context", "today", "when", "session")),
+])
+async def test_every_width_tells_the_sessions_apart(home: dict[str, Path], width: int, columns: tuple[str, ...]) -> None:
+    """At 60, 80, 100 and 160 columns every row reads differently (the two copies of one Pi
+    session too: by time and the start of their ids), the session column keeps at least
+    `SESSION_MIN` cells and shows each name's start, nothing scrolls sideways, and the
+    narrow forms explain themselves in the status line."""
+    from ds4tui.screens.home import SESSION_MIN
+
+    app = HomeApp(Clock(NOW))
+    async with app.run_test(size=(width, 40)) as pilot:
+        screen = await _filled(pilot)
+        table = screen.query_one(DataTable)
+        assert tuple(table.columns) == columns
+        assert table.virtual_size.width <= table.size.width  # nothing to scroll sideways
+        assert table.columns["session"].get_render_width(table) - 2 >= SESSION_MIN  # type: ignore[index]
+        rows = {p: " ".join(str(c) for c in table.get_row(p)) for p in visible_paths(screen)}
+        assert len(set(rows.values())) == len(rows) == len(home)
+        for path in rows:
+            name = screen.summaries[path].name or Path(path).stem
+            assert cell(table, path, "session")[:12] == name[:12]
+        twins = [cell(table, home[k], "session") for k in ("pi-warm", "pi-twin")]
+        assert twins[0] != twins[1] and all(" #" in t for t in twins)
+        status = str(screen.query_one("#home-status", Label).content)
+        if width < 147:
+            assert "● warm ◐ expiring ○ cold" in status
+            assert cell(table, home["pi-warm"], "cache").startswith("● ") and "left" not in cell(table, home["pi-warm"], "cache")
+        else:
+            assert cell(table, home["pi-warm"], "cache").endswith(" left")
+        if width == 60:  # no state column: the time column says "live"
+            assert cell(table, home["pi-warm"], "when") == "live" and cell(table, home["pi-twin"], "when") == "09:59"  # (its last entry, just before NOW - 2 h)
+            assert cell(table, home["pi-old"], "when") == "03-07"
+
+
+async def test_resizing_switches_the_layout(home: dict[str, Path]) -> None:
+    """Narrowing and widening the terminal re-lays the columns (the rows are re-added)."""
+    app = HomeApp(Clock(NOW))
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _filled(pilot)
         table = screen.query_one(DataTable)
-        assert table.virtual_size.width <= table.size.width  # nothing to scroll sideways
-        for path in visible_paths(screen):
-            row = [str(c) for c in table.get_row(path)]
-            summary = screen.summaries[path]
-            assert row[0] in ("pi", "claude", "codex") and "left" not in row[2]
-            assert row[5].startswith((summary.project or "").rstrip("/").rsplit("/", 1)[-1])
-            assert row[5].endswith((summary.name or Path(summary.path).stem, "…"))  # whole, or cut with "…"
-        assert any(str(table.get_row(p)[5]).endswith("…") for p in visible_paths(screen))
-        codex = [p for p in visible_paths(screen) if screen.summaries[p].agent == "codex"]
-        if codex:
-            assert str(table.get_row(codex[0])[2]).endswith(" ~")
-        assert str(table.get_row(str(home["pi-warm"]))[2]).startswith("● warm ")
-        session_x = sum(c.get_render_width(table) for c in list(table.columns.values())[:-1])
-        assert session_x + 16 <= table.size.width  # at least 16 cells of the session's name show
-        await pilot.resize_terminal(150, 30)
+        assert "left" not in cell(table, home["pi-warm"], "cache")
+        await pilot.resize_terminal(160, 30)
         await pilot.pause()
         await pilot.pause()
-        assert str(table.get_row(str(home["pi-warm"]))[2]).endswith(" left")
-        assert str(table.get_row(str(home["pi-warm"]))[0]) == "pi"
-        await pilot.resize_terminal(80, 24)
+        assert cell(table, home["pi-warm"], "cache").endswith(" left")
+        assert cell(table, home["pi-warm"], "agent") == "pi" and "today" in table.columns
+        await pilot.resize_terminal(60, 24)
         await pilot.pause()
         await pilot.pause()
-        assert "left" not in str(table.get_row(str(home["pi-warm"]))[2])
+        assert "state" not in table.columns and cell(table, home["pi-warm"], "when") == "live"
         assert len(visible_paths(screen)) == len(home)

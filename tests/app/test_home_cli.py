@@ -1,4 +1,4 @@
-"""`ds4tui sessions --json` and `ds4tui usage` over a home of shared samples moved to now, and
+"""`ds4tui sessions --json` and `ds4tui usage` over a home of the samples in tests/fixtures moved to now, and
 `ds4tui home` starting on the home screen."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ds4sessions.agents.registry import all_agents
 from ds4tui.cli import app
 from ds4tui.app import home_app
 from ds4tui.screens.home import HomeScreen
@@ -19,14 +20,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def home(tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def home(tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     now = time.time()
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
-    placed = {"pi": place_pi(shared_dir, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path}
+    placed = {"pi": place_pi(samples, tmp_path, "01-tools-and-image", latest_at=now - 100, mtime=now - 100).path}
     try:
-        placed["claude"] = place_claude(shared_dir, tmp_path, latest_at=now - 60, mtime=now - 60, subagents=False)[0].path
-        placed["codex"] = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
+        placed["claude"] = place_claude(samples, tmp_path, latest_at=now - 60, mtime=now - 60, subagents=False)[0].path
+        placed["codex"] = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=now - 30, mtime=now - 30).path
     except StopIteration:  # pragma: no cover - shared samples incomplete
         pass
     return placed
@@ -52,6 +53,32 @@ def test_sessions_json_has_every_agent_with_live_context_and_cache(home: dict[st
     assert "pi" in text.stdout and "live" in text.stdout and "Fix 404 for unknown widget ids" in text.stdout
     for name in agents:  # the agent and the state are two words (`claude-code` ran into `idle`)
         assert f"{name}live" not in text.stdout and f"{name}idle" not in text.stdout
+
+
+@pytest.mark.skipif("codex" not in {a.name for a in all_agents()}, reason="the Codex plug-in is not installed here")
+def test_sessions_json_follows_the_retention_setting(home: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The overview index answers from rows made under the same settings: setting, changing or
+    removing DS4TUI_CACHE_RETENTION changes the next `sessions --json` at once (it kept answering
+    "unknown" from overview.sqlite3). The older DS4TUI_CODEX_CACHE_RETENTION still works, with a
+    deprecation note on stderr."""
+
+    def codex_cache() -> dict:  # type: ignore[type-arg]
+        result = runner.invoke(app, ["sessions", "--json"])
+        assert result.exit_code == 0, result.output
+        return next(r for r in json.loads(result.stdout) if r["path"] == str(home["codex"]))["cache"]
+
+    assert codex_cache()["status"] == "unknown"  # the index now holds every file
+    monkeypatch.setenv("DS4TUI_CACHE_RETENTION", "codex=300")
+    configured = codex_cache()
+    assert configured["status"] == "warm" and configured["label"] == "300 s, typical, not recorded"
+    monkeypatch.setenv("DS4TUI_CACHE_RETENTION", "codex=3600")
+    assert codex_cache()["label"] == "3600 s, typical, not recorded"
+    monkeypatch.delenv("DS4TUI_CACHE_RETENTION")
+    assert codex_cache()["status"] == "unknown"
+    monkeypatch.setenv("DS4TUI_CODEX_CACHE_RETENTION", "300")
+    result = runner.invoke(app, ["sessions", "--json"])
+    assert next(r for r in json.loads(result.stdout) if r["path"] == str(home["codex"]))["cache"]["status"] == "warm"
+    assert "DS4TUI_CODEX_CACHE_RETENTION is deprecated: use DS4TUI_CACHE_RETENTION=codex=300" in result.stderr
 
 
 def test_usage_by_agent_json_and_table(home: dict[str, Path]) -> None:

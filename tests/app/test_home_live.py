@@ -1,5 +1,5 @@
 """Issue 15's done-when, replayed: two agents (Claude Code and Codex) write their sessions line by
-line at the pace the agent-oracle recorded (`shared/sessions-claude`, `shared/sessions-codex`),
+line at the pace the agent-oracle recorded (the samples of shared/sessions-claude and -codex, copied into tests/fixtures),
 into the folders the home screen watches, while the real home screen runs with the real folder
 watcher. Both rows must appear, go live and follow every appended line; the countdown ticks with
 the (injected) clock, and the expiry notice fires once for each while the agents still hold their
@@ -28,7 +28,7 @@ from textual.widgets import DataTable
 from ds4sessions.agents.registry import all_agents
 from ds4sessions.overview.scanner import Overview
 from ds4sessions.overview.summary import OverviewSettings
-from ds4tui.screens.home import COLUMNS, HomeScreen, row_cells
+from ds4tui.screens.home import HomeScreen, row_cells
 from tests.overview_home import env_for, place_claude, place_codex, shifted_copy
 
 AGENTS = {a.name for a in all_agents()}
@@ -90,18 +90,18 @@ async def _until(pilot, condition, timeout: float = 10.0, why=lambda: "") -> Non
 
 
 async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
-        tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
     t0 = time.time()
     # Each agent was used earlier today in the same project (their folders exist and are watched).
-    place_claude(shared_dir, tmp_path, latest_at=t0 - 3 * 3600, mtime=t0 - 3 * 3600, subagents=False)
-    earlier = place_codex(shared_dir, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=t0 - 3 * 3600, mtime=t0 - 3 * 3600)
+    place_claude(samples, tmp_path, latest_at=t0 - 3 * 3600, mtime=t0 - 3 * 3600, subagents=False)
+    earlier = place_codex(samples, tmp_path, "rollout-*-7ef9-*.jsonl", latest_at=t0 - 3 * 3600, mtime=t0 - 3 * 3600)
 
     # The recorded sessions, their times moved so Claude Code starts at t0 and Codex 2 s later.
     stage = tmp_path / "stage"
-    claude_src = next((shared_dir / "sessions-claude" / "projects").glob("*/*.jsonl"))
-    codex_src = next((shared_dir / "sessions-codex" / "sessions").glob("*/*/*/rollout-*-7ef9-*.jsonl"))
+    claude_src = next((samples / "sessions-claude" / "projects").glob("*/*.jsonl"))
+    codex_src = next((samples / "sessions-codex" / "sessions").glob("*/*/*/rollout-*-7ef9-*.jsonl"))
     claude_id, codex_id = str(uuid.uuid4()), str(uuid.uuid4())
     spans = {}
     for src, new_id, start in ((claude_src, claude_id, t0), (codex_src, codex_id, t0 + 2)):
@@ -149,8 +149,9 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
                 summary = screen.summaries[key]
                 cells = [str(c) for c in table.get_row(key)]
                 expected = [str(c) for c in row_cells(summary, clock.t, dt.datetime.fromtimestamp(clock.t).strftime("%Y-%m-%d"),
-                                                      screen.overview_settings_expiring())]
-                assert cells == expected, (path.name, dict(zip(COLUMNS, cells)))
+                                                      screen.overview_settings_expiring(), screen.column_layout,
+                                                      screen._session_width, key in screen._twins)]
+                assert cells == expected, (path.name, dict(zip(screen.columns, cells)))
                 if not seen[path] or seen[path][-1] != cells[3] + cells[4]:
                     seen[path].append(cells[3] + cells[4])
             # both rows are live, went through several states (context and cost grew as they wrote)
@@ -168,10 +169,10 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
             # so each gets one notice and one bell at 60 s before its expiry
             expiries = {p: screen.summaries[str(p)].cache.expires_at_s for p in (claude, codex)}
             assert all(e is not None and e - clock.t > 200 for e in expiries.values())
-            before = str(table.get_row(str(claude))[2])
+            before = str(table.get_cell(str(claude), "cache"))
             clock.t += 1
             screen.tick()
-            assert str(table.get_row(str(claude))[2]) != before and "warm" in before
+            assert str(table.get_cell(str(claude), "cache")) != before and "warm" in before
             for p in sorted(expiries, key=expiries.get):
                 clock.t = expiries[p] - 59.5
                 screen.poll_now()  # the periodic poll: a re-scan (15 s passed) refreshes liveness
@@ -184,25 +185,25 @@ async def test_two_agents_writing_live_both_rows_update_and_the_notice_fires(
             notes = [n.message for n in app._notifications if "prompt cache expires in" in n.message]
             assert len(notes) == 2 and app.bells == 2, notes
             assert any(n.startswith("claude-code · ") for n in notes) and any(n.startswith("codex · ") for n in notes)
-            assert "◐ expiring" in str(table.get_row(str(codex))[2]) or "◐ expiring" in str(table.get_row(str(claude))[2])
+            assert "◐ expiring" in str(table.get_cell(str(codex), "cache")) or "◐ expiring" in str(table.get_cell(str(claude), "cache"))
             clock.t = max(expiries.values()) + 1
             screen.tick()
-            assert str(table.get_row(str(claude))[2]) == "○ cold"
-            assert str(table.get_row(str(codex))[2]) == "○ cold (typical)"
+            assert str(table.get_cell(str(claude), "cache")) == "○ cold"
+            assert str(table.get_cell(str(codex), "cache")) == "○ cold (typical)"
             assert app.bells == 2  # once per expiry
     finally:
         lock.close()
 
 
 async def test_a_session_in_a_brand_new_project_folder_appears_without_waiting_for_the_rescan(
-        tmp_path: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Claude Code makes `projects/<new project>/` for a project it has not seen: the home screen
     watches the folders' parents for new folders, so the new session is listed at once (the
     clock stays well inside the 15 s re-scan period)."""
     for key, value in env_for(tmp_path).items():
         monkeypatch.setenv(key, value)
     t0 = time.time()
-    place_claude(shared_dir, tmp_path, latest_at=t0 - 3600, mtime=t0 - 3600, subagents=False)
+    place_claude(samples, tmp_path, latest_at=t0 - 3600, mtime=t0 - 3600, subagents=False)
     clock = Clock(t0)
     app = HomeApp(clock, lead_s=60)
     async with app.run_test(size=(160, 30)) as pilot:
@@ -210,7 +211,7 @@ async def test_a_session_in_a_brand_new_project_folder_appears_without_waiting_f
         assert isinstance(screen, HomeScreen)
         await _until(pilot, lambda: screen._complete and len(screen._order) == 1 and screen._watcher is not None)
         clock.t += 2  # > NEW_FILE_RESCAN_S, < RESCAN_S
-        source = next((shared_dir / "sessions-claude" / "projects").glob("*/*.jsonl"))
+        source = next((samples / "sessions-claude" / "projects").glob("*/*.jsonl"))
         new_id = str(uuid.uuid4())
         target = tmp_path / "claude" / "projects" / "-home-dev-proj-elsewhere" / f"{new_id}.jsonl"
         shifted_copy(source, target, latest_at=clock.t - 1, ids={source.stem: new_id})  # makes the folder

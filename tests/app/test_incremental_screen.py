@@ -107,10 +107,10 @@ async def test_a_hidden_tab_is_drawn_when_shown(sample01: Path, tmp_path: Path) 
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
         table = app.query_one(ManifestView).query_one(DataTable)
-        assert table.row_count == 0 and "manifest" in app._stale_tabs  # hidden: not drawn yet
-        app.action_show_tab("manifest")
+        assert table.row_count == 0 and "manifest" in app.dashboard._stale_tabs  # hidden: not drawn yet
+        app.dashboard.action_show_tab("manifest")
         await pilot.pause()
-        assert "manifest" not in app._stale_tabs
+        assert "manifest" not in app.dashboard._stale_tabs
         assert table.row_count == len(app.derived.plan.items) > 0
 
 
@@ -192,10 +192,10 @@ async def test_the_inspector_follows_the_newest_message_unless_moved(sample01: P
     app = Ds4App(path, watch=False, retrieval=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
-        assert app.following and app._selected == len(app.snapshot.context.messages) - 1
+        assert app.dashboard.following and app.dashboard._selected == len(app.snapshot.context.messages) - 1
         for k, moved in ((1, False), (2, True)):
             if moved:
-                app._select_message(0, sync_turns=True)
+                app.dashboard._select_message(0, sync_turns=True)
             leaf = app.snapshot.context.branch_entry_ids[-1]
             count = len(app.snapshot.context.messages)
             with path.open("ab") as f:
@@ -206,7 +206,7 @@ async def test_the_inspector_follows_the_newest_message_unless_moved(sample01: P
                 if len(app.snapshot.context.messages) > count:
                     break
             newest = len(app.snapshot.context.messages) - 1
-            assert app._selected == (0 if moved else newest)
+            assert app.dashboard._selected == (0 if moved else newest)
 
 
 def test_snapshot_turn_numbers_past_9999(snap_compare, sample01: Path) -> None:  # type: ignore[no-untyped-def]
@@ -215,7 +215,7 @@ def test_snapshot_turn_numbers_past_9999(snap_compare, sample01: Path) -> None: 
 
     from textual.app import App, ComposeResult
 
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
     from ds4tui import viewmodel
 
     view = viewmodel.build(open_snapshot(sample01, exact=True))

@@ -18,14 +18,14 @@ SHAPES = {
         "systemInferred", "categories", "calibrated", "turns", "diagnostics", "problems",
     },
     "plan": {
-        "agent", "sessionId", "branchLeafId", "provider", "model", "modelAssumed", "contextMode", "contextWindow",
+        "agent", "whatIf", "sessionId", "branchLeafId", "provider", "model", "modelAssumed", "contextMode", "contextWindow",
         "outputReserve", "hardInputLimit", "targetInputTokens", "estimatedInputTokens", "actualInputTokens",
         "piReportedContextTokens", "fixedTokensSource", "composition", "planning", "budget", "modelAwareness",
         "rescuedPredecessor", "oversizedTurnExclusions", "selectedGroups", "excludedGroups", "retrievedEventIds",
         "pins", "unmappedPins", "included", "excluded", "warnings",
     },
     "cache": {
-        "at", "agent", "model", "state", "cachedPrefixEnd", "pricingSource", "bridgeFixedTokens", "bridgeRequests",
+        "at", "asOf", "agent", "model", "state", "cachedPrefixEnd", "pricingSource", "bridgeFixedTokens", "bridgeRequests",
         "bridgeMatched", "history", "decision", "whatIf",
     },
     "retrieve": {

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from ds4core.config import Ds4Config, apply_source
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.derive.planning import LivePlanner, PlanView
 from ds4tui.widgets.manifest import ManifestView
 from tests.conftest import FIXTURES
@@ -145,8 +145,8 @@ def test_snapshot_tight_plan_with_diff(snap_compare) -> None:  # type: ignore[no
     assert snap_compare(app, terminal_size=(140, 40))
 
 
-def test_snapshot_filtered_and_sorted(snap_compare, shared_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    view = _plan(shared_dir / "sessions-pi" / "04-tree-branches-labels.jsonl", {"recentTailTokens": 0, "rescueImmediatePredecessor": False})
+def test_snapshot_filtered_and_sorted(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    view = _plan(FIXTURES / "pi" / "04-tree-branches-labels.jsonl", {"recentTailTokens": 0, "rescueImmediatePredecessor": False})
 
     async def filter_and_sort(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.press("slash", *"pin")

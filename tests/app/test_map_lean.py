@@ -21,7 +21,7 @@ import pytest
 
 from ds4sessions.agents.pi.discovery import load_model_table
 from ds4sessions.agents.pi.slim import SlimReader
-from ds4sessions.ingest.live import open_map_snapshot, open_snapshot
+from ds4sessions.agents.pi.live import open_map_snapshot, open_snapshot
 from ds4tui.mapdata import dumps_map, map_json
 
 ROOT = Path(__file__).resolve().parents[2]

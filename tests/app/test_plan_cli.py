@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ds4sessions.agents.pi.discovery import agent_dir
 from ds4tui.cli import app
-from tests.conftest import SHARED
+from tests.conftest import SHARED, shared_params
 
 runner = CliRunner()
 FILES = (
@@ -21,7 +21,7 @@ FILES = (
 )
 
 
-@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("name", shared_params(FILES))
 def test_plan_json_exits_0_with_a_plan(name: str, shared_dir: Path) -> None:
     result = runner.invoke(app, ["plan", "--json", str(shared_dir / name)])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ async def test_a_key_after_quit_opens_no_screen(sample01: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app, derived=False)
         app.exit()
-        app.action_open_session()  # `o` handled after `q`
+        app.dashboard.action_open_session()  # `o` handled after `q`
         assert not isinstance(app.screen, HomeScreen)
 
 

@@ -14,7 +14,7 @@ from ds4tui.app import Ds4App
 from ds4tui.cli import demo_session_path, replay
 from ds4tui.render import category_lines
 from tests.app.test_dashboard import settle
-from tests.conftest import SHARED
+from tests.conftest import SHARED, shared_params
 
 
 def test_children_sorted_by_weight_30_shown_then_the_rest_counted() -> None:
@@ -55,7 +55,7 @@ def test_demo_replay_appends_the_bundled_session_line_by_line_dated_now(tmp_path
 
 def test_demo_copy_is_warm_and_never_the_packaged_file(tmp_path: Path) -> None:
     from ds4sessions.derive.cache import cache_view
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
     from ds4tui.demo import DEMO_AGE_S, demo_copy, line_time
 
     now = 1_900_000_000.0
@@ -83,7 +83,7 @@ async def test_pin_in_the_default_demo_writes_to_the_copy_only(tmp_path: Path) -
     app = Ds4App(copy, demo=True, watch=False, retrieval=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        app._select_message(3, sync_turns=True)
+        app.dashboard._select_message(3, sync_turns=True)
         await open_pin_dialog(pilot, app)
         await pilot.press("y")
         for _ in range(200):
@@ -105,7 +105,7 @@ async def test_small_terminal_hides_the_map_but_keeps_the_numbers(sample01: Path
 SAMPLES = sorted(p.name for p in (SHARED / "sessions-pi").glob("*.jsonl")) if SHARED else []
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", shared_params(SAMPLES))
 async def test_every_shared_sample_opens(name: str, shared_dir: Path, tmp_path: Path) -> None:
     src = shared_dir / "sessions-pi" / name
     copy = tmp_path / name

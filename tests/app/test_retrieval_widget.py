@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.derive.retrieval import LiveRetrieval
 from ds4sessions.derive.retrieval import RetrievalView as RetrievalResultView
 from ds4sessions.derive.retrieval_index import session_db_path

@@ -11,6 +11,7 @@ import pytest
 
 import ds4sessions.ingest.tailer as tailer
 import ds4tui.app as app_module
+import ds4tui.feed as feed_module
 from ds4tui.app import Ds4App
 from ds4tui.widgets.cache import CacheCountdown
 from ds4tui.widgets.panels import SessionHeader
@@ -29,8 +30,17 @@ class _Recording(Ds4App):
     planned: list = []
     countdowns: list = []
 
-    def _show(self, message) -> None:  # type: ignore[no-untyped-def]
-        super()._show(message)
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        show = self.dashboard._show  # (the dashboard screen renders each view)
+
+        def recording(message) -> None:  # type: ignore[no-untyped-def]
+            show(message)
+            self._shown(message)
+
+        self.dashboard._show = recording  # type: ignore[method-assign]
+
+    def _shown(self, message) -> None:  # type: ignore[no-untyped-def]
         self.shown.append((message.view.header.reading, message.snapshot.unread_bytes, message.snapshot.version))
         if message.snapshot.unread_bytes and self.derived is None:
             self.countdowns.append(self.query_one(CacheCountdown).render_line(0).text)
@@ -48,7 +58,7 @@ async def test_a_large_first_read_is_painted_in_slices_then_whole(tmp_path: Path
     path = tmp_path / "big.jsonl"
     synthetic_session(path, 600)  # ~1 MB
     size = path.stat().st_size
-    monkeypatch.setattr(app_module, "FIRST_SLICE_BYTES", 64 << 10)
+    monkeypatch.setattr(feed_module, "FIRST_SLICE_BYTES", 64 << 10)
     monkeypatch.setattr(tailer, "CHUNK_BYTES", 16 << 10)  # (reads of 1 MiB would take the file at once)
     app = await _open(path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -66,7 +76,7 @@ async def test_a_large_first_read_is_painted_in_slices_then_whole(tmp_path: Path
         final = app.view
 
     reference = Ds4App(path, watch=False, retrieval=False)
-    monkeypatch.setattr(app_module, "FIRST_SLICE_BYTES", 1 << 30)
+    monkeypatch.setattr(feed_module, "FIRST_SLICE_BYTES", 1 << 30)
     async with reference.run_test(size=(160, 48)) as pilot:
         await settle(pilot, reference)
         assert final.header == reference.view.header and final.turns == reference.view.turns
@@ -76,7 +86,7 @@ async def test_a_large_first_read_is_painted_in_slices_then_whole(tmp_path: Path
 async def test_the_header_says_reading_while_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "big.jsonl"
     synthetic_session(path, 600)
-    monkeypatch.setattr(app_module, "FIRST_SLICE_BYTES", 64 << 10)
+    monkeypatch.setattr(feed_module, "FIRST_SLICE_BYTES", 64 << 10)
     monkeypatch.setattr(tailer, "CHUNK_BYTES", 16 << 10)  # (reads of 1 MiB would take the file at once)
     app = await _open(path)
     seen: list[str] = []

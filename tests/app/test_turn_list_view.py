@@ -42,9 +42,18 @@ class _FirstShow(Ds4App):
     CSS_PATH = Path(_module.__file__).parent / Ds4App.CSS_PATH
     seen: list = []
 
-    def _show(self, message) -> None:  # type: ignore[no-untyped-def]
-        first = self.snapshot is None
-        super()._show(message)
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        show = self.dashboard._show  # (the dashboard screen renders each view)
+
+        def recording(message) -> None:  # type: ignore[no-untyped-def]
+            first = self.snapshot is None
+            show(message)
+            self._shown(first)
+
+        self.dashboard._show = recording  # type: ignore[method-assign]
+
+    def _shown(self, first: bool) -> None:
         if first:
             turns = self.query_one(TurnList)
             note = lambda: self.seen.append((turns.cursor_row, turns.row_count, int(turns.scroll_offset.y), turns.scrollable_content_region.height))  # noqa: E731
@@ -81,11 +90,11 @@ async def test_the_map_cursor_stays_on_the_selected_message_when_the_layout_chan
         for _ in range(7):
             await pilot.press("right")
         await pilot.pause()
-        selected = app._selected
+        selected = app.dashboard._selected
         assert selected is not None and pixel_map._cells[pixel_map.cursor].message_index == selected
         await pilot.resize_terminal(110, 40)
         await pilot.pause(0.2)
-        assert app._selected == selected
+        assert app.dashboard._selected == selected
         # its first cell, or (a message too small for a cell at the new scale) the last one before it
         shown = [c.message_index for c in pixel_map._cells if c.message_index is not None]
         expected = selected if selected in shown else max(m for m in shown if m < selected)

@@ -37,7 +37,7 @@ from ds4core.cache_policy import (
     reusable_prefix_tokens,
     run_cache_aware_turn,
 )
-from tests.conftest import SHARED
+from tests.conftest import SHARED, SKIP_NO_SHARED
 from tests.core.vectors import expand, load_cases
 
 PRICING = CachePricing(0.22, 0.007, 0.22, 0.66)
@@ -51,7 +51,7 @@ def _params(kinds: set[str]) -> list[Any]:
     """The vector cases of the given kinds, with the case names as ids (a skip when ../shared is absent)."""
     selected = [pytest.param(case, id=case["name"]) for case in _cases() if case["input"]["kind"] in kinds]
     return selected or [
-        pytest.param(None, id="cache-policy-vectors", marks=pytest.mark.skip(reason="../shared absent"))
+        pytest.param(None, id="cache-policy-vectors", marks=pytest.mark.skip(reason=SKIP_NO_SHARED))
     ]
 
 
@@ -163,7 +163,7 @@ def test_runtime_switch_details() -> None:
     """The display details of the switching turn, checked by hand against the vector's numbers."""
     cases = {case["name"]: case for case in _cases()}
     if "runtime-switch-to-cache-aware" not in cases:
-        pytest.skip("../shared absent")
+        pytest.skip(SKIP_NO_SHARED)
     (first, _), (second, final) = _replay(cases["runtime-switch-to-cache-aware"])
     assert first.selection.decision is not None and not first.selection.decision.eligible
     assert [gate.passed for gate in first.selection.decision.gates] == [True, True, False, False]

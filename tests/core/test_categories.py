@@ -210,10 +210,11 @@ def _map_cells_reference(segments: list[Segment], total_cells: int, tokens_per_c
     quotas = dict(zip(order, _largest_remainder([totals[c] for c in order], filled)))
     if filled >= len(order):
         for cat in order:
-            while quotas[cat] == 0:
-                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
-                if quotas[donor] <= 1:
+            while quotas[cat] == 0:  # (the donor can spare a cell: the rule since the Codex map's fix)
+                donors = [c for c in order if quotas[c] > 1]
+                if not donors:
                     break
+                donor = max(donors, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
                 quotas[donor] -= 1
                 quotas[cat] += 1
     seen: dict[str, int] = {}
@@ -300,3 +301,16 @@ def test_an_older_map_index_is_unchanged_by_later_extensions() -> None:
     assert branch.totals() == fresh.totals() and branch.cells == fresh.cells
     assert [(c.category, c.entry_id) for c in second.layout(second.totals(), 400, 300)] == \
         [(c.category, c.entry_id) for c in MapIndex.of(segments[:200]).layout(second.totals(), 400, 300)]
+
+
+def test_every_category_with_tokens_gets_a_cell_when_there_are_enough() -> None:
+    """A small category that just got its one cell is over-served, but has no cell to spare: the
+    next small category's cell comes from a big one (a Codex map showed 4 of 7 categories)."""
+    from ds4core.categories import _quotas
+
+    totals = {"system_prompt": 4505, "tools": 5141, "user": 102, "assistant_text": 44, "thinking": 31,
+              "compaction": 123, "custom": 667}
+    order = ["tools", "system_prompt", "user", "custom", "compaction", "thinking", "assistant_text"]
+    quotas = _quotas(order, totals, 21, sum(totals.values()))
+    assert all(q >= 1 for q in quotas.values()) and sum(quotas.values()) == 21
+    assert quotas["tools"] >= quotas["system_prompt"] >= quotas["custom"] >= 1

@@ -150,7 +150,7 @@ def test_a_whole_read_counts_the_same_with_and_without_it(tmp_path: Path, monkey
     """`map --json`'s numbers of each sample (cl100k) are those tiktoken alone gives, and the
     counter counts the same texts tokenized (`encodes`)."""
     from ds4sessions.agents.pi.reader import feed_whole_file
-    from ds4sessions.ingest.live import open_map_snapshot
+    from ds4sessions.agents.pi.live import open_map_snapshot
     from ds4tui.mapdata import dumps_map, map_json
 
     def read(path: Path) -> tuple[str, int]:

@@ -285,6 +285,6 @@ async def test_the_tui_shows_a_huge_pid_heartbeat_as_stale(sample01: Path, tmp_p
     app = Ds4App(sample01, watch=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot, app)
-        app._poll_bridge()
+        app.dashboard._poll_bridge()
         await pilot.pause()
-        assert app.query_one(SessionHeader)._bridge == "bridge: stale"
+        assert app.dashboard.query_one(SessionHeader)._bridge == "bridge: stale"

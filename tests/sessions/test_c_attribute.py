@@ -20,7 +20,7 @@ from ds4core.tokens import CharsV1Counter, Cl100kCounter, MessageCount, PartCoun
 from ds4sessions.agents.pi import slim
 from ds4sessions.agents.pi.entries import StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger, attribute_fast
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.agents.pi.context import build_context
 from tests.conftest import ROOT
 from tests.sessions.test_slim_blocks import sample_files
@@ -163,7 +163,7 @@ def test_raises_what_python_raises() -> None:
 def test_the_map_counts_through_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`open_map_snapshot` attributes through `_cprep.attribute`, and reads each stand-in's
     count itself: `StandInLedger.count` is not called."""
-    from ds4sessions.ingest.live import open_map_snapshot
+    from ds4sessions.agents.pi.live import open_map_snapshot
 
     path = tmp_path / "s.jsonl"
     synthetic_session(path, 30)

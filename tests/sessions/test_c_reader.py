@@ -22,7 +22,7 @@ from ds4sessions.agents.pi.reader import PiSessionReader
 from ds4sessions.agents.pi.schema import conform_entry
 from ds4sessions.agents.pi.slim import CountingLedger, c_parser
 from ds4sessions.ingest.limits import iter_lines
-from ds4sessions.ingest.live import LiveSession
+from ds4sessions.agents.pi.live import LiveSession
 from tests.conftest import FIXTURES, ROOT, SHARED
 from tests.sessions.test_slim_prepare import _base_entries, _messages, _mutated_line, _same
 

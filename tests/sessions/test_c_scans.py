@@ -20,8 +20,8 @@ from ds4sessions.agents.pi import slim
 from ds4sessions.agents.pi.context import _tool_pairing_warnings, build_context
 from ds4sessions.agents.pi.entries import Entry, StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
-from ds4sessions.ingest import live
-from ds4sessions.ingest.live import _branch_scan, _full_facts, open_snapshot
+from ds4sessions.agents.pi import live
+from ds4sessions.agents.pi.live import _branch_scan, _full_facts, open_snapshot
 from tests.sessions.test_slim_blocks import sample_files
 
 needs_c = pytest.mark.skipif(slim._cprep is None, reason="the C extension _cprep is not built (no C compiler at install)")

@@ -19,8 +19,8 @@ from ds4sessions.agents.pi import slim
 from ds4sessions.agents.pi.context import build_context
 from ds4sessions.agents.pi.entries import StandIn
 from ds4sessions.agents.pi.slim import SlimReader, StandInLedger
-from ds4sessions.ingest import live
-from ds4sessions.ingest.live import Turn, _extend_turns, _preview, _turn_numbers, _zone, build_turns, open_snapshot
+from ds4sessions.agents.pi import live
+from ds4sessions.agents.pi.live import Turn, _extend_turns, _preview, _turn_numbers, _zone, build_turns, open_snapshot
 from tests.conftest import ROOT
 from tests.sessions.test_slim_blocks import sample_files
 

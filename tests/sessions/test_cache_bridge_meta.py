@@ -23,7 +23,7 @@ from textual.app import App, ComposeResult
 
 from ds4core.cache_policy import message_fingerprint
 from ds4sessions.derive.cache import CacheMonitor, CacheView, cache_view
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.agents.pi import build_context, read_session
 from ds4tui.widgets.cache import CachePanel
 from tests.conftest import FIXTURES

@@ -12,7 +12,7 @@ from ds4core.config import Ds4Config, apply_source
 from ds4core.models import ModelTable
 from ds4sessions.derive.cache import CacheMonitor, cache_events, cache_view
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import LiveSession, open_snapshot
+from ds4sessions.agents.pi.live import LiveSession, open_snapshot
 
 
 def ds4_config(cache_aware: dict) -> LoadedDs4Config:

@@ -69,8 +69,9 @@ def test_sample_total_and_categories_shape() -> None:
     data = context_map(read_transcript(SHARED / SAMPLE), {})
     assert data["agent"] == "claude-code" and data["provider"]["contextTokens"] == 19875 and data["totalSource"] == "provider"
     assert data["total"] == 19875 + data["laterEstimate"]
-    assert [c["id"] for c in data["categories"]] == ["system_prompt", "system_tools", "mcp_tools", "custom_agents",
-                                                      "memory_files", "skills", "messages", "free_space", "autocompact_buffer"]
+    assert [c["id"] for c in data["categories"]] == ["system_prompt", "system_tools", "mcp_tools", "mcp_tools_deferred",
+                                                      "system_tools_deferred", "custom_agents", "memory_files", "skills",
+                                                      "messages", "free_space", "autocompact_buffer"]
     messages = next(c for c in data["categories"] if c["id"] == "messages")
     assert {c["id"] for c in messages["children"]} == {"user", "assistant_text", "thinking", "tool_calls", "tool_results",
                                                       "attachments", "compaction"}
@@ -150,7 +151,7 @@ def test_cache_report_recorded_reasons() -> None:
 
 def test_price_table_is_data_with_source() -> None:
     table = price_table()
-    assert "pricing" in table["source"] and table["checked"]
+    assert "litellm" in table["source"] and "make_agent_models.py" in table["source"] and table["checked"]
     p = claude_price("claude-opus-4-8")
     assert p is not None and p.cost(input=1_000_000, cache_write_5m=0, cache_write_1h=0, cache_read=0, output=0) == 5
     assert claude_price("claude-sonnet-4-5-20250929[1m]").input == 3

@@ -396,7 +396,8 @@ def test_registry_and_recognition() -> None:
     assert looks_like_rollout(MAIN.read_bytes()[:4096])  # the 21,825-byte first line cut by the head
     assert not looks_like_rollout(b'{"timestamp":"x","type":"response_item","payload":{"a":"' + b"x" * 5000)
     assert CodexAgent().capabilities.steering is False and "only reads" in CodexAgent().capabilities.read_only_reason
-    assert CodexAgent().capabilities.cache_ttl_recorded is False and CodexAgent().capabilities.ds4_plan is False
+    caps = CodexAgent().capabilities
+    assert caps.cache_ttl_recorded is False and caps.ds4_plan is True and caps.ds4_exact is False  # DS4: a what-if
 
 
 def test_discovery_sessions_copy_wins_over_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -527,9 +528,8 @@ def test_read_rollout_streams_the_file(tmp_path: Path) -> None:
     assert peak < 4 << 20, peak  # (the file's bytes alone are 0.3 MB; the old list ~26 MB)
     # and the read `ds4tui map/cache/context` make (it read the bytes and listed every line)
     from ds4sessions.agents.codex import CodexAgent
-    from ds4tui.commands.codex import read_conversation
 
-    conversation, peak = traced_peak(lambda: read_conversation(CodexAgent(), path))
+    conversation, peak = traced_peak(lambda: CodexAgent()._read(path))
     assert conversation.messages == whole.conversation().messages and peak < 4 << 20, peak
 
 

@@ -29,7 +29,7 @@ from ds4sessions.agents.pi.system import current_system_message, system_prompt_t
 from ds4sessions.agents.pi import build_context, read_session
 from ds4sessions.steering.writer import Journal, WriteRefused, read_state
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SKIP_NO_SHARED
 from tests.sessions.test_writer import copy_old
 
 KEY = "sk-test-SECRET-0123456789"
@@ -63,7 +63,7 @@ def _sample(name: str, shared: Path | None) -> Path:
     if name == "01-tools-and-image":
         return FIXTURES / "pi" / f"{name}.jsonl"
     if shared is None:
-        pytest.skip("../shared is absent")
+        pytest.skip(SKIP_NO_SHARED)
     return shared / "sessions-pi" / f"{name}.jsonl"
 
 

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.agents.pi.live import Snapshot
 
 from tests.conftest import FIXTURES
 
@@ -187,7 +187,7 @@ def run_every_command(path: Path, agent: str) -> None:
     if fast is not None:  # the console's own `map --json` (it ends in os._exit: its steps, in-process,
         # without `_load_cl100k_lean`, which trims the process's shared tiktoken encoding for good)
         from ds4sessions.agents.pi.discovery import load_model_table
-        from ds4sessions.ingest.live import open_map_snapshot
+        from ds4sessions.agents.pi.live import open_map_snapshot
 
         try:
             dumps_map(map_json(open_map_snapshot(fast[0], load_model_table(), exact=fast[1]))).encode("utf-8")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4sessions.ingest.live import LiveSession, _c, open_snapshot
+from ds4sessions.agents.pi.live import LiveSession, _c, open_snapshot
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -146,7 +146,7 @@ def test_turn_local_time_equals_astimezone_across_zones_and_dst_changes() -> Non
     code = """
 import datetime as dt, os, sys, time
 time.tzset()
-from ds4sessions.ingest.live import _local_time
+from ds4sessions.agents.pi.live import _local_time
 bad = n = 0
 for year in (2025, 2026):
     for month in (3, 4, 10, 11):
@@ -183,7 +183,7 @@ def test_turn_local_time_in_c_equals_python_at_range_edges_and_across_zones() ->
     code = """
 import random, time
 time.tzset()
-from ds4sessions.ingest.live import _c, _local_time, _local_time_py
+from ds4sessions.agents.pi.live import _c, _local_time, _local_time_py
 assert _c is not None
 edges = [253402300799999, 253402300800000, -62135596800000, -62135596800001, 0, -1, 1]
 values = []

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ds4sessions.ingest.live import LiveSession, Snapshot, open_snapshot
+from ds4sessions.agents.pi.live import LiveSession, Snapshot, open_snapshot
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pi" / "01-tools-and-image.jsonl"
 

@@ -16,7 +16,7 @@ import pytest
 from ds4sessions.agents import base
 from ds4sessions.agents.pi.agent import PiAgent
 from ds4sessions.agents.registry import agent_for_path, agent_named
-from tests.conftest import FIXTURES, SHARED
+from tests.conftest import FIXTURES, SHARED, shared_params
 
 SAMPLES = sorted(p for p in (SHARED / "sessions-pi").glob("*.jsonl")) if SHARED else []
 
@@ -48,7 +48,7 @@ def _assistant_lines(path: Path) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", shared_params(SAMPLES), ids=lambda p: p.stem)
 def test_conversation_is_pis_context(path: Path) -> None:
     expected = json.loads(path.with_name(path.stem + ".context.json").read_text(encoding="utf-8"))
     conv = _read(path)
@@ -64,7 +64,7 @@ def test_conversation_is_pis_context(path: Path) -> None:
         assert (conv.provider, conv.model) == (expected["model"]["provider"], expected["model"]["modelId"])
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", shared_params(SAMPLES), ids=lambda p: p.stem)
 def test_each_reply_is_one_request(path: Path) -> None:
     replies = _assistant_lines(path)
     conv = _read(path)

@@ -26,7 +26,7 @@ import pytest
 
 from ds4sessions.agents.pi import build_context, convert_to_llm, read_session
 from ds4sessions.agents.pi.context import iso_to_ms
-from tests.conftest import FIXTURES, SHARED
+from tests.conftest import FIXTURES, SHARED, shared_params
 
 SAMPLES = sorted(p.name[: -len(".jsonl")] for p in (SHARED / "sessions-pi").glob("*.jsonl")) if SHARED else []
 LEGACY_V1 = "08-legacy-v1"
@@ -71,7 +71,7 @@ def test_fixture_01_equals_pi() -> None:
     assert expected["sessionName"] == "Fix 404 for unknown widget ids"
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", shared_params(SAMPLES))
 def test_sample_equals_pi(shared_dir: Path, name: str) -> None:
     """Every sample against the context Pi 1.6.0 built."""
     folder = shared_dir / "sessions-pi"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.agents.pi.live import Snapshot
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
 
 

@@ -12,7 +12,7 @@ import pytest
 from ds4core.config import Ds4Config, apply_source
 from ds4core.estimate import message_tokens
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import LiveSession, open_snapshot
+from ds4sessions.agents.pi.live import LiveSession, open_snapshot
 from ds4sessions.derive.planning import PI_EXCLUDED_REASON, LivePlanner, explain_lines, is_pin_label, tokens_lines
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.agents.pi.live import LiveSession, Snapshot
 from ds4sessions.derive.planning import LivePlanner, PlanView
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pi" / "01-tools-and-image.jsonl"
@@ -109,7 +109,7 @@ def test_99_large_in_chunks_across_its_compactions(shared_dir: Path, tmp_path: P
 
 
 def test_unchanged_snapshot_replans_identically(sample01: Path) -> None:
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
 
     snapshot = open_snapshot(sample01)
     planner = LivePlanner()

@@ -14,7 +14,7 @@ from ds4core.config import Ds4Config, apply_source
 from ds4core.estimate import message_tokens
 from ds4core.planner import SupplementalMessage
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.agents.pi.live import LiveSession, Snapshot
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
 from ds4sessions.derive.planning import LivePlanner, PlanView, explain_lines, tokens_lines
 from tests.conftest import ROOT

@@ -14,7 +14,7 @@ import pytest
 from ds4core.budgets import ContextConfig
 from ds4core.estimate import message_tokens
 from ds4core.retrieval import EVIDENCE_HEADER
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.agents.pi.reader import read_session
 from ds4sessions.derive.retrieval import LiveRetrieval, planning_inputs
 from ds4sessions.derive.retrieval_index import SCHEMA_VERSION, RetrievalIndex, session_db_path

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4sessions.ingest.live import LiveSession
+from ds4sessions.agents.pi.live import LiveSession
 from ds4sessions.ingest.tailer import CHUNK_BYTES, Tailer
 from tests.conftest import FIXTURES, ROOT, SHARED
 from tests.sessions.test_slim_prepare import _same

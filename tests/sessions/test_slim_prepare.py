@@ -223,7 +223,7 @@ def test_common_lines_take_the_c_route_in_the_shared_samples() -> None:
 def test_the_map_read_uses_the_c_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`open_map_snapshot` (what `ds4tui map --json` runs) prepares through C: each reader's
     preparer takes every message line of a synthetic session."""
-    from ds4sessions.ingest.live import open_map_snapshot
+    from ds4sessions.agents.pi.live import open_map_snapshot
 
     made: list[Any] = []
     original = slim.c_preparer
@@ -519,7 +519,7 @@ def test_js_stringify_plain_equals_js_stringify() -> None:
 def test_without_the_extension_the_python_route_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`_cprep` absent (as after an install without a C compiler): no preparer, the same map."""
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.ingest.live import open_map_snapshot
+    from ds4sessions.agents.pi.live import open_map_snapshot
     from ds4tui.mapdata import dumps_map, map_json
 
     path = tmp_path / "s.jsonl"
@@ -539,7 +539,7 @@ def test_a_python_without_the_module_imports_and_maps(tmp_path: Path) -> None:
     """A fresh interpreter where importing `_cprep` fails (the module is not there) reads
     through Python alone and prints the same `map --json` as this one."""
     from ds4sessions.agents.pi.discovery import load_model_table
-    from ds4sessions.ingest.live import open_map_snapshot
+    from ds4sessions.agents.pi.live import open_map_snapshot
     from ds4tui.mapdata import dumps_map, map_json
 
     path = tmp_path / "s.jsonl"
@@ -548,7 +548,7 @@ def test_a_python_without_the_module_imports_and_maps(tmp_path: Path) -> None:
         "import sys; sys.modules['ds4sessions.agents.pi._cprep'] = None\n"
         "from ds4sessions.agents.pi import slim; assert slim._cprep is None\n"
         "from ds4sessions.agents.pi.discovery import load_model_table\n"
-        "from ds4sessions.ingest.live import open_map_snapshot\n"
+        "from ds4sessions.agents.pi.live import open_map_snapshot\n"
         "from ds4tui.mapdata import dumps_map, map_json\n"
         f"print(dumps_map(map_json(open_map_snapshot(__import__('pathlib').Path({str(path)!r}), load_model_table(), exact=True))))\n"
     )
@@ -567,8 +567,8 @@ def test_the_pure_python_switch_turns_every_c_route_off(tmp_path: Path) -> None:
     synthetic_session(path, 40)
     check = (
         "import pytest\n"
-        "from ds4sessions.agents.pi import slim, context\n"
-        "from ds4sessions.ingest import limits, live\n"
+        "from ds4sessions.agents.pi import slim, context, live\n"
+        "from ds4sessions.ingest import limits\n"
         "off = slim._cprep is None and context._cprep is None and limits._c_bytes_depth() is None and live._c is None\n"
         "try:\n    pytest.importorskip('ds4sessions.agents.pi._cprep')\n    skipped = False\n"
         "except pytest.skip.Exception:\n    skipped = True\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ds4sessions.ingest.live import LiveSession
+from ds4sessions.agents.pi.live import LiveSession
 
 
 def _state(snap) -> dict:
@@ -68,7 +68,7 @@ def test_old_snapshot_unchanged_after_more_lines(sample01: Path, tmp_path: Path)
 
 
 def test_conversation_of_snapshot_counts_each_reply_once(sample01: Path) -> None:
-    from ds4sessions.ingest.live import open_snapshot
+    from ds4sessions.agents.pi.live import open_snapshot
 
     snap = open_snapshot(sample01)
     conv = snap.conversation

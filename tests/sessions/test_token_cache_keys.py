@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ds4core.estimate import message_tokens
 from ds4sessions.derive.inputs import _STABLE_ROLES, _TokenCache, _value_key
-from ds4sessions.ingest.live import LiveSession
+from ds4sessions.agents.pi.live import LiveSession
 
 
 def test_estimates_hits_and_kept_keys(sample01: Path) -> None:

@@ -126,7 +126,7 @@ def test_map_json_builds_tiktokens_encoding_only_for_a_text_outside_ascii(tmp_pa
 import json, sys
 from ds4sessions import tokencache
 from ds4sessions.agents.pi import slim
-from ds4sessions.ingest.live import open_map_snapshot
+from ds4sessions.agents.pi.live import open_map_snapshot
 from ds4tui.mapdata import map_json
 from ds4tui import mapjson
 if sys.argv[2] == "lean":

@@ -20,7 +20,7 @@ from ds4sessions.agents.pi import build_context, read_session
 from ds4sessions.agents.pi.discovery import load_model_table
 from ds4sessions.derive.ds4config import load_ds4_config
 from ds4sessions.derive.planning import LivePlanner
-from ds4sessions.ingest.live import open_snapshot
+from ds4sessions.agents.pi.live import open_snapshot
 from ds4sessions.steering import steer
 from ds4sessions.steering.steer import collapse, collapsible_turns, is_pin, pin, undo
 from ds4sessions.steering.writer import Journal, WriteRefused, read_state

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_PARTIAL_MISS_RATIO",
     "CacheClock",
     "CacheEvent",
+    "CacheFacts",
     "CacheHistory",
     "CacheState",
     "MissExplanation",
@@ -562,6 +563,23 @@ def cache_history(
         if event.refreshes:
             last_refresh[event.model_key] = event
     return CacheHistory(tuple(records), (list(events), previous, last_refresh))
+
+
+@dataclass(frozen=True)
+class CacheFacts:
+    """The prompt cache of one session state as an agent plug-in sees it, before any DS4
+    decision: `model_key`, the countdown's basis (`clock`), every request once (`history`),
+    where the last request's cached prefix ends among the context messages
+    (`cached_prefix_end`, exclusive; 0: none), where the prices come from (`pricing_source`)
+    and the expiring threshold (`expiring_s`, seconds). The sessions layer wraps it into the
+    view the screen shows (`ds4sessions.derive.cache.CacheView`)."""
+
+    model_key: str | None
+    clock: CacheClock
+    history: CacheHistory
+    cached_prefix_end: int = 0
+    pricing_source: str | None = None
+    expiring_s: float = DEFAULT_EXPIRING_SECONDS
 
 
 # --- The cached prefix on the map ------------------------------------------------------------

@@ -40,6 +40,44 @@ CATEGORIES: dict[str, str] = {
     "free": "Free space",
 }
 
+
+
+@dataclass(frozen=True)
+class CategoryTable:
+    """An agent's own category vocabulary (issue 28: "the map in that agent's own categories").
+
+    - `labels`: category id → label, in display order (the legend and the JSON list rows in
+      this order); ids a breakdown meets that are not here are listed after them, labelled
+      "Other: <id>" (never dropped);
+    - `roles`: category id → colour role, one of the neutral roles the UI has colours for
+      (Pi's own ids, plus `tools_deferred`, `mcp`, `agents`, `memory`, `skills`, `attachments`,
+      `instructions`, `environment`, `reasoning`, `web_search`, `reserved`); an id without a
+      role is its own role;
+    - `reserved`: ids of reserved space (e.g. Claude Code's autocompact buffer): not context
+      tokens, never calibrated, drawn after the context and before free space;
+    - `aside`: ids of rows listed beside the context but not in it (e.g. Claude Code's deferred
+      tool definitions, loaded on demand): never calibrated, never drawn, not in the total and
+      not taken from free space.
+    """
+
+    labels: Mapping[str, str]
+    roles: Mapping[str, str] = field(default_factory=dict)
+    reserved: tuple[str, ...] = ()
+    aside: tuple[str, ...] = ()
+
+    def label(self, category: str) -> str:
+        """The label of `category` ("Other: <id>" for an id the table does not know)."""
+        label = self.labels.get(category)
+        return label if label is not None else f"Other: {category}"
+
+    def role(self, category: str) -> str:
+        """The colour role of `category` (the id itself without one)."""
+        return self.roles.get(category, category)
+
+
+PI_TABLE = CategoryTable(CATEGORIES)
+"""Pi's categories (DS4's own vocabulary; every role is the id itself)."""
+
 COMPACTION_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 COMPACTION_SUFFIX = "\n</summary>"
 BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
@@ -192,6 +230,10 @@ class Breakdown:
     context_window: int | None
     unattributed: int
     free: int | None
+    table: CategoryTable = field(default=PI_TABLE, compare=False)
+    """The vocabulary of the rows (labels, colour roles, reserved ids)."""
+    reserved: int = 0
+    """Tokens of reserved space (`table.reserved` rows: not context, not in `estimate`)."""
 
 
 @dataclass(frozen=True)
@@ -296,11 +338,21 @@ def compose_breakdown(
     provider_tokens: int | None = None,
     inferred_fixed_tokens: int | None = None,
     base: list[Segment] | None = None,
+    table: CategoryTable = PI_TABLE,
+    fixed: Sequence[tuple[Any, ...]] = (),
+    reserved: Mapping[str, int] | None = None,
 ) -> Breakdown:
     """The `Breakdown` of an attribution: inferred system tokens first, then the messages'
     segments, then `unattributed`; rows and free space. See `breakdown` for the rules.
     O(segments) for the list copy plus O(children) for sorting them; no counting. The
     breakdown's `message_tokens` is the attribution's list itself (neither is ever changed).
+
+    `table`: the rows' vocabulary (default Pi's): rows in its order, then any category it does
+    not name ("Other: <id>"), never dropped. `fixed`: `(category, tokens, inferred[, child])`
+    blocks that are no message (e.g. what a request's usage says it carried beyond its messages),
+    drawn first, in that order; `child` names the block under its category's row. `reserved`: category → tokens of reserved
+    space (`table.reserved` ids, e.g. an autocompact buffer): a row each, not in the estimate;
+    free space = window − used − reserved.
 
     `base`: a list the caller gives away, equal to the first `len(base)` segments the
     breakdown will have (its inferred system prompt segment when there is one, then a prefix of
@@ -313,41 +365,61 @@ def compose_breakdown(
     system = Segment("system_prompt", inferred_fixed_tokens, None, None) if inferred_fixed_tokens else None
     if system is not None:
         totals["system_prompt"] = totals.get("system_prompt", 0) + inferred_fixed_tokens  # type: ignore[operator]
-    head = 1 if system is not None else 0
+    inferred_ids = {"system_prompt"} if inferred_fixed_tokens else set()
+    head_segments = [system] if system is not None else []
+    extra_children: dict[str, dict[str, int]] = {}
+    for category, tokens, inferred, *named in fixed:
+        if tokens > 0:
+            head_segments.append(Segment(category, tokens, None, None))
+            totals[category] = totals.get(category, 0) + tokens
+            if inferred:
+                inferred_ids.add(category)
+            if named:
+                kids = extra_children.setdefault(category, dict(attribution.children.get(category, {})))
+                kids[named[0]] = kids.get(named[0], 0) + tokens
+    head = len(head_segments)
     own = attribution.segments
     if base is not None and head <= len(base) <= head + len(own) and (
-        (system is None or base[0] == system)
+        base[:head] == head_segments
         and (len(base) == head or base[-1] is own[len(base) - head - 1])
-        and (system is not None or not base or base[0] is own[0])
+        and (head or not base or base[0] is own[0])
     ):
         segments = base
         segments.extend(own[len(base) - head :])
     else:
-        segments = [system] if system is not None else []
+        segments = head_segments
         segments.extend(own)
     estimate = sum(totals.values())
     unattributed = max((provider_tokens or 0) - estimate, 0)
     if unattributed:
         segments.append(Segment("unattributed", unattributed, None, None))
     used = provider_tokens if provider_tokens is not None else estimate
-    free = max(context_window - used, 0) if context_window else None
+    held = {k: v for k, v in (reserved or {}).items() if v > 0}
+    room = sum(held.values())
+    free = max(context_window - used - room, 0) if context_window else None
     rows: list[CategoryRow] = []
-    for cat, label in CATEGORIES.items():
-        if cat == "unattributed":
-            tokens = unattributed
-        elif cat == "free":
-            tokens = free or 0
-        else:
-            tokens = totals.get(cat, 0)
-        if tokens <= 0 and cat != "free":
+    order = list(table.labels)
+    order += [c for c in totals if c not in table.labels and c not in ("unattributed", "free")]
+    order += [c for c in held if c not in order]
+    for cat in order:
+        if cat in ("unattributed", "free"):
             continue
-        if cat == "free" and free is None:
+        tokens = held.get(cat, 0) if cat in held else totals.get(cat, 0)
+        if tokens <= 0:
             continue
-        kids = sorted(attribution.children.get(cat, {}).items(), key=lambda kv: (-kv[1], kv[0]))
-        inferred = cat == "system_prompt" and bool(inferred_fixed_tokens)
-        rows.append(CategoryRow(cat, label + (" + tools (inferred)" if inferred else ""), tokens, kids, inferred))
+        kids = sorted(extra_children.get(cat, attribution.children.get(cat, {})).items(), key=lambda kv: (-kv[1], kv[0]))
+        inferred = cat in inferred_ids
+        label = table.label(cat)
+        if cat == "system_prompt" and inferred_fixed_tokens:
+            label += " + tools (inferred)"
+        rows.append(CategoryRow(cat, label, tokens, kids, inferred))
+    if unattributed:
+        rows.append(CategoryRow("unattributed", CATEGORIES["unattributed"], unattributed))
+    if free is not None:
+        rows.append(CategoryRow("free", table.labels.get("free", CATEGORIES["free"]), free))
     return Breakdown(
-        attribution.counter, rows, segments, attribution.message_tokens, estimate, context_window, unattributed, free
+        attribution.counter, rows, segments, attribution.message_tokens, estimate, context_window, unattributed, free,
+        table, room,
     )
 
 
@@ -434,7 +506,8 @@ class Calibrated:
       row's tokens by largest remainder, so they sum to `used`); computed on first use
       (O(segments log segments)); the map itself lays out from `MapIndex` and the rows;
     - `used`: tokens in context: the provider's count when known, else the estimate, capped at
-      the window; `free`: `window - used` (None without a window);
+      the window; `free`: `window - used - reserved` (None without a window); reserved rows
+      (`CategoryTable.reserved`, e.g. an autocompact buffer) are listed unscaled before free;
     - `estimate`: the raw estimate (`Breakdown.estimate`), `factor`: `used / estimate`
       (1.0 when nothing was scaled), `source`: "provider" or "estimate";
     - `capped`: the estimate exceeded the window and was scaled down to it.
@@ -458,8 +531,10 @@ class Calibrated:
 
     @property
     def totals(self) -> dict[str, int]:
-        """Category id → calibrated tokens (the rows without free space)."""
-        return {r.id: r.tokens for r in self.rows if r.id != "free"}
+        """Category id → calibrated tokens (the rows without free space and the rows listed
+        aside: they are not in the context)."""
+        aside = self.breakdown.table.aside if self.breakdown is not None else ()
+        return {r.id: r.tokens for r in self.rows if r.id != "free" and r.id not in aside}
 
     @property
     def segments(self) -> list[Segment]:
@@ -492,7 +567,11 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
     estimate missed) is spread over the categories with the rest. Pure; O(categories +
     children): the per-segment figures (`Calibrated.segments`) are computed only when asked."""
     window = breakdown.context_window
-    raw = [r for r in breakdown.rows if r.id not in ("unattributed", "free") and r.tokens > 0]
+    held, aside = breakdown.table.reserved, breakdown.table.aside
+    raw = [r for r in breakdown.rows
+           if r.id not in ("unattributed", "free") and r.id not in held and r.id not in aside and r.tokens > 0]
+    kept = [r for r in breakdown.rows if r.id in held and r.tokens > 0]
+    beside = [r for r in breakdown.rows if r.id in aside and r.tokens > 0]
     estimate = sum(r.tokens for r in raw)
     used = provider_tokens if provider_tokens is not None and estimate > 0 else estimate
     capped = bool(window) and used > window  # type: ignore[operator]
@@ -506,9 +585,11 @@ def calibrated(breakdown: Breakdown, provider_tokens: int | None = None) -> Cali
         kids = list(zip([n for n, _ in row.children], _largest_remainder([t for _, t in row.children], tokens))) if row.children and sum(t for _, t in row.children) else []
         kids = sorted(((n, t) for n, t in kids if t > 0), key=lambda kv: (-kv[1], kv[0]))
         rows.append(CategoryRow(row.id, row.label, tokens, kids, row.inferred))
-    free = max(window - used, 0) if window else None
+    room = sum(r.tokens for r in kept)
+    rows.extend(CategoryRow(r.id, r.label, r.tokens, list(r.children), r.inferred) for r in (*beside, *kept))
+    free = max(window - used - room, 0) if window else None
     if free is not None:
-        rows.append(CategoryRow("free", CATEGORIES["free"], free))
+        rows.append(CategoryRow("free", breakdown.table.labels.get("free", CATEGORIES["free"]), free))
     return Calibrated(
         rows=rows, used=used, free=free, window=window, estimate=estimate,
         factor=(used / estimate) if estimate else 1.0,
@@ -668,9 +749,12 @@ def _quotas(order: list[str], totals: Mapping[str, int], filled: int, used: int)
     if filled >= len(order):  # every category with tokens shows at least one cell
         for cat in order:
             while quotas[cat] == 0:
-                donor = max(order, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
-                if quotas[donor] <= 1:
+                # the donor: the most over-served category that can spare a cell (a category
+                # just given its one cell is over-served too, but has none to spare)
+                donors = [c for c in order if quotas[c] > 1]
+                if not donors:
                     break
+                donor = max(donors, key=lambda c: (quotas[c] - totals[c] * filled / used, quotas[c]))
                 quotas[donor] -= 1
                 quotas[cat] += 1
     return quotas

@@ -35,6 +35,7 @@ Sources of the rules (cited per function):
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -46,6 +47,8 @@ CLAUDE_CATEGORIES: dict[str, str] = {
     "system_prompt": "System prompt",
     "system_tools": "System tools",
     "mcp_tools": "MCP tools",
+    "mcp_tools_deferred": "MCP tools (deferred)",
+    "system_tools_deferred": "System tools (deferred)",
     "custom_agents": "Custom agents",
     "memory_files": "Memory files",
     "skills": "Skills",
@@ -137,12 +140,13 @@ def skill_listing_tokens(listing: str, chars_per_token: int) -> list[tuple[str, 
     return out
 
 
-def model_window(model: str | None) -> int:
-    """Context window of a Claude model id: 1,000,000 for a `[1m]` suffix, else 200,000
-    (xsyetopz/claudetto wiki "Compaction And Context", 2.1.296 strings)."""
-    if model and "[1m]" in model.lower():
-        return WINDOW_1M
-    return DEFAULT_WINDOW
+def model_window(model: str | None, version: str | None = None) -> int:
+    """Context window (tokens) of a Claude model id in a transcript of Claude Code `version`:
+    `ds4core.agent_models.claude_window` (1,000,000 for a `[1m]` suffix; 200,000 up to Claude Code
+    2.1.197; else the model's LiteLLM window; else 200,000 assumed, which that function labels)."""
+    from ds4core.agent_models import claude_window
+
+    return claude_window(model, version).tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +240,14 @@ class Term:
     inferred: bool = False
     note: str = ""
     children: tuple["Term", ...] = ()
+    deferred: bool = False
 
     def to_json(self) -> dict[str, object]:
-        """JSON-safe form."""
+        """JSON-safe form; `deferred: true` marks a row `/context` lists but does not count in the
+        total or take from Free space (tools loaded on demand through ToolSearch)."""
         out: dict[str, object] = {"id": self.id, "label": self.label, "tokens": self.tokens, "inferred": self.inferred}
+        if self.deferred:
+            out["deferred"] = True
         if self.note:
             out["note"] = self.note
         if self.children:
@@ -329,10 +337,91 @@ def context_terms(
         Term("system_prompt", CLAUDE_CATEGORIES["system_prompt"], system_prompt, inferred=True, note=note),
         Term("system_tools", CLAUDE_CATEGORIES["system_tools"], system_tools, inferred=True, note=note),
         Term("mcp_tools", CLAUDE_CATEGORIES["mcp_tools"], mcp),
+        Term("mcp_tools_deferred", CLAUDE_CATEGORIES["mcp_tools_deferred"], 0, deferred=True),
+        Term("system_tools_deferred", CLAUDE_CATEGORIES["system_tools_deferred"], 0, deferred=True),
         Term("custom_agents", CLAUDE_CATEGORIES["custom_agents"], custom_agents),
         Term("memory_files", CLAUDE_CATEGORIES["memory_files"], memory_files),
         Term("skills", CLAUDE_CATEGORIES["skills"], skills_row, children=skill_children),
         Term("messages", CLAUDE_CATEGORIES["messages"], messages, note=messages_note, children=tuple(children)),
+        Term("free_space", CLAUDE_CATEGORIES["free_space"], free),
+        Term("autocompact_buffer", CLAUDE_CATEGORIES["autocompact_buffer"], buffer),
+    )
+    return ContextTerms(total=total, window=window, terms=terms, estimated_total=used)
+
+
+COUNT_TOOLS_OVERHEAD = 500
+"""Tokens Claude Code 2.1.337 takes off a `count_tokens` answer for tools it counts on their own
+(MCP tools, each deferred built-in tool): the request's tool-use preamble (cli.js, minified `goe =
+500` in `xKs`/`FKs`); the tools sent with every request (`System tools`) keep it."""
+
+_PROBE = [{"role": "user", "content": "foo"}]
+
+
+def count_tokens_estimate(text: str | None = None, tool_chars: Sequence[int] = ()) -> int:
+    """ds4tui's estimate of a `count_tokens` answer, as Claude Code 2.1.337's `/context` asks it:
+    one text as a user message and no tools (a system prompt section, a memory file, a custom
+    agent's "type whenToUse"), or the probe message "foo" with tools whose definitions' JSON have
+    `tool_chars` characters. The estimate is chars/4 of the request's JSON `[system, tools,
+    messages]`, floored: exact against the agent-oracle fake (`count_tokens` = that formula),
+    within Anthropic's tokenizer's usual ~10 % of real text otherwise. Tokens."""
+    if text is not None:
+        return len(json.dumps([None, [], [{"role": "user", "content": text}]])) // 4
+    if not tool_chars:
+        return len(json.dumps([None, [], _PROBE])) // 4
+    return (len(json.dumps([None, [], _PROBE])) + sum(tool_chars) + 2 * (len(tool_chars) - 1)) // 4
+
+
+def recorded_context_terms(
+    *,
+    total: int | None,
+    window: int,
+    system_prompt: int,
+    tools: int,
+    skills: int,
+    mcp_tools: int,
+    mcp_deferred: int,
+    system_deferred: int,
+    custom_agents: int,
+    memory_files: int,
+    message_children: Mapping[str, int],
+    child_tools: Mapping[str, Sequence[tuple[str, int]]] | None = None,
+    buffer: int = 0,
+    skill_items: Sequence[tuple[str, int]] = (),
+    notes: Mapping[str, str] | None = None,
+) -> ContextTerms:
+    """Claude Code 2.1.337's `/context` rows from what its transcript records (tokens).
+
+    Claude Code 2.1.337 cli.js, minified `w6r` (analyzeContextUsage): System prompt = Σ count of
+    each system-prompt section (`MKs`; the sections are the `prompt_snapshot` attachment's); System
+    tools = count of the tools sent − Skills (`Ji = nr − Sr`); MCP tools = the loaded MCP tools'
+    share of max(0, count − 500) (`FKs`); System tools (deferred) = Σ max(0, count(tool) − 500)
+    over the deferred built-ins (`xKs`), listed but **not** counted (`isDeferred`); Custom agents
+    (`BKs`), Memory files (`IKs`) counted per item; Skills = the listing's rough estimate (`wJs`);
+    Messages = the last reply's usage − the counted rows + the rough estimate after it (`us`);
+    Free space = window − counted rows − the buffer. `tools` is the count of the tools sent (before
+    Skills come out); `message_children` must add up to Messages (the caller calibrates)."""
+    notes = dict(notes or {})
+    system_tools = max(tools - skills, 0)
+    children = []
+    for cid, label in MESSAGE_CHILDREN.items():
+        grand = tuple(Term(f"{cid}:{name}", name, tok) for name, tok in (child_tools or {}).get(cid, ()))
+        children.append(Term(cid, label, int(message_children.get(cid, 0)), children=grand))
+    messages = sum(c.tokens for c in children)
+    used = system_prompt + system_tools + mcp_tools + custom_agents + memory_files + skills + messages
+    free = max(window - used - buffer, 0)
+    skill_children = tuple(Term(f"skills:{name}", name, tok) for name, tok in skill_items)
+    terms = (
+        Term("system_prompt", CLAUDE_CATEGORIES["system_prompt"], system_prompt, note=notes.get("system_prompt", "")),
+        Term("system_tools", CLAUDE_CATEGORIES["system_tools"], system_tools, note=notes.get("system_tools", "")),
+        Term("mcp_tools", CLAUDE_CATEGORIES["mcp_tools"], mcp_tools, note=notes.get("mcp_tools", "")),
+        Term("mcp_tools_deferred", CLAUDE_CATEGORIES["mcp_tools_deferred"], mcp_deferred, deferred=True,
+             note=notes.get("mcp_tools_deferred", "")),
+        Term("system_tools_deferred", CLAUDE_CATEGORIES["system_tools_deferred"], system_deferred, deferred=True,
+             inferred=True, note=notes.get("system_tools_deferred", "")),
+        Term("custom_agents", CLAUDE_CATEGORIES["custom_agents"], custom_agents),
+        Term("memory_files", CLAUDE_CATEGORIES["memory_files"], memory_files),
+        Term("skills", CLAUDE_CATEGORIES["skills"], skills, children=skill_children),
+        Term("messages", CLAUDE_CATEGORIES["messages"], messages, note=notes.get("messages", ""), children=tuple(children)),
         Term("free_space", CLAUDE_CATEGORIES["free_space"], free),
         Term("autocompact_buffer", CLAUDE_CATEGORIES["autocompact_buffer"], buffer),
     )

@@ -1,8 +1,11 @@
 """Prices of Claude models (USD per million tokens), from `data/claude-prices.json`.
 
-The table is data with its source and the date it was checked (Anthropic's pricing page: base
-input, 5m / 1h cache writes, cache hits, output). A model id matches the longest listed prefix
-after dropping a `[1m]` suffix; a model not listed has no price (None), never a guessed one.
+The table is data with its source and the date it was made: `scripts/make_agent_models.py` writes
+it from LiteLLM's `model_prices_and_context_window_backup.json` (the `litellm` wheel), for every
+model Claude Code names (base input, 5m / 1h cache writes, cache hits, output; checked against
+Claude Code 2.1.337's own `costUSD`, exact on tests/fixtures/claude-2.1.337). A model id matches
+the longest listed prefix after dropping a `[1m]` suffix; a model not listed has no price (None),
+never a guessed one.
 """
 
 from __future__ import annotations

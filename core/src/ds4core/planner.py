@@ -21,10 +21,8 @@ and sorts of the candidate groups: O(n log n) in the number of messages.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
@@ -51,7 +49,6 @@ __all__ = [
     "ToolRelations",
     "build_atomic_groups",
     "is_pin_label",
-    "paused_gc",
     "plan_managed_context",
     "tool_relations",
     "validate_atomic_selection",
@@ -743,27 +740,6 @@ def _fallback_plan(
     )
 
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block (restored on exit, even on error).
-
-    A plan builds one small tuple per message (`PlanItem`) that outlives the call. With the
-    collector running, every 700 of them trigger a young collection, and because they survive,
-    they reach the old generation and set off full collections that rescan the caller's whole
-    heap (a 10,000-group session: the collections cost more than the plan). Nothing a plan builds
-    forms reference cycles; paused, the block's objects get one young collection when it ends
-    instead of one per 700, and reach the old generation far less often. Nesting is fine (only
-    the outermost block re-enables). Measured in docs/performance.md.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def plan_managed_context(
     messages: Sequence[Any],
     *,
@@ -809,328 +785,327 @@ def plan_managed_context(
 
     Returns a managed plan, or a fallback plan (all native messages, `planning.fallback_reason`
     set) when the mandatory set does not fit or the selection fails validation. Raises
-    ValueError when `native_tokens` has the wrong length. Runs with the cyclic GC paused
-    (`paused_gc`).
+    ValueError when `native_tokens` has the wrong length. The cyclic GC is the caller's
+    (`ds4sessions.runtime.paused_gc` around a plan: one row per message outlives it).
     """
-    with paused_gc():
-        native = list(messages)
-        pause_point()
-        native_token_list = list(_tokens_for(native, estimator, native_tokens))
-        pause_point()
-        native_last_user = _last_user_index(native)
-        supplements = (
-            [s for s in supplemental_messages if len(s.source_ids) > 0] if native_last_user >= 0 else []
+    native = list(messages)
+    pause_point()
+    native_token_list = list(_tokens_for(native, estimator, native_tokens))
+    pause_point()
+    native_last_user = _last_user_index(native)
+    supplements = (
+        [s for s in supplemental_messages if len(s.source_ids) > 0] if native_last_user >= 0 else []
+    )
+    insertion = native_last_user if native_last_user >= 0 else len(native)
+    n_supp = len(supplements)
+    planned, tokens = native, native_token_list
+    sources: tuple[int | str, ...] = tuple(range(len(native)))
+    if supplements:
+        planned = native[:insertion] + [s.message for s in supplements] + native[insertion:]
+        tokens = (
+            native_token_list[:insertion]
+            + [estimator.message_tokens(s.message) for s in supplements]
+            + native_token_list[insertion:]
         )
-        insertion = native_last_user if native_last_user >= 0 else len(native)
-        n_supp = len(supplements)
-        planned, tokens = native, native_token_list
-        sources: tuple[int | str, ...] = tuple(range(len(native)))
-        if supplements:
-            planned = native[:insertion] + [s.message for s in supplements] + native[insertion:]
-            tokens = (
-                native_token_list[:insertion]
-                + [estimator.message_tokens(s.message) for s in supplements]
-                + native_token_list[insertion:]
+        sources = (*range(insertion), *(s.id for s in supplements), *range(insertion, len(native)))
+    supplement_at = {insertion + offset: s for offset, s in enumerate(supplements)}
+
+    def spliced(per_native: Sequence[str | None], per_supplement: list[str | None]) -> list[str | None]:
+        return [*per_native[:insertion], *per_supplement, *per_native[insertion:]]
+
+    classifications: list[str | None] | None = None
+    if message_classifications is not None or any(s.classification is not None for s in supplements):
+        native_classes = [_at(message_classifications, i) or "normal" for i in range(len(native))]
+        classifications = spliced(native_classes, [s.classification or "normal" for s in supplements])
+    privacy_reasons: list[str | None] | None = None
+    if message_privacy_reasons is not None or any(s.privacy_reason is not None for s in supplements):
+        native_reasons = [_at(message_privacy_reasons, i) for i in range(len(native))]
+        planned_reasons = spliced(native_reasons, [s.privacy_reason for s in supplements])
+        if any(r is not None for r in planned_reasons):
+            privacy_reasons = planned_reasons
+
+    recent_tail_limit = (
+        cache_aware_tail_tokens
+        if cache_aware_tail_tokens is not None and cache_aware_tail_tokens > 0
+        else adaptive_recent_tail_limit(budget.context_window, config.recent_tail_tokens)
+    )
+    msg_budget = message_budget(budget, fixed_tokens)
+    target, hard = msg_budget.target_tokens, msg_budget.hard_limit_tokens
+
+    def fallback(reason: str) -> ManagedContextPlan:
+        native_classes = list(message_classifications) if message_classifications is not None else None
+        native_privacy = list(message_privacy_reasons) if message_privacy_reasons is not None else None
+        native_groups = AtomicGrouper().update(native, native_token_list)[0] if supplements else groups
+        return _fallback_plan(
+            native,
+            native_token_list,
+            native_groups,
+            fixed_tokens=fixed_tokens,
+            budget=budget,
+            recent_tail_token_limit=recent_tail_limit,
+            pinned_message_indices=pinned_message_indices,
+            classifications=native_classes,
+            privacy_reasons=native_privacy,
+            reason=reason,
+        )
+
+    pause_point()
+    groups, relations = (grouper or AtomicGrouper()).update(planned, tokens)
+    pause_point()
+    count = len(planned)
+    shifted = [
+        v + n_supp if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= insertion else v
+        for v in pinned_message_indices
+    ]
+    pinned = {i for i in (_valid_index(v, count) for v in shifted) if i is not None}
+    last_user = _last_user_index(planned)
+    current, pinned_groups = _current_and_pinned(groups, last_user, pinned)
+    pause_point()
+
+    def supplement_of(group: AtomicGroup) -> SupplementalMessage | None:
+        for index in group.message_indices:
+            if index in supplement_at:
+                return supplement_at[index]
+        return None
+
+    group_supplement: list[SupplementalMessage | None] = (
+        [supplement_of(g) for g in groups] if supplements else [None] * len(groups)
+    )
+
+    if fixed_tokens > budget.hard_input_limit:
+        return fallback("mandatory system prompt and tool definitions exceed the hard input limit")
+
+    # Mandatory: current and pinned groups (spec §3.4).
+    chosen: dict[int, _Choice] = {}
+    for pos, group in enumerate(pausing(groups)):
+        is_current = pos in current
+        supplement = group_supplement[pos]
+        persistent_pin = supplement is not None and supplement.kind == "pin"
+        if not (is_current or pos in pinned_groups or persistent_pin):
+            continue
+        if persistent_pin:
+            assert supplement is not None
+            score = supplement.score
+        else:
+            score = _score(group, PRIORITY_CURRENT if is_current else PRIORITY_LABELLED_PIN, count)
+        chosen[pos] = _Choice(
+            group,
+            "current" if is_current else "pin",
+            score,
+            "Mandatory current request turn"
+            if is_current
+            else supplement.reason
+            if persistent_pin and supplement is not None
+            else "Mandatory explicit ds4:pin group",
+            source_id=supplement.source_ids[0] if persistent_pin and supplement is not None else None,
+        )
+
+    pin_tokens = sum(c.group.estimated_tokens for c in chosen.values() if c.kind == "pin")
+    if pin_tokens > config.max_pinned_tokens:
+        return fallback("mandatory pinned context exceeds context.maxPinnedTokens")
+    selected_tokens = sum(c.group.estimated_tokens for c in chosen.values())
+    if selected_tokens > hard:
+        return fallback("mandatory current and pinned groups exceed the hard message budget")
+
+    # Recent tail with the immediate-predecessor rescue (spec §3.5).
+    recent_tokens = sum(groups[pos].estimated_tokens for pos in current)
+    end_of = [g.end_index for g in groups]  # newest first: descending end index (all distinct)
+    candidates = sorted(
+        (
+            pos
+            for pos, g in enumerate(groups)
+            if g.kind == "turn" and pos not in chosen and group_supplement[pos] is None
+        ),
+        key=end_of.__getitem__,
+        reverse=True,
+    )
+    rescued = False
+    for rank, pos in enumerate(pausing(candidates)):
+        group = groups[pos]
+        t = group.estimated_tokens
+        fits_tail = recent_tokens + t <= recent_tail_limit
+        fits_target = selected_tokens + t <= target
+        fits_hard = selected_tokens + t <= hard
+        if fits_tail and fits_target and fits_hard:
+            reason = "Selected by deterministic recent-turn ranking"
+        elif (
+            rank == 0
+            and recent_tail_limit > 0
+            and config.rescue_immediate_predecessor
+            and not fits_tail
+            and fits_target
+            and fits_hard
+        ):
+            rescued = True
+            reason = (
+                "Immediate-predecessor turn rescued beyond the recent-tail cap because it fits "
+                "the active input budget"
             )
-            sources = (*range(insertion), *(s.id for s in supplements), *range(insertion, len(native)))
-        supplement_at = {insertion + offset: s for offset, s in enumerate(supplements)}
+        else:
+            break
+        chosen[pos] = _Choice(group, "recent", _score(group, PRIORITY_RECENT, count), reason)
+        selected_tokens += t
+        recent_tokens += t
+        if rescued:
+            break  # the tail closes after a rescue
 
-        def spliced(per_native: Sequence[str | None], per_supplement: list[str | None]) -> list[str | None]:
-            return [*per_native[:insertion], *per_supplement, *per_native[insertion:]]
+    # Memory, retrieval and project in one merged pass after the tail (spec §3.6, §10.1).
+    learned: dict[str, int] = {}
+    for supplement_id in supplemental_selection_order:
+        learned.setdefault(supplement_id, len(learned))
+    caps = {
+        "memory": config.max_memory_tokens,
+        "retrieval": config.max_retrieved_history_tokens,
+        "project": config.max_project_tokens,
+    }
+    used = {"memory": 0, "retrieval": 0, "project": 0}
 
-        classifications: list[str | None] | None = None
-        if message_classifications is not None or any(s.classification is not None for s in supplements):
-            native_classes = [_at(message_classifications, i) or "normal" for i in range(len(native))]
-            classifications = spliced(native_classes, [s.classification or "normal" for s in supplements])
-        privacy_reasons: list[str | None] | None = None
-        if message_privacy_reasons is not None or any(s.privacy_reason is not None for s in supplements):
-            native_reasons = [_at(message_privacy_reasons, i) for i in range(len(native))]
-            planned_reasons = spliced(native_reasons, [s.privacy_reason for s in supplements])
-            if any(r is not None for r in planned_reasons):
-                privacy_reasons = planned_reasons
-
-        recent_tail_limit = (
-            cache_aware_tail_tokens
-            if cache_aware_tail_tokens is not None and cache_aware_tail_tokens > 0
-            else adaptive_recent_tail_limit(budget.context_window, config.recent_tail_tokens)
-        )
-        msg_budget = message_budget(budget, fixed_tokens)
-        target, hard = msg_budget.target_tokens, msg_budget.hard_limit_tokens
-
-        def fallback(reason: str) -> ManagedContextPlan:
-            native_classes = list(message_classifications) if message_classifications is not None else None
-            native_privacy = list(message_privacy_reasons) if message_privacy_reasons is not None else None
-            native_groups = AtomicGrouper().update(native, native_token_list)[0] if supplements else groups
-            return _fallback_plan(
-                native,
-                native_token_list,
-                native_groups,
-                fixed_tokens=fixed_tokens,
-                budget=budget,
-                recent_tail_token_limit=recent_tail_limit,
-                pinned_message_indices=pinned_message_indices,
-                classifications=native_classes,
-                privacy_reasons=native_privacy,
-                reason=reason,
-            )
-
-        pause_point()
-        groups, relations = (grouper or AtomicGrouper()).update(planned, tokens)
-        pause_point()
-        count = len(planned)
-        shifted = [
-            v + n_supp if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= insertion else v
-            for v in pinned_message_indices
-        ]
-        pinned = {i for i in (_valid_index(v, count) for v in shifted) if i is not None}
-        last_user = _last_user_index(planned)
-        current, pinned_groups = _current_and_pinned(groups, last_user, pinned)
-        pause_point()
-
-        def supplement_of(group: AtomicGroup) -> SupplementalMessage | None:
-            for index in group.message_indices:
-                if index in supplement_at:
-                    return supplement_at[index]
-            return None
-
-        group_supplement: list[SupplementalMessage | None] = (
-            [supplement_of(g) for g in groups] if supplements else [None] * len(groups)
+    def supplement_rank(pos: int) -> tuple[float, ...]:
+        s = group_supplement[pos]
+        assert s is not None
+        # Ties on end index cannot happen (each message is in one group), so DS4's final
+        # `id.localeCompare` key never decides and is left out.
+        return (
+            learned.get(s.id, _MAX_SAFE_INTEGER) if learned else 0,
+            _CATEGORY_ORDER[s.kind],
+            -s.score,
+            -groups[pos].end_index,
         )
 
-        if fixed_tokens > budget.hard_input_limit:
-            return fallback("mandatory system prompt and tool definitions exceed the hard input limit")
+    supplement_candidates = sorted(
+        (
+            pos
+            for pos, s in enumerate(group_supplement)
+            if s is not None and s.kind != "pin" and pos not in chosen
+        ),
+        key=supplement_rank,
+    )
+    for pos in supplement_candidates:
+        s = group_supplement[pos]
+        assert s is not None
+        t = groups[pos].estimated_tokens
+        if (
+            used[s.kind] + t > caps[s.kind]
+            or selected_tokens + t > target
+            or selected_tokens + t > hard
+        ):
+            continue
+        chosen[pos] = _Choice(
+            groups[pos],
+            s.kind,
+            s.score,
+            s.reason,
+            source_id=s.source_ids[0],
+            retrieved_event_ids=tuple(s.source_ids) if s.kind == "retrieval" else None,
+            project_snippet=s.project_snippet if s.kind == "project" else None,
+        )
+        selected_tokens += t
+        used[s.kind] += t
 
-        # Mandatory: current and pinned groups (spec §3.4).
-        chosen: dict[int, _Choice] = {}
-        for pos, group in enumerate(pausing(groups)):
-            is_current = pos in current
-            supplement = group_supplement[pos]
-            persistent_pin = supplement is not None and supplement.kind == "pin"
-            if not (is_current or pos in pinned_groups or persistent_pin):
-                continue
-            if persistent_pin:
-                assert supplement is not None
-                score = supplement.score
-            else:
-                score = _score(group, PRIORITY_CURRENT if is_current else PRIORITY_LABELLED_PIN, count)
-            chosen[pos] = _Choice(
+    # Pi summaries, newest first (spec §3.7).
+    summary_tokens = 0
+    summaries = sorted(
+        (pos for pos, g in enumerate(groups) if g.kind == "summary" and pos not in chosen),
+        key=end_of.__getitem__,
+        reverse=True,
+    )
+    for pos in summaries:
+        t = groups[pos].estimated_tokens
+        if (
+            summary_tokens + t > config.max_summary_tokens
+            or selected_tokens + t > target
+            or selected_tokens + t > hard
+        ):
+            continue
+        chosen[pos] = _Choice(
+            groups[pos],
+            "summary",
+            _score(groups[pos], PRIORITY_SUMMARY, count),
+            "Selected active Pi summary within the summary and input budgets",
+        )
+        selected_tokens += t
+        summary_tokens += t
+
+    # Output order and validation (spec §3.8).
+    selected = _items(chosen.values(), tokens, classifications, privacy_reasons)
+    selected_indices = set(map(_ORIGINAL_INDEX, selected))
+    errors = validate_atomic_selection(relations, selected_indices)
+    if errors:
+        return fallback("; ".join(errors))
+    if last_user >= 0 and last_user not in selected_indices:
+        return fallback("current user message was not selected")
+    if fixed_tokens + selected_tokens > budget.hard_input_limit:
+        return fallback("final estimated input exceeds the hard input limit")
+
+    # Excluded metadata (spec §3.9).
+    excluded_choices: list[_Choice] = []
+    for pos, group in enumerate(pausing(groups)):
+        if pos in chosen:
+            continue
+        s = group_supplement[pos]
+        if s is not None:
+            choice = _Choice(
                 group,
-                "current" if is_current else "pin",
-                score,
-                "Mandatory current request turn"
-                if is_current
-                else supplement.reason
-                if persistent_pin and supplement is not None
-                else "Mandatory explicit ds4:pin group",
-                source_id=supplement.source_ids[0] if persistent_pin and supplement is not None else None,
-            )
-
-        pin_tokens = sum(c.group.estimated_tokens for c in chosen.values() if c.kind == "pin")
-        if pin_tokens > config.max_pinned_tokens:
-            return fallback("mandatory pinned context exceeds context.maxPinnedTokens")
-        selected_tokens = sum(c.group.estimated_tokens for c in chosen.values())
-        if selected_tokens > hard:
-            return fallback("mandatory current and pinned groups exceed the hard message budget")
-
-        # Recent tail with the immediate-predecessor rescue (spec §3.5).
-        recent_tokens = sum(groups[pos].estimated_tokens for pos in current)
-        end_of = [g.end_index for g in groups]  # newest first: descending end index (all distinct)
-        candidates = sorted(
-            (
-                pos
-                for pos, g in enumerate(groups)
-                if g.kind == "turn" and pos not in chosen and group_supplement[pos] is None
-            ),
-            key=end_of.__getitem__,
-            reverse=True,
-        )
-        rescued = False
-        for rank, pos in enumerate(pausing(candidates)):
-            group = groups[pos]
-            t = group.estimated_tokens
-            fits_tail = recent_tokens + t <= recent_tail_limit
-            fits_target = selected_tokens + t <= target
-            fits_hard = selected_tokens + t <= hard
-            if fits_tail and fits_target and fits_hard:
-                reason = "Selected by deterministic recent-turn ranking"
-            elif (
-                rank == 0
-                and recent_tail_limit > 0
-                and config.rescue_immediate_predecessor
-                and not fits_tail
-                and fits_target
-                and fits_hard
-            ):
-                rescued = True
-                reason = (
-                    "Immediate-predecessor turn rescued beyond the recent-tail cap because it fits "
-                    "the active input budget"
-                )
-            else:
-                break
-            chosen[pos] = _Choice(group, "recent", _score(group, PRIORITY_RECENT, count), reason)
-            selected_tokens += t
-            recent_tokens += t
-            if rescued:
-                break  # the tail closes after a rescue
-
-        # Memory, retrieval and project in one merged pass after the tail (spec §3.6, §10.1).
-        learned: dict[str, int] = {}
-        for supplement_id in supplemental_selection_order:
-            learned.setdefault(supplement_id, len(learned))
-        caps = {
-            "memory": config.max_memory_tokens,
-            "retrieval": config.max_retrieved_history_tokens,
-            "project": config.max_project_tokens,
-        }
-        used = {"memory": 0, "retrieval": 0, "project": 0}
-
-        def supplement_rank(pos: int) -> tuple[float, ...]:
-            s = group_supplement[pos]
-            assert s is not None
-            # Ties on end index cannot happen (each message is in one group), so DS4's final
-            # `id.localeCompare` key never decides and is left out.
-            return (
-                learned.get(s.id, _MAX_SAFE_INTEGER) if learned else 0,
-                _CATEGORY_ORDER[s.kind],
-                -s.score,
-                -groups[pos].end_index,
-            )
-
-        supplement_candidates = sorted(
-            (
-                pos
-                for pos, s in enumerate(group_supplement)
-                if s is not None and s.kind != "pin" and pos not in chosen
-            ),
-            key=supplement_rank,
-        )
-        for pos in supplement_candidates:
-            s = group_supplement[pos]
-            assert s is not None
-            t = groups[pos].estimated_tokens
-            if (
-                used[s.kind] + t > caps[s.kind]
-                or selected_tokens + t > target
-                or selected_tokens + t > hard
-            ):
-                continue
-            chosen[pos] = _Choice(
-                groups[pos],
                 s.kind,
                 s.score,
-                s.reason,
+                _SUPPLEMENT_EXCLUSION_REASONS[s.kind],
                 source_id=s.source_ids[0],
                 retrieved_event_ids=tuple(s.source_ids) if s.kind == "retrieval" else None,
-                project_snippet=s.project_snippet if s.kind == "project" else None,
+                project_snippet=s.project_snippet,
             )
-            selected_tokens += t
-            used[s.kind] += t
+        elif group.kind == "turn":
+            # the common case (one per excluded turn): `tuple.__new__` is what the named
+            # tuple's Python-level `__new__` runs, without its call
+            choice = _new_tuple(_Choice, (
+                group, "recent", _score(group, PRIORITY_RECENT, count), _EXCLUDED_RECENT_REASON, None, None, None,
+            ))
+        elif group.kind == "summary":
+            choice = _Choice(
+                group, "summary", _score(group, PRIORITY_SUMMARY, count), "Excluded by summary or input budget"
+            )
+        else:
+            choice = _Choice(
+                group,
+                "history",
+                _score(group, PRIORITY_HISTORY, count),
+                "Excluded because managed planner does not select older background without "
+                "retrieval evidence",
+            )
+        excluded_choices.append(choice)
+    excluded = _items(excluded_choices, tokens, classifications, privacy_reasons)
 
-        # Pi summaries, newest first (spec §3.7).
-        summary_tokens = 0
-        summaries = sorted(
-            (pos for pos, g in enumerate(groups) if g.kind == "summary" and pos not in chosen),
-            key=end_of.__getitem__,
-            reverse=True,
+    oversized = (
+        sum(
+            1
+            for pos, g in enumerate(groups)
+            if g.kind == "turn"
+            and pos not in chosen
+            and group_supplement[pos] is None
+            and g.estimated_tokens >= recent_tail_limit
         )
-        for pos in summaries:
-            t = groups[pos].estimated_tokens
-            if (
-                summary_tokens + t > config.max_summary_tokens
-                or selected_tokens + t > target
-                or selected_tokens + t > hard
-            ):
-                continue
-            chosen[pos] = _Choice(
-                groups[pos],
-                "summary",
-                _score(groups[pos], PRIORITY_SUMMARY, count),
-                "Selected active Pi summary within the summary and input budgets",
-            )
-            selected_tokens += t
-            summary_tokens += t
-
-        # Output order and validation (spec §3.8).
-        selected = _items(chosen.values(), tokens, classifications, privacy_reasons)
-        selected_indices = set(map(_ORIGINAL_INDEX, selected))
-        errors = validate_atomic_selection(relations, selected_indices)
-        if errors:
-            return fallback("; ".join(errors))
-        if last_user >= 0 and last_user not in selected_indices:
-            return fallback("current user message was not selected")
-        if fixed_tokens + selected_tokens > budget.hard_input_limit:
-            return fallback("final estimated input exceeds the hard input limit")
-
-        # Excluded metadata (spec §3.9).
-        excluded_choices: list[_Choice] = []
-        for pos, group in enumerate(pausing(groups)):
-            if pos in chosen:
-                continue
-            s = group_supplement[pos]
-            if s is not None:
-                choice = _Choice(
-                    group,
-                    s.kind,
-                    s.score,
-                    _SUPPLEMENT_EXCLUSION_REASONS[s.kind],
-                    source_id=s.source_ids[0],
-                    retrieved_event_ids=tuple(s.source_ids) if s.kind == "retrieval" else None,
-                    project_snippet=s.project_snippet,
-                )
-            elif group.kind == "turn":
-                # the common case (one per excluded turn): `tuple.__new__` is what the named
-                # tuple's Python-level `__new__` runs, without its call
-                choice = _new_tuple(_Choice, (
-                    group, "recent", _score(group, PRIORITY_RECENT, count), _EXCLUDED_RECENT_REASON, None, None, None,
-                ))
-            elif group.kind == "summary":
-                choice = _Choice(
-                    group, "summary", _score(group, PRIORITY_SUMMARY, count), "Excluded by summary or input budget"
-                )
-            else:
-                choice = _Choice(
-                    group,
-                    "history",
-                    _score(group, PRIORITY_HISTORY, count),
-                    "Excluded because managed planner does not select older background without "
-                    "retrieval evidence",
-                )
-            excluded_choices.append(choice)
-        excluded = _items(excluded_choices, tokens, classifications, privacy_reasons)
-
-        oversized = (
-            sum(
-                1
-                for pos, g in enumerate(groups)
-                if g.kind == "turn"
-                and pos not in chosen
-                and group_supplement[pos] is None
-                and g.estimated_tokens >= recent_tail_limit
-            )
-            if recent_tail_limit > 0
-            else 0
-        )
-        pause_point()
-        return ManagedContextPlan(
+        if recent_tail_limit > 0
+        else 0
+    )
+    pause_point()
+    return ManagedContextPlan(
+        mode="managed",
+        original_messages=tuple(planned),
+        planned_sources=sources,
+        messages=tuple(map(planned.__getitem__, map(_ORIGINAL_INDEX, selected))),
+        selected=tuple(selected),
+        excluded=tuple(excluded),
+        planning=Planning(
             mode="managed",
-            original_messages=tuple(planned),
-            planned_sources=sources,
-            messages=tuple(map(planned.__getitem__, map(_ORIGINAL_INDEX, selected))),
-            selected=tuple(selected),
-            excluded=tuple(excluded),
-            planning=Planning(
-                mode="managed",
-                original_message_tokens=sum(native_token_list),
-                original_message_count=len(native),
-                fixed_tokens=fixed_tokens,
-                message_target_tokens=target,
-                message_hard_limit_tokens=hard,
-                recent_tail_token_limit=recent_tail_limit,
-                selected_group_count=len(chosen),
-                excluded_group_count=len(groups) - len(chosen),
-                rescued_immediate_predecessor=rescued,
-                oversized_turn_exclusions=oversized,
-            ),
-            groups=tuple(groups),
-        )
+            original_message_tokens=sum(native_token_list),
+            original_message_count=len(native),
+            fixed_tokens=fixed_tokens,
+            message_target_tokens=target,
+            message_hard_limit_tokens=hard,
+            recent_tail_token_limit=recent_tail_limit,
+            selected_group_count=len(chosen),
+            excluded_group_count=len(groups) - len(chosen),
+            rescued_immediate_predecessor=rescued,
+            oversized_turn_exclusions=oversized,
+        ),
+        groups=tuple(groups),
+    )

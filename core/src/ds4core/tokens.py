@@ -73,6 +73,18 @@ CL100K_MESSAGE_OVERHEAD = 4
 IMAGE_TOKENS_FALLBACK = 1600
 
 
+def fmt_tokens(n: int | None) -> str:
+    """Human token count: 950, 9.8k, 84.2k, 1.05M; '—' for None."""
+    if n is None:
+        return "—"
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}".removesuffix(".0") + "k"
+    return f"{n / 1_000_000:.2f}".rstrip("0").removesuffix(".") + "M"
+
+
+
 def image_dimensions(block: Mapping[str, Any]) -> tuple[int, int] | None:
     """Width and height in pixels read from a base64 PNG/JPEG/GIF header, or None."""
     data = block.get("data")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 #: Agent ids, as they appear in every `--json` output's `"agent"` field.
 PI = "pi"
@@ -41,7 +41,10 @@ class Capabilities:
     """What ds4tui may offer for an agent's sessions.
 
     - `ds4_plan`: DS4's deterministic planner (manifest, explain, cache-aware decision) applies;
-    - `retrieval`: DS4's historical retrieval applies;
+    - `ds4_exact`: the plan is DS4's own decision for this session (Pi, where the
+      ds4-context-engine extension runs: matched exactly); False with `ds4_plan` set: a what-if,
+      "what DS4 would send" for an agent that builds its own context (Claude Code, Codex);
+    - `retrieval`: DS4's historical retrieval applies (a what-if writes no index to disk);
     - `steering`: pin / collapse / compaction writes are possible (Pi only: the session file is
       append-only for us, and only Pi's);
     - `bridge`: the ds4tui bridge extension can run inside the agent;
@@ -52,6 +55,7 @@ class Capabilities:
     """
 
     ds4_plan: bool = False
+    ds4_exact: bool = False
     retrieval: bool = False
     steering: bool = False
     bridge: bool = False
@@ -88,6 +92,21 @@ class Usage:
         """cache_read / prompt_tokens, None for an empty prompt."""
         total = self.prompt_tokens
         return self.cache_read / total if total else None
+
+
+@dataclass(frozen=True)
+class Price:
+    """A model's price as an agent's own table gives it: `cost_of(usage)` in USD for one
+    request's `Usage`, and `source`, a short label naming the table and its date (e.g.
+    "Anthropic pricing page, checked 2026-11-29"). An agent plug-in's `price(model)` returns one
+    (or None), tried before the bundled model table (`ds4sessions.overview.prices.PriceBook`)."""
+
+    source: str
+    cost_of: Callable[[Usage], float]
+
+    def cost(self, usage: Usage) -> float:
+        """USD of one request's usage."""
+        return self.cost_of(usage)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,19 @@
-"""The agent plug-ins ds4tui knows, and which one reads a given file.
+"""The agent plug-ins ds4tui knows, and which one reads a given file: the one lookup the
+dashboard, `home` and every CLI command use (issue 28: "One lookup, `agent_for_path`").
 
 Each plug-in lives in `ds4sessions.agents.<name>.agent` and exposes one class implementing
-`ds4sessions.agents.base.Agent`. `PLUGINS` lists them in the order files are tried: the first
-agent whose `recognizes(head)` is true reads the file.
+`ds4sessions.agents.base.Agent` (most subclass `ds4sessions.agents.plugin.ConversationAgent`).
+`PLUGINS` lists them in the order files are tried; a package installed beside ds4tui adds its own
+under the entry-point group `ds4tui.agents` (`name = "module:Class"`, as harlequin loads its
+adapters), tried after them. A file is read by the first agent whose `recognizes(head)` is true;
+when none recognizes it, by the first whose `claims(head)` is (a damaged file of its own: Pi
+claims an empty file and a torn or corrupt header, bad input B02); else by none.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -23,13 +29,16 @@ PLUGINS: tuple[str, ...] = (
 HEAD_BYTES = 64 * 1024
 """Bytes of a file's start given to `Agent.recognizes`."""
 
+ENTRY_POINT_GROUP = "ds4tui.agents"
+"""The entry-point group third-party agent plug-ins register under (`module:Class`)."""
+
 
 @cache
 def all_agents() -> tuple[Agent, ...]:
-    """One instance of every installed agent plug-in, in `PLUGINS` order.
-
-    A plug-in whose module is not present yet is left out; any other import error propagates.
-    """
+    """One instance of every installed agent plug-in: `PLUGINS` in order, then the entry points
+    of `ENTRY_POINT_GROUP` (by name). A plug-in whose module is not present is left out; a
+    third-party plug-in that fails to load is left out with one line on stderr (ds4tui still
+    starts); an error in a bundled plug-in propagates."""
     agents: list[Agent] = []
     for spec in PLUGINS:
         module_name, _, class_name = spec.partition(":")
@@ -40,7 +49,31 @@ def all_agents() -> tuple[Agent, ...]:
                 continue
             raise
         agents.append(getattr(module, class_name)())
+    names = {a.name for a in agents}
+    for entry in _entry_points():
+        try:
+            agent = entry.load()()
+        except Exception as error:  # a broken third-party plug-in must not take ds4tui down
+            print(f"ds4tui: agent plug-in {entry.name} ({entry.value}) not loaded: {type(error).__name__}: {error}",
+                  file=sys.stderr)
+            continue
+        if getattr(agent, "name", None) in names:
+            continue  # (a bundled agent of the same name wins)
+        names.add(agent.name)
+        agents.append(agent)
     return tuple(agents)
+
+
+def _entry_points() -> list:  # type: ignore[type-arg]
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+
+
+def default_agent() -> Agent:
+    """The agent of a file that does not exist yet (the dashboard waits for it to appear):
+    the first plug-in (Pi)."""
+    return all_agents()[0]
 
 
 def agent_named(name: str) -> Agent | None:
@@ -48,22 +81,34 @@ def agent_named(name: str) -> Agent | None:
     return next((a for a in all_agents() if a.name == name), None)
 
 
-def _recognizes(agent: Agent, head: bytes) -> bool:
+def _asks(agent: Agent, method: str, head: bytes) -> bool:
+    ask = getattr(agent, method, None)
+    if ask is None:
+        return False
     try:
-        return bool(agent.recognizes(head))
+        return bool(ask(head))
     except (ValueError, TypeError, RecursionError, UnicodeError):  # hostile bytes: not this agent's
         return False
 
 
 def agent_for_head(head: bytes) -> Agent | None:
-    """The first plug-in that recognizes a file starting with `head`, or None (a plug-in that fails
-    on hostile bytes does not recognize them)."""
-    return next((a for a in all_agents() if _recognizes(a, head)), None)
+    """The first plug-in that recognizes a file starting with `head`, else the first that claims
+    it (`Agent.claims`: a damaged file of its own), else None. A plug-in that fails on hostile
+    bytes does neither."""
+    agents = all_agents()
+    found = next((a for a in agents if _asks(a, "recognizes", head)), None)
+    return found if found is not None else next((a for a in agents if _asks(a, "claims", head)), None)
 
 
 def agent_for_path(path: Path) -> Agent | None:
     """The plug-in that reads `path` (by its first `HEAD_BYTES`), or None when no agent
-    recognizes it. Raises OSError when the file cannot be read."""
+    recognizes or claims it. Raises OSError when the file cannot be read."""
     with open(path, "rb") as f:
         head = f.read(HEAD_BYTES)
     return agent_for_head(head)
+
+
+def agent_labels() -> str:
+    """"Pi, Claude Code or Codex": the installed agents' labels, for "not a session" messages."""
+    labels = [getattr(a, "label", a.name) for a in all_agents()]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " or " + labels[-1]

@@ -1,6 +1,6 @@
 """The prompt-cache monitor of a live session: state, history, miss causes and DS4's decision.
 
-Glue between a `ds4sessions.ingest.live.Snapshot` and the pure engines:
+Glue between a `ds4sessions.agents.pi.live.Snapshot` and the pure engines:
 
 - `ds4core.cache_state` (countdown, history, miss explainer, cached prefix), fed with the branch's
   `CacheEvent`s (assistant replies and `usage` entries of kind `cache_warm`, Pi session format
@@ -46,6 +46,7 @@ from ds4core.cache_state import (
     DEFAULT_EXPIRING_SECONDS,
     CacheClock,
     CacheEvent,
+    CacheFacts,
     CacheHistory,
     CacheState,
     PrefixChange,
@@ -61,7 +62,8 @@ from ds4core.usage import usage_of
 from ds4sessions.bridge.channel import RequestMeta, channel_dir
 from ds4sessions.bridge.channel import prefix_change as request_prefix_change
 from ds4sessions.derive.ds4config import LoadedDs4Config
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.runtime import paused_gc
+from ds4sessions.ingest.snapshot import Snapshot
 from ds4sessions.agents.pi.context import SessionContext, build_context, iso_to_ms
 from ds4sessions.agents.pi.entries import BRANCH_SUMMARY, COMPACTION, CONTEXT_EDIT, MODEL_CHANGE, USAGE, Entry
 from ds4sessions.agents.pi.reader import PiSession
@@ -70,6 +72,11 @@ from ds4sessions.derive.planning import LivePlanner, PlanView
 __all__ = [
     "CacheMonitor",
     "CacheView",
+    "RequestCacheMonitor",
+    "cache_monitor_for",
+    "session_cache_json",
+    "session_cache_view",
+    "session_last_time",
     "DecisionView",
     "MATCH_WINDOW_S",
     "bridge_prefix_change",
@@ -517,14 +524,15 @@ def _candidates(
         if tail not in planned:
             if checkpoint is not None:
                 checkpoint()
-            planned[tail] = _candidate(
-                plan_managed_context(
-                    inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
-                    config=inputs.config, pinned_message_indices=list(inputs.pins),
-                    native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
-                ),
-                fingerprint, estimates,
-            )
+            with paused_gc():  # (one row per message outlives the plan: `ds4sessions.runtime`)
+                planned[tail] = _candidate(
+                    plan_managed_context(
+                        inputs.planner_messages(), fixed_tokens=inputs.fixed_tokens, budget=inputs.budget,
+                        config=inputs.config, pinned_message_indices=list(inputs.pins),
+                        native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
+                    ),
+                    fingerprint, estimates,
+                )
         return planned[tail]
 
     return plan
@@ -573,6 +581,16 @@ class CacheView:
     def state_at(self, now: float) -> CacheState:
         """The cache state at `now` (epoch seconds) with this view's expiring threshold."""
         return self.clock.state(now, self.expiring_s)
+
+    @classmethod
+    def of_facts(cls, facts: CacheFacts, now: float, agent: str) -> CacheView:
+        """The view of an agent plug-in's `CacheFacts` at `now` (no DS4 decision: the agent
+        decides its own caching)."""
+        return cls(
+            model_key=facts.model_key, clock=facts.clock, state=facts.clock.state(now, facts.expiring_s),
+            history=facts.history, decision=None, what_if=None, cached_prefix_end=facts.cached_prefix_end,
+            pricing_source=facts.pricing_source, expiring_s=facts.expiring_s, agent=agent,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON for `ds4tui cache --json`."""
@@ -965,3 +983,86 @@ def cache_view(
     """One-shot `CacheMonitor(models, retention=..., config=..., expiring_s=...).view(snapshot, now)`
     (fresh hysteresis; keep a `CacheMonitor` for a live session)."""
     return CacheMonitor(models, retention=retention, config=config, expiring_s=expiring_s).view(snapshot, now)
+
+
+# --- Every agent -----------------------------------------------------------------------------
+
+
+class RequestCacheMonitor:
+    """The derive pipeline's cache stage for an agent whose DS4 plan is a what-if (Claude Code,
+    Codex, ...): each update, the agent's own `cache_facts(snapshot, now, models)` as a
+    `CacheView` (its requests, TTL rules, prices and miss causes; no DS4 decision)."""
+
+    def __init__(self, agent: Any, models: ModelTable | None = None) -> None:
+        self.agent = agent
+        self.models = models
+
+    def view(self, snapshot: Snapshot, now: float, plan: PlanView | None = None, *, decide: bool = True,
+             checkpoint: Callable[[], None] | None = None) -> CacheView:
+        """The cache view of `snapshot` at `now` (epoch seconds); the other arguments as
+        `CacheMonitor.view` takes them (unused: no DS4 decision here)."""
+        return CacheView.of_facts(self.agent.cache_facts(snapshot, now, self.models), now, snapshot.agent)
+
+
+def cache_monitor_for(agent: Any, models: ModelTable | None = None, *, retention: str | None = None,
+                      config: LoadedDs4Config | None = None) -> CacheMonitor | RequestCacheMonitor:
+    """The cache stage for `agent`'s sessions: DS4's own monitor (`CacheMonitor`: misses from the
+    rebuilt prompts or the bridge's metadata, DS4's cache-aware decision) where DS4's plan is the
+    agent's own (`Capabilities.ds4_exact`: DS4 runs inside Pi), else the agent's facts
+    (`RequestCacheMonitor`)."""
+    if agent.capabilities.ds4_exact:
+        return CacheMonitor(models, retention=retention, config=config)
+    return RequestCacheMonitor(agent, models)
+
+
+def session_cache_view(agent: Any, snapshot: Snapshot, now: float, models: ModelTable | None = None) -> CacheView:
+    """The cache view of `snapshot` (of `agent`'s session) at `now`, as the dashboard's Cache tab
+    shows it: `cache_monitor_for(agent, ...)` with `$PI_CACHE_RETENTION` and DS4's configuration
+    for the session's cwd."""
+    from ds4sessions.derive.ds4config import load_ds4_config
+
+    config = load_ds4_config(snapshot.session.cwd) if agent.capabilities.ds4_exact else None
+    monitor = cache_monitor_for(agent, models, retention=os.environ.get("PI_CACHE_RETENTION"), config=config)
+    return monitor.view(snapshot, now)
+
+
+def session_cache_json(agent: Any, path: Path, at: float | None = None, models: ModelTable | None = None,
+                       *, snapshot: Snapshot | None = None) -> dict[str, Any]:
+    """`ds4tui cache --json` for `agent`'s session `path` at `at` (epoch seconds; None: the
+    session's last entry or request, `session_last_time`): where DS4 runs inside the agent
+    (`Capabilities.ds4_exact`), `{"at", ...CacheView.to_json()}` of DS4's monitor (plus
+    `warnings` of the configuration); else the agent's own JSON (`Agent.cache_json`, its
+    documented shape). `snapshot`: the session already read (else read here)."""
+    if not agent.capabilities.ds4_exact:
+        return agent.cache_json(path, at=at, models=models)
+    import time
+
+    from ds4sessions.agents.plugin import read_snapshot
+    from ds4sessions.derive.ds4config import load_ds4_config
+
+    if snapshot is None:
+        snapshot = read_snapshot(agent, path, models, exact=False)
+    loaded = load_ds4_config(snapshot.session.cwd)
+    when = at if at is not None else (session_last_time(snapshot)[0] or time.time())
+    view = cache_view(snapshot, when, os.environ.get("PI_CACHE_RETENTION"), models=models, config=loaded)
+    return {"at": when, **view.to_json(), **({"warnings": list(loaded.warnings)} if loaded.warnings else {})}
+
+
+def session_last_time(snapshot: Snapshot) -> tuple[float | None, str]:
+    """When the session was last written to, as `ds4tui cache --last` takes it: (Unix seconds or
+    None, "entry" | "request"): the last entry with a readable time where the reader keeps the
+    entries (Pi), else the last request's time."""
+    entries = snapshot.session.entries
+    if entries:
+        return _last_entry_seconds(entries), "entry"
+    last = snapshot.conversation.last_request  # (the main chain's: a side chain's reply refreshes no countdown)
+    return (last.timestamp if last is not None else None), "request"
+
+
+def _last_entry_seconds(entries: Sequence[Any]) -> float | None:
+    """Unix seconds of the last entry with a readable timestamp (None without one)."""
+    for entry in reversed(entries):
+        seconds = _entry_seconds(entry)
+        if seconds is not None:
+            return seconds
+    return None

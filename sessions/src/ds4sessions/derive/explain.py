@@ -113,6 +113,13 @@ def explain_lines(view: PlanView) -> list[str]:
     planned (`Retrieval evidence: N selected (T tokens), M excluded`) and a `pending` row on a
     first paint planned before retrieval ran."""
     out: list[str] = []
+    if view.what_if:
+        from ds4sessions.agents.registry import agent_named
+
+        agent = agent_named(view.agent)
+        label = getattr(agent, "label", view.agent) if agent is not None else view.agent
+        out.append(f"What DS4 would send: a what-if ({label} builds its own context; DS4 does not run inside it).")
+        out.append("")
     if view.config_mode != "managed":
         out.append("Latest context used observer mode; no managed-context selection was applied.")
         out.append("The plan DS4 would make in managed mode follows.")

@@ -382,7 +382,7 @@ class InputsBuilder:
         return self._cache.misses
 
     def build(self, snapshot: Any) -> PlannerInputs:
-        """The planner inputs of `snapshot` (a `ds4sessions.ingest.live.Snapshot`). Never raises
+        """The planner inputs of `snapshot` (a `ds4sessions.agents.pi.live.Snapshot`). Never raises
         for session content; configuration problems are in `warnings`."""
         misses_before = self._cache.misses
         ctx = snapshot.context

@@ -319,6 +319,9 @@ class PlanView:
     retrieval_pending: bool = False
     agent: str = "pi"
     """The agent whose session was planned (`agents.base.AGENTS`; from the snapshot)."""
+    what_if: bool = False
+    """A what-if: what DS4 would send for an agent that builds its own context (Claude Code,
+    Codex: `Capabilities.ds4_exact` False); False for Pi, where DS4's plan is the decision."""
     inputs: Any = field(default=None, repr=False, compare=False)
     """The `ds4sessions.derive.inputs.PlannerInputs` this plan was made from (None when built
     elsewhere): the cache-aware candidates and retrieval read the same inputs."""
@@ -448,6 +451,7 @@ class PlanView:
         planning["durationMs"] = round(self.duration_ms, 3)
         out: dict[str, Any] = {
             "agent": self.agent,
+            "whatIf": self.what_if,
             "sessionId": self.session_id,
             "branchLeafId": self.leaf_id,
             "provider": self.profile.provider,

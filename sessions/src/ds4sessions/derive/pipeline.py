@@ -40,17 +40,30 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ds4core.models import ModelTable
 
-from ds4sessions.ingest.live import LiveSession, Snapshot
+from ds4sessions.ingest.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the derived stages are imported when a session is first derived (`_setup`):
     # DS4's configuration (pydantic), planner, cache and retrieval cost ~0.4 s of imports that the
     # first paint of a session does not need
     from ds4sessions.agents.base import Capabilities
-    from ds4sessions.derive.cache import CacheMonitor, CacheView
+    from ds4sessions.derive.cache import CacheMonitor, CacheView, RequestCacheMonitor
     from ds4sessions.derive.ds4config import LoadedDs4Config
     from ds4sessions.derive.inputs import PlannerInputs
     from ds4sessions.derive.planning import LivePlanner, PlanView
     from ds4sessions.derive.retrieval import LiveRetrieval, RetrievalView
+
+
+def agent_of(path: Path) -> Any:
+    """The plug-in that reads `path` (`agents.registry.agent_for_path`); the default agent (Pi)
+    for a file that does not exist yet, cannot be read, or that no agent recognizes (its reader
+    then reports what it found)."""
+    from ds4sessions.agents.registry import agent_for_path, default_agent
+
+    try:
+        agent = agent_for_path(path)
+    except OSError:
+        agent = None
+    return agent if agent is not None else default_agent()
 
 
 @dataclass(frozen=True)
@@ -81,9 +94,11 @@ class Derived:
 class SessionPipeline:
     """Owns the live session and the per-session state of its derived views.
 
-    `config_file` replaces the user's DS4 configuration files (`--config`); `retention` is the
-    prompt-cache tier override (default: `$PI_CACHE_RETENTION`); `retrieval=False` skips the
-    retrieval stage (no index is written).
+    `agent` is the plug-in that reads `path` (default: `agent_of(path)`, the registry's one
+    lookup); its `live(path, models)` makes the snapshots and its `cache_monitor(...)` the cache
+    views, so this pipeline serves every agent. `config_file` replaces the user's DS4
+    configuration files (`--config`); `retention` is the prompt-cache tier override (default:
+    `$PI_CACHE_RETENTION`); `retrieval=False` skips the retrieval stage (no index is written).
     """
 
     def __init__(
@@ -94,16 +109,18 @@ class SessionPipeline:
         config_file: Path | None = None,
         retention: str | None = None,
         retrieval: bool = True,
+        agent: Any = None,
     ) -> None:
         self.path = Path(path)
         self.models = models or ModelTable.bundled()
-        self.live = LiveSession(self.path, self.models)
+        self.agent = agent if agent is not None else agent_of(self.path)
+        self.live = self.agent.live(self.path, self.models)
         self._config_file = config_file
         self._retention = retention if retention is not None else os.environ.get("PI_CACHE_RETENTION")
         self._with_retrieval = retrieval
         self._config: LoadedDs4Config | None = None
         self._planner: LivePlanner | None = None
-        self._cache: CacheMonitor | None = None
+        self._cache: CacheMonitor | RequestCacheMonitor | None = None
         self._retrieval: LiveRetrieval | None = None
         self._step_lock = threading.Lock()
         self._again = False
@@ -116,15 +133,15 @@ class SessionPipeline:
     def _setup(self, snapshot: Snapshot) -> None:
         if self._config is not None:
             return
-        from ds4sessions.derive.cache import CacheMonitor
+        from ds4sessions.derive.cache import cache_monitor_for
         from ds4sessions.derive.ds4config import load_ds4_config
         from ds4sessions.derive.planning import LivePlanner
         from ds4sessions.derive.retrieval import LiveRetrieval
 
         self._config = load_ds4_config(snapshot.session.cwd, config_file=self._config_file)
         self._planner = LivePlanner(self._config)
-        self._cache = CacheMonitor(self.models, retention=self._retention, config=self._config)
-        if self._with_retrieval:
+        self._cache = cache_monitor_for(self.agent, self.models, retention=self._retention, config=self._config)
+        if self._with_retrieval and snapshot.capabilities.retrieval:
             self._retrieval = LiveRetrieval(config=self._config.context)
 
     def updates(self, force: bool = False, now: float | None = None) -> Iterator[Snapshot | Derived]:

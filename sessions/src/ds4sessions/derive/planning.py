@@ -49,11 +49,11 @@ from ds4core.planner import (
     ManagedContextPlan,
     SupplementalMessage,
     is_pin_label,
-    paused_gc,
     plan_managed_context,
 )
 
 from ds4sessions.agents.pi.entries import CONTEXT_TYPES
+from ds4sessions.runtime import paused_gc
 from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.explain import explain_lines, tokens_lines
 from ds4sessions.derive.inputs import InputsBuilder, PlannerInputs
@@ -184,7 +184,7 @@ class LivePlanner:
         self, snapshot: Any, supplements: Sequence[SupplementalMessage] = (), inputs: PlannerInputs | None = None,
         checkpoint: Callable[[], None] | None = None,
     ) -> PlanView:
-        """Plan the next request of `snapshot` (a `ds4sessions.ingest.live.Snapshot`) with
+        """Plan the next request of `snapshot` (a `ds4sessions.agents.pi.live.Snapshot`) with
         `supplements` spliced in before the current request (spec §3.1; DS4's runtime order:
         pins, memories, retrieval results, project snippets), e.g.
         `ds4sessions.derive.retrieval.RetrievalView.supplements`. The supplement pass (spec §3.6)
@@ -254,6 +254,7 @@ class LivePlanner:
             version=snapshot.version,
             supplements=supplements,
             agent=snapshot.agent,
+            what_if=not snapshot.capabilities.ds4_exact,
             inputs=inputs,
         )
 

@@ -39,7 +39,7 @@ from ds4core.retrieval import (
 from ds4sessions.derive.inputs import PlannerInputs
 from ds4sessions.derive.planning import LivePlanner
 from ds4sessions.derive.retrieval_index import RetrievalIndex, SyncResult, session_db_path
-from ds4sessions.ingest.live import Snapshot
+from ds4sessions.ingest.snapshot import Snapshot
 
 __all__ = ["LiveRetrieval", "PlannerInputs", "RetrievalRow", "RetrievalView", "planning_inputs"]
 

@@ -3,9 +3,12 @@ hundreds of session files is listed without re-reading them.
 
 `<state dir>/overview.sqlite3` (state dir: `$DS4TUI_STATE_DIR`, else platformdirs'
 `user_state_dir("ds4tui")`; the folder is made 0700 and the file 0600, design.md). One row per
-session file: its agent, size (bytes), mtime (epoch seconds), the byte offset summarised and the
+session file: its agent, size (bytes), mtime (epoch seconds), the byte offset summarised, the
 `SessionSummary` as a JSON array of its field values (`SessionSummary.to_row`; schema 2: 40%
-smaller and faster to load than schema 1's JSON objects). The file carries a schema version (`PRAGMA user_version`); a file of
+smaller and faster to load than schema 1's JSON objects) and the settings it was made under
+(`OverviewSettings.index_key`, schema 3): a row answers only under the same settings, so changing
+`DS4TUI_CACHE_RETENTION` or `PI_CACHE_RETENTION` re-reads the files instead of showing the old
+countdowns. The file carries a schema version (`PRAGMA user_version`); a file of
 another version, or one SQLite cannot open, is deleted and rebuilt (it is derived data: deleting
 it at any time only costs one re-read of every file).
 """
@@ -33,7 +36,7 @@ def _summary_shape_version() -> int:
     return zlib.crc32(names.encode()) & 0x7FFFFFFF
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The table layout's version; the stored `user_version` is this combined with the summary's
 shape (`_summary_shape_version`)."""
 DB_NAME = "overview.sqlite3"
@@ -45,7 +48,8 @@ CREATE TABLE IF NOT EXISTS files (
     size INTEGER NOT NULL,
     mtime REAL NOT NULL,
     offset INTEGER NOT NULL,
-    summary TEXT NOT NULL
+    summary TEXT NOT NULL,
+    settings TEXT NOT NULL
 );
 """
 
@@ -123,13 +127,14 @@ class OverviewIndex:
         db.execute(f"PRAGMA user_version={_user_version()}")
         return db
 
-    def load(self) -> dict[str, tuple[int, float, SessionSummary]]:
-        """Every stored summary by path: (size, mtime, summary). Rows that no longer parse are
-        dropped (they will be re-read)."""
+    def load(self, settings: str = "") -> dict[str, tuple[int, float, SessionSummary]]:
+        """Every summary stored under `settings` (`OverviewSettings.index_key`) by path: (size,
+        mtime, summary); rows made under other settings are left out (their files are re-read).
+        Rows that no longer parse are dropped (they will be re-read)."""
         out: dict[str, tuple[int, float, SessionSummary]] = {}
         bad: list[str] = []
         with self._lock:
-            rows = self._db.execute("SELECT path, size, mtime, summary FROM files").fetchall()
+            rows = self._db.execute("SELECT path, size, mtime, summary FROM files WHERE settings = ?", (settings,)).fetchall()
         for path, size, mtime, text in rows:
             try:
                 out[path] = (size, mtime, SessionSummary.from_row(json.loads(text)))
@@ -139,15 +144,16 @@ class OverviewIndex:
             self.forget(bad)
         return out
 
-    def store(self, summaries: list[SessionSummary]) -> None:
-        """Insert or replace the rows of `summaries` (one transaction)."""
+    def store(self, summaries: list[SessionSummary], settings: str = "") -> None:
+        """Insert or replace the rows of `summaries`, made under `settings`
+        (`OverviewSettings.index_key`), in one transaction."""
         if not summaries:
             return
-        rows = [(s.path, s.agent, s.size, s.modified, s.offset, json.dumps(s.to_row(), separators=(",", ":")))
+        rows = [(s.path, s.agent, s.size, s.modified, s.offset, json.dumps(s.to_row(), separators=(",", ":")), settings)
                 for s in summaries]
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self._db.execute("COMMIT")
 
     def forget(self, paths: list[str]) -> None:

@@ -4,15 +4,16 @@ Prices are data with a source and a date, never constants in code:
 
 1. a request's own recorded cost (`Request.cost_usd`, Pi session format §6) always wins;
 2. otherwise the price tables bundled in `ds4core/data/` are tried in order: the agent's own
-   table (`AGENT_PRICES`: Claude Code → `claude-prices.json`, Anthropic's pricing page with its
-   check date; Codex → `openai-prices.json`, OpenAI list prices with their date and request-wide
-   tiers, the table the Codex view prices with) first, then the bundled model table (`ds4core/data/models.json`, generated from
-   Pi's catalog `@earendil-works/pi-ai`, which names its package version and generation date);
+   table (its plug-in's `price(model)`: Claude Code → `claude-prices.json`, Anthropic's pricing
+   page with its check date; Codex → `openai-prices.json`, OpenAI list prices with their date
+   and request-wide tiers, the table the Codex view prices with) first, then the bundled model
+   table (`ds4core/data/models.json`, generated from Pi's catalog `@earendil-works/pi-ai`, which
+   names its package version and generation date);
 3. a model found in none of them has no price: the cost is None and the caller says
    "no price for <model>" (never $0.00).
 
-Lookup keys tried for a request: `provider/model` as recorded, then `<default provider of the
-agent>/model` (Claude Code → anthropic, Codex → openai), then the bare model id.
+Lookup keys tried for a request: `provider/model` as recorded, then `<the agent's
+default_provider>/model` (Claude Code → anthropic, Codex → openai), then the bare model id.
 """
 
 from __future__ import annotations
@@ -23,11 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ds4core.models import ModelTable, PriceTier, Pricing
 
-from ds4sessions.agents.base import CLAUDE_CODE, CODEX, Usage
-
-#: The provider an agent's bare model ids belong to (Claude Code: Anthropic Messages API;
-#: Codex: OpenAI Responses API). Pi records the provider on every reply.
-DEFAULT_PROVIDER: dict[str, str] = {CLAUDE_CODE: "anthropic", CODEX: "openai"}
+from ds4sessions.agents.base import Usage
 
 
 @dataclass(frozen=True)
@@ -63,64 +60,12 @@ def _source_label(source: Mapping[str, Any] | None, fallback: str) -> str:
     return ", ".join(parts)
 
 
-def _claude_price(model: str) -> "Price | None":
-    """Claude Code: `ds4core.claude_prices` (Anthropic's pricing page, with its own 5m / 1h
-    cache-write rates)."""
-    from ds4core.claude_prices import claude_price, price_table
+def _plugin(agent: str) -> Any:
+    """The agent plug-in named `agent` (loaded on the first price asked: the home screen's first
+    paint loads no plug-in)."""
+    from ds4sessions.agents.registry import agent_named
 
-    found = claude_price(model)
-    if found is None:
-        return None
-    table = price_table()
-    source = f"Anthropic pricing page, checked {table.get('checked', '?')}"
-
-    def cost(u: Usage) -> float:
-        unsplit = max(u.cache_write - u.cache_write_5m - u.cache_write_1h, 0)
-        return found.cost(input=u.input, cache_write_5m=u.cache_write_5m, cache_write_1h=u.cache_write_1h,
-                          cache_read=u.cache_read, output=u.output, cache_write_unsplit=unsplit)
-
-    return Price(None, source, cost)
-
-
-@lru_cache(maxsize=1)
-def _openai_table() -> tuple[dict[str, Pricing], str]:
-    """`ds4core/data/openai-prices.json` as (bare model id → `Pricing` with its tiers, source
-    label); ({}, label) when the file is missing or malformed (every model then has no price)."""
-    import json
-    from importlib import resources
-
-    try:
-        data = json.loads(resources.files("ds4core").joinpath("data", "openai-prices.json").read_text(encoding="utf-8"))
-        models = data["models"]
-        meta = data.get("source") or {}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}, "openai-prices.json (unreadable)"
-    upstream = meta.get("upstream") if isinstance(meta, Mapping) else None
-    origin = _source_label(upstream, "OpenAI list prices")
-    label = f"openai-prices.json, OpenAI list prices {meta.get('date', '?')} (from {origin})"
-    out: dict[str, Pricing] = {}
-    for model, raw in models.items() if isinstance(models, Mapping) else ():
-        try:
-            tiers = tuple(PriceTier(int(t["inputTokensAbove"]), float(t.get("input", 0)), float(t.get("output", 0)),
-                                    float(t.get("cacheRead", 0)), float(t.get("cacheWrite", 0)))
-                          for t in raw.get("tiers") or ())
-            out[model] = Pricing(float(raw["input"]), float(raw["output"]), float(raw.get("cacheRead", 0)),
-                                 float(raw.get("cacheWrite", 0)), tiers)
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed entry: that model has no price
-    return out, label
-
-
-def _openai_price(model: str) -> "Price | None":
-    """Codex: `ds4core/data/openai-prices.json` (OpenAI list prices; a `provider/` prefix is
-    ignored, as in `ds4sessions.agents.codex.view.price_for`)."""
-    table, label = _openai_table()
-    pricing = table.get(model.split("/")[-1])
-    return Price(pricing, label) if pricing is not None else None
-
-
-#: Agent-specific price tables (model id → `Price`), tried before the bundled model table.
-AGENT_PRICES: dict[str, Callable[[str], "Price | None"]] = {CLAUDE_CODE: _claude_price, CODEX: _openai_price}
+    return agent_named(agent)
 
 
 @lru_cache(maxsize=1)
@@ -140,7 +85,7 @@ class PriceBook:
         keys = []
         if provider:
             keys.append(f"{provider}/{model}")
-        default = DEFAULT_PROVIDER.get(agent)
+        default = getattr(_plugin(agent), "default_provider", None)
         if default and default != provider:
             keys.append(f"{default}/{model}")
         return keys
@@ -154,9 +99,10 @@ class PriceBook:
             return self._memo[key]
         found: Price | None = None
         keys = self._keys(agent, provider, model)
-        agent_table = AGENT_PRICES.get(agent)
+        agent_table = getattr(_plugin(agent), "price", None)
         if agent_table is not None:
-            found = agent_table(model)
+            own = agent_table(model)
+            found = Price(None, own.source, own.cost) if own is not None else None
         if found is None:
             label = _source_label(self._models.source, "models.json")
             for k in keys:

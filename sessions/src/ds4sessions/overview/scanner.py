@@ -84,6 +84,11 @@ class Overview:
         self.problems: list[str] = []
 
     @property
+    def _key(self) -> str:
+        """The index answers only from rows made under these settings (`OverviewSettings.index_key`)."""
+        return self.settings.index_key()
+
+    @property
     def agents(self) -> tuple[Agent, ...]:
         """The agent plug-ins (imported on first use: the first paint from the index needs none)."""
         if self._agents is None:
@@ -128,11 +133,11 @@ class Overview:
 
     def scan(self) -> ScanResult:
         """List every session; answer unchanged files from the index (see `ScanResult`)."""
-        self.problems = []
+        self.problems = list(self.settings.notes)
         if self.index.problem:
             self.problems.append(self.index.problem)
         infos = self.discover()
-        stored = self.index.load()
+        stored = self.index.load(self._key)
         seen: set[str] = set()
         ready: list[SessionSummary] = []
         pending: list[SessionInfo] = []
@@ -154,7 +159,7 @@ class Overview:
                 ready.append(summary)
             else:
                 pending.append(info)
-        gone = [p for p in stored if p not in seen]
+        gone = [p for p in self.index.paths() if p not in seen]  # (rows of any settings)
         if gone:
             self.index.forget(gone)
         for key in [k for k in self._summaries if k not in seen]:
@@ -167,10 +172,11 @@ class Overview:
         """The summaries the index holds for files whose size and mtime are unchanged: one
         `os.stat` per indexed file, no discovery and no read (the fast first paint; `scan()`
         then adds new files and the agents' own liveness). Liveness here is by recency only."""
-        if self.index.problem and self.index.problem not in self.problems:
-            self.problems.append(self.index.problem)
+        for note in (*self.settings.notes, self.index.problem):
+            if note and note not in self.problems:
+                self.problems.append(note)
         out: list[SessionSummary] = []
-        for key, (size, mtime, summary) in self.index.load().items():
+        for key, (size, mtime, summary) in self.index.load(self._key).items():
             try:
                 st = os.stat(key)
             except OSError:
@@ -210,14 +216,14 @@ class Overview:
     def read_many(self, infos: Iterable[SessionInfo]) -> list[SessionSummary]:
         """`read` each of `infos` and store the summaries in the index in one transaction."""
         out = [s for info in infos if (s := self._read(info.path, info)) is not None]
-        self.index.store(out)
+        self.index.store(out, self._key)
         return out
 
     def read(self, info: SessionInfo) -> SessionSummary | None:
         """Summarise one file from its start (and store it); None when it cannot be read."""
         summary = self._read(info.path, info)
         if summary is not None:
-            self.index.store([summary])
+            self.index.store([summary], self._key)
         return summary
 
     def _agent_of(self, path: Path, info: SessionInfo | None) -> Agent | None:
@@ -283,7 +289,7 @@ class Overview:
         opened = self._open.get(key)
         summary = self._advance(key, opened) if opened is not None else self._read(Path(key), self._infos.get(key))
         if summary is not None and store:
-            self.index.store([summary])
+            self.index.store([summary], self._key)
         return summary
 
     def poll(self, paths: Iterable[str] | None = None) -> list[SessionSummary]:
@@ -304,7 +310,7 @@ class Overview:
             summary = self.update(key, store=False)
             if summary is not None:
                 changed.append(summary)
-        self.index.store(changed)
+        self.index.store(changed, self._key)
         return changed
 
     @property

@@ -6,7 +6,7 @@ liveness, the context the next request carries, the prompt-cache clock and the s
 for idle files; the cache status is *not* stored but computed from the stored clock at any
 instant (`SessionSummary.cache_at(now)`).
 
-Prompt-cache rules (which one applies is a property of the agent, see `CACHE_RULES`):
+Prompt-cache rules (which one applies is a property of the agent's capabilities, see `cache_rule`):
 
 - **recorded** (agents whose `Capabilities.cache_ttl_recorded` is True, e.g. Claude Code): the
   transcript records Anthropic's 5-minute / 1-hour cache writes (`Usage.cache_write_5m/1h`). The
@@ -19,7 +19,7 @@ Prompt-cache rules (which one applies is a property of the agent, see `CACHE_RUL
   §6, §10).
 - **configured** (Codex, or any agent that records no TTL): no countdown unless the user
   configured a retention for that agent (`OverviewSettings.retention`, from
-  `DS4TUI_CACHE_RETENTION="codex=300"`); such a countdown is labelled "typical, not recorded"
+  `DS4TUI_CACHE_RETENTION="codex=300"`: `ds4sessions.retention`); such a countdown is labelled "typical, not recorded"
   (peers-and-features.md §2.11: Codex records no cache TTL or expiry).
 
 Units: tokens; times in Unix epoch seconds; costs in USD; days as local `YYYY-MM-DD`.
@@ -47,29 +47,19 @@ DEFAULT_EXPIRING_SECONDS = 60.0
 """`ds4core.cache_state.DEFAULT_EXPIRING_SECONDS`, repeated so this module loads without
 `ds4core.cache_state` (tests/sessions/test_overview.py checks they are equal)."""
 
-#: Which prompt-cache rule each agent follows (keys: `ds4sessions.agents.base.PI`,
-#: `CLAUDE_CODE`, `CODEX`, spelled out for the same reason, checked by the same test); an agent
-#: not listed uses "recorded" when its capabilities say the TTL is recorded, else "configured".
-CACHE_RULES: dict[str, CacheRule] = {"pi": "model-table", "claude-code": "recorded", "codex": "configured"}
+def cache_rule(capabilities: Any) -> CacheRule:
+    """Which prompt-cache rule an agent follows, by its capabilities (`agents.base.Capabilities`):
+    "recorded" when its files record the TTL (Claude Code's 5m/1h writes), "model-table" when DS4
+    runs inside it (Pi: the model table's `promptCache` lifetimes and `PI_CACHE_RETENTION`), else
+    "configured" (a typical lifetime only when the user sets one)."""
+    if capabilities.cache_ttl_recorded:
+        return "recorded"
+    return "model-table" if capabilities.ds4_exact else "configured"
 
 #: Anthropic's cache lifetimes by write tier, seconds (Anthropic prompt caching docs).
 ANTHROPIC_TTL_S = {"5m": 300, "1h": 3600}
 
 TYPICAL_LABEL = "typical, not recorded"
-
-
-def parse_retention(text: str | None) -> dict[str, int]:
-    """`"codex=300,pi=3600"` → {"codex": 300, "pi": 3600} (seconds); bad parts are ignored."""
-    out: dict[str, int] = {}
-    for part in (text or "").split(","):
-        name, _, value = part.partition("=")
-        try:
-            seconds = int(float(value))
-        except ValueError:
-            continue
-        if name.strip() and seconds > 0:
-            out[name.strip()] = seconds
-    return out
 
 
 @dataclass(frozen=True)
@@ -81,21 +71,36 @@ class OverviewSettings:
     - `expiring_s`: a warm cache with less than this left is "expiring" (seconds);
     - `live_s`: a file modified this recently counts as live even when its agent says idle
       (seconds);
-    - `pi_retention`: Pi's `PI_CACHE_RETENTION` (short / long / none).
+    - `pi_retention`: Pi's `PI_CACHE_RETENTION` (short / long / none);
+    - `notes`: lines about the settings themselves (a deprecated name in use).
     """
 
     retention: Mapping[str, int] = field(default_factory=dict)
     expiring_s: float = DEFAULT_EXPIRING_SECONDS
     live_s: float = 120.0
     pi_retention: str | None = None
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> "OverviewSettings":
-        """Settings from `DS4TUI_CACHE_RETENTION` and `PI_CACHE_RETENTION`."""
-        return cls(
-            retention=parse_retention(os.environ.get("DS4TUI_CACHE_RETENTION")),
-            pi_retention=os.environ.get("PI_CACHE_RETENTION"),
-        )
+        """Settings from `DS4TUI_CACHE_RETENTION` (`ds4sessions.retention`, with its deprecated
+        per-agent names) and `PI_CACHE_RETENTION`."""
+        from ds4sessions.retention import retention_from_env
+
+        retention = retention_from_env()
+        return cls(retention=dict(retention.seconds), pi_retention=os.environ.get("PI_CACHE_RETENTION"),
+                   notes=retention.notes)
+
+    def index_key(self) -> str:
+        """What of these settings shapes a stored summary (the cache clock's lifetime and tier:
+        `retention`, `pi_retention`), as a string: the overview index answers only from rows
+        stored under the same key, so a changed setting re-reads the files instead of answering
+        with the old countdown. (`expiring_s` and `live_s` are applied when a summary is shown.)"""
+        import json
+
+        return json.dumps({"retention": sorted(self.retention.items()),
+                           "piCacheRetention": (self.pi_retention or "").strip().lower()},
+                          separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -361,9 +366,7 @@ def _configured_clock(conversation: Conversation, settings: OverviewSettings) ->
 
 def cache_clock_of(conversation: Conversation, models: ModelTable, settings: OverviewSettings) -> CacheClockInfo:
     """The prompt-cache clock of a conversation under its agent's rule (module doc)."""
-    rule = CACHE_RULES.get(conversation.agent)
-    if rule is None:
-        rule = "recorded" if conversation.capabilities.cache_ttl_recorded else "configured"
+    rule = cache_rule(conversation.capabilities)
     if rule == "recorded":
         return _recorded_clock(conversation)
     if rule == "model-table":
@@ -444,7 +447,7 @@ def summarize(
     model = (last.model if last else None) or conversation.model
     window = conversation.context_window
     if window is None and model:
-        for prov in (provider, "anthropic" if conversation.agent == "claude-code" else "openai"):
+        for prov in dict.fromkeys((provider, conversation.provider)):
             found = models.get(prov, model)
             if found is not None:
                 window = found.context_window

@@ -33,17 +33,28 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
   drops only `isVirtual` rows and synthetic API-error replies.
 - Never sent: `toolUseResult`, `queue-operation`, `last-prompt`, `mode`, `summary`, `ai-title`,
   `file-history-snapshot`, other `system` rows (§7.6).
+- Claude Code 2.1.337 (tests/fixtures/claude-2.1.337) adds request records without a uuid
+  (`api-request`, `api-request-blob`, `api-request-route`, `api-request-shape` with the system and
+  tools sent, `atis-latch`, `cost-state` with the session's cost and `modelUsage`, `tools-used`),
+  attachments that carry the text sent (`rendered[].content`) and state attachments that are never
+  sent (`prompt_snapshot` with the system prompt's sections, `session_context`,
+  `deferred_tools_record`, `command_permissions`). The reader keeps the latest snapshot, tools,
+  deferred tool names, custom agents, memory files and cost state in `extra` for the `/context`
+  rows (`views.recorded_rows`). Anything it does not know (entry type, system subtype, attachment
+  kind, content block) is counted (`UnknownFormat`: type, count, bytes), listed with the
+  diagnostics and shown as "other: <type>", never as a message of raw JSON.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ds4core.claude_context import model_window
+from ds4core.agent_models import claude_window
 from ds4core.models import MAX_COUNT
 from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.base import (
@@ -59,8 +70,8 @@ from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostic, Problem
 from ds4sessions.ingest.limits import OversizedLine, iter_lines
 
 CAPABILITIES = Capabilities(
-    ds4_plan=False,
-    retrieval=False,
+    ds4_plan=True,  # a what-if: "what DS4 would send" (ds4_exact False)
+    retrieval=False,  # DS4 retrieves entries outside the context: the reader keeps the context only
     steering=False,
     bridge=False,
     cache_ttl_recorded=True,
@@ -80,7 +91,35 @@ LOCAL_COMMAND_SOURCE = "system:local_command"
 """`MessageMeta.source` of a user message made from a `system/local_command` row (module doc)."""
 
 NOT_SENT_TYPES = {"queue-operation", "last-prompt", "mode", "summary", "ai-title", "file-history-snapshot",
-                  "permission-mode", "progress", "custom-title"}
+                  "permission-mode", "progress", "custom-title",
+                  # Claude Code 2.1.337 (tests/fixtures/claude-2.1.337): request records and state, no uuid
+                  "api-request", "api-request-blob", "api-request-route", "api-request-shape", "atis-latch",
+                  "cost-state", "tools-used"}
+"""Entry types that are never sent to the model (format doc §7.6, plus 2.1.337's request records)."""
+
+KNOWN_TYPES = NOT_SENT_TYPES | {"user", "assistant", "system", "attachment"}
+"""Every entry type this reader knows; any other is counted as unknown (`unknown_formats`)."""
+
+KNOWN_SYSTEM_SUBTYPES = {"compact_boundary", "microcompact_boundary", "local_command", "api_error", "turn_duration",
+                         "stop_hook_summary", "status", "informational", "away_summary"}
+"""`system` row subtypes this reader knows (format doc §2; only `local_command` is sent)."""
+
+SENT_ATTACHMENTS = {"skill_listing", "agent_listing_delta", "file", "nested_memory", "memory", "claude_md",
+                    "compact_file_reference", "environment", "model", "deferred_tools_delta", "auto_mode", "date",
+                    "remote_session_change", "instructions", "todo_reminder", "hook_additional_context",
+                    "invoked_skills", "mcp_instructions_delta", "critical_system_reminder", "plan_mode",
+                    "queued_command", "edited_text_file", "selected_lines_in_ide", "opened_file_in_ide"}
+"""Attachment kinds Claude Code sends as (part of) a user message: 2.1.197's (format doc §2) and
+2.1.337's, which write the sent text in the row's `rendered[].content`."""
+
+NOT_SENT_ATTACHMENTS = {"prompt_snapshot", "session_context", "deferred_tools_record", "command_permissions"}
+"""2.1.337 attachment kinds that record state and are never sent as a message: `prompt_snapshot`
+(the system prompt's sections), `session_context`, `deferred_tools_record` (the definitions of
+tools loaded through ToolSearch), `command_permissions`."""
+
+KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document",
+                "tool_reference", "server_tool_use", "web_search_tool_result"}
+"""Content block types this reader knows; others are counted as unknown."""
 
 
 def _int(value: Any) -> int:
@@ -137,6 +176,29 @@ class _Reply:
     line_no: int
 
 
+@dataclass(frozen=True, slots=True)
+class UnknownFormat:
+    """Something of a newer Claude Code this reader does not know, counted: `group`
+    ("entryTypes", "systemSubtypes", "attachmentTypes", "contentBlocks"), the `name` (type), how many
+    rows or blocks (`count`) and their JSON size (`bytes`). Shown with the diagnostics; an unknown
+    attachment or block is also mapped as "other: <type>" (never as a message of raw JSON)."""
+
+    group: str
+    name: str
+    count: int
+    bytes: int
+
+    @property
+    def kind(self) -> str:
+        """The diagnostic kind: `unknown_<group>`."""
+        return f"unknown_{self.group}"
+
+    def __str__(self) -> str:
+        what = {"entryTypes": "entry type", "systemSubtypes": "system subtype", "attachmentTypes": "attachment kind",
+                "contentBlocks": "content block"}.get(self.group, self.group)
+        return f"unknown {what} {self.name!r}: {self.count} × ({self.bytes:,} bytes), shown as \"other: {self.name}\""
+
+
 @dataclass
 class _State:
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -156,6 +218,16 @@ class _State:
     counts: Counter = field(default_factory=Counter)
     duplicates: int = 0
     entries: int = 0
+    version: str | None = None
+    prompt_snapshot: list[str] | None = None
+    shape_tools: list[dict[str, Any]] | None = None
+    deferred: dict[str, None] = field(default_factory=dict)
+    loaded_records: dict[str, int] = field(default_factory=dict)
+    cost_state: dict[str, Any] | None = None
+    cost_states: int = 0
+    custom_agents: dict[str, str] = field(default_factory=dict)
+    memory_files: dict[str, dict[str, str]] = field(default_factory=dict)
+    unknown: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
 
 class ClaudeReader:
@@ -217,10 +289,73 @@ class ClaudeReader:
         except (TypeError, ValueError, AttributeError, KeyError) as error:  # a row of unexpected shape
             self._problem(Problem.MALFORMED, f"row of unexpected shape ({type(error).__name__}) skipped", line_no, offset, text)
 
+    def _unknown(self, group: str, name: str, size: int) -> None:
+        counts = self._s.unknown.setdefault(group, {}).setdefault(name, [0, 0])
+        counts[0] += 1
+        counts[1] += size
+
+    def _formats(self, row: dict[str, Any], kind: Any) -> None:
+        """Record the 2.1.337 state rows this reader uses and count what it does not know
+        (entry types, system subtypes, attachment kinds, content blocks: type, count, bytes)."""
+        s = self._s
+        if isinstance(row.get("version"), str):
+            s.version = row["version"]
+        if kind not in KNOWN_TYPES:
+            self._unknown("entryTypes", str(kind), len(json.dumps(row, ensure_ascii=False)))
+            return
+        if kind == "api-request-shape":
+            tools = (row.get("shape") or {}).get("tools") if isinstance(row.get("shape"), dict) else None
+            if isinstance(tools, list):
+                s.shape_tools = [t for t in tools if isinstance(t, dict)]
+        elif kind == "cost-state":
+            s.cost_state = {"totalCostUSD": row.get("totalCostUSD"), "modelUsage": row.get("modelUsage"),
+                            "hasUnknownModelCost": row.get("hasUnknownModelCost")}
+            s.cost_states += 1
+        elif kind == "system" and row.get("subtype") not in KNOWN_SYSTEM_SUBTYPES:
+            self._unknown("systemSubtypes", str(row.get("subtype")), len(json.dumps(row, ensure_ascii=False)))
+        elif kind == "attachment" and isinstance(row.get("attachment"), dict):
+            att = row["attachment"]
+            atype = str(att.get("type"))
+            if atype == "prompt_snapshot" and isinstance(att.get("systemPrompt"), list) and not row.get("isSidechain"):
+                s.prompt_snapshot = [p for p in att["systemPrompt"] if isinstance(p, str)]
+            elif atype == "deferred_tools_delta" and not row.get("isSidechain"):
+                for name in att.get("addedNames") or ():
+                    if isinstance(name, str):
+                        s.deferred[name] = None
+                for name in att.get("removedNames") or ():
+                    s.deferred.pop(name, None)
+            elif atype == "agent_listing_delta" and not row.get("isSidechain"):
+                for line in att.get("addedLines") or ():
+                    name, _, when = str(line).removeprefix("- ").partition(": ")
+                    if name and name not in BUILTIN_AGENTS and name in (att.get("addedTypes") or ()):
+                        s.custom_agents[name] = re.sub(r" \(Tools: [^)]*\)$", "", when)
+                for name in att.get("removedTypes") or ():
+                    s.custom_agents.pop(name, None)
+            elif atype == "instructions" and not row.get("isSidechain"):
+                for f in att.get("files") or ():
+                    if isinstance(f, dict) and isinstance(f.get("content"), str):
+                        s.memory_files[str(f.get("path"))] = {"type": str(f.get("type", "")), "content": f["content"]}
+            elif atype == "deferred_tools_record":
+                for entry in att.get("entries") or ():
+                    if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                        s.loaded_records[entry["name"]] = len(json.dumps(entry))
+            elif atype not in SENT_ATTACHMENTS and atype not in NOT_SENT_ATTACHMENTS:
+                self._unknown("attachmentTypes", atype, len(json.dumps(att, ensure_ascii=False)))
+        elif kind in ("user", "assistant") and isinstance(row.get("message"), dict):
+            content = row["message"].get("content")
+            for block in content if isinstance(content, list) else ():
+                if not isinstance(block, dict):
+                    continue
+                inner = block.get("content") if block.get("type") == "tool_result" else None
+                for b in [block, *(inner if isinstance(inner, list) else ())]:
+                    if isinstance(b, dict) and b.get("type") not in KNOWN_BLOCKS:
+                        self._unknown("contentBlocks", str(b.get("type")), len(json.dumps(b, ensure_ascii=False)))
+
     def _row(self, row: dict[str, Any], line_no: int) -> None:
         s = self._s
         kind = row.get("type")
         s.entries += 1
+        self._formats(row, kind)
         if kind == "last-prompt":
             if isinstance(row.get("leafUuid"), str):
                 s.leaf = row["leafUuid"]
@@ -361,7 +496,25 @@ class ClaudeReader:
                 message_index=reply_at.get(key), sidechain=reply.sidechain, synthetic=reply.synthetic,
                 miss_reason=reply.miss_reason))
         model = next((r.model for r in reversed(requests) if not r.synthetic and r.model), None)
+        window = claude_window(model, s.version)
+        unknown = {group: {name: {"count": c, "bytes": b} for name, (c, b) in sorted(names.items())}
+                   for group, names in sorted(s.unknown.items())}
+        for group, names in unknown.items():
+            for name, n in names.items():
+                diagnostics.append(UnknownFormat(group, name, n["count"], n["bytes"]))
         extra: dict[str, Any] = {
+            "version": s.version,
+            "window": window.to_json(),
+            "unknownFormats": unknown,
+            # Claude Code 2.1.337's own records (None when the transcript has none, e.g. 2.1.197)
+            "promptSnapshot": list(s.prompt_snapshot) if s.prompt_snapshot is not None else None,
+            "requestTools": [{"name": str(t.get("name")), "jsonChars": len(json.dumps(t))} for t in s.shape_tools]
+            if s.shape_tools is not None else None,
+            "deferredTools": list(s.deferred),
+            "loadedToolRecords": dict(s.loaded_records),
+            "customAgents": [{"agentType": k, "whenToUse": v} for k, v in s.custom_agents.items()],
+            "memoryFiles": [{"path": k, **v} for k, v in s.memory_files.items()],
+            "costState": s.cost_state,
             "lines": dict(s.counts),
             "duplicateRows": s.duplicates,
             "compactBoundary": boundary.get("uuid") if boundary else None,
@@ -378,7 +531,7 @@ class ClaudeReader:
             messages=tuple(messages), meta=tuple(metas), requests=tuple(requests),
             compactions=tuple([*all_compactions, *compactions]), session_id=s.session_id,
             title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
-            context_window=model_window(model) if model else None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
+            context_window=window.tokens if model else None, leaf_id=chain[-1].get("uuid") if chain else None, entries=s.entries,
             diagnostics=tuple(diagnostics), parent=self.parent, extra=extra,
         )
 
@@ -441,11 +594,22 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def attachment_text(att: Mapping[str, Any]) -> str:
-    """The text Claude Code sends for an attachment, approximately (the generator's request log:
-    agent listings as "Available agent types…" lines, skill listings as their content, a file as
-    "Called the Read tool with the following input: … Result: …"); other types as their JSON."""
+def attachment_text(att: Mapping[str, Any], rendered: Any = None) -> str | None:
+    """The text Claude Code sends for an attachment.
+
+    Claude Code 2.1.337 writes it in the row: `rendered[].content` (joined by blank lines; its
+    `renderedRole` says whether it rides as a system or user block). Older rows (2.1.197) have no
+    `rendered`; then, approximately (the generator's request log): agent listings as "Available
+    agent types…" lines, skill listings as their content, a file as "Called the Read tool with the
+    following input: … Result: …". None for a kind that is never sent (`NOT_SENT_ATTACHMENTS`);
+    "[other: <type>]" for a kind this reader does not know (never its raw JSON)."""
     kind = att.get("type")
+    if kind in NOT_SENT_ATTACHMENTS:
+        return None
+    if isinstance(rendered, list):
+        parts = [r["content"] for r in rendered if isinstance(r, Mapping) and isinstance(r.get("content"), str)]
+        if parts:
+            return "\n\n".join(parts)
     if kind == "skill_listing" and isinstance(att.get("content"), str):
         return "The following skills are available for use with the Skill tool:\n\n" + att["content"]
     if kind == "agent_listing_delta":
@@ -459,21 +623,27 @@ def attachment_text(att: Mapping[str, Any]) -> str:
             body = str(file.get("content", "")) if file else json.dumps(content, ensure_ascii=False)
         return (f"Called the Read tool with the following input: {json.dumps({'file_path': att.get('filename')})}\n"
                 f"Result of calling the Read tool:\n{body}")
-    return json.dumps(dict(att), ensure_ascii=False)
+    if kind == "instructions":
+        files = [f for f in att.get("files") or () if isinstance(f, Mapping)]
+        return "\n\n".join(f"Contents of {f.get('path')}:\n\n{f.get('content', '')}" for f in files)
+    return f"[other: {kind}]"
 
 
 ATTACHMENT_CATEGORY = {"skill_listing": "skills", "nested_memory": "memory_files", "memory": "memory_files",
-                       "claude_md": "memory_files"}
+                       "claude_md": "memory_files", "instructions": "memory_files"}
 
 BUILTIN_AGENTS = {"claude", "Explore", "general-purpose", "Plan", "statusline-setup"}
-"""Claude Code 2.1.197's built-in agent types (sample MAIN:4). `/context` lists only other agents
-under "Custom agents", so a listing of built-ins alone is an attachment in `messages`."""
+"""Claude Code's built-in agent types (2.1.197 sample MAIN:4; the same five in 2.1.337's listings).
+`/context` lists only other agents under "Custom agents", so a listing of built-ins alone is an
+attachment in `messages`."""
 
 
 def attachment_category(att: Mapping[str, Any]) -> str:
     """The `/context` category of an attachment: skills, memory files, custom agents (an agent
     listing that adds a non-built-in type), else "attachments"."""
     kind = str(att.get("type", "?"))
+    if kind not in SENT_ATTACHMENTS:
+        return "attachments"
     if kind == "agent_listing_delta":
         added = {t for t in att.get("addedTypes") or () if isinstance(t, str)}
         return "custom_agents" if added - BUILTIN_AGENTS else "attachments"
@@ -516,6 +686,8 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
                     tool_names[tool_id] = name
                     blocks.append({"type": "toolCall", "id": tool_id, "name": name,
                                    "arguments": block.get("input") if isinstance(block.get("input"), dict) else {}})
+                elif btype not in KNOWN_BLOCKS:
+                    blocks.append({"type": "text", "text": f"[other: {btype}]"})  # counted in unknownFormats
             if key == current_key and messages and messages[-1].get("role") == "assistant":
                 messages[-1]["content"].extend(blocks)
                 continue
@@ -566,9 +738,14 @@ def convert(chain: Sequence[Mapping[str, Any]], cleared_tools: set[str], cleared
                 continue
             att = row["attachment"]
             atype = str(att.get("type", "?"))
-            messages.append({"role": "user", "content": [{"type": "text", "text": attachment_text(att)}],
+            text = attachment_text(att, row.get("rendered"))
+            if text is None:
+                continue  # a state record, never sent (NOT_SENT_ATTACHMENTS)
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}],
                              "timestamp": row.get("timestamp")})
-            metas.append(MessageMeta(uuid, category=attachment_category(att), source=f"attachment:{atype}"))
+            other = atype not in SENT_ATTACHMENTS
+            metas.append(MessageMeta(uuid, category=attachment_category(att),
+                                     source=f"attachment:other: {atype}" if other else f"attachment:{atype}"))
     return messages, metas, reply_at
 
 

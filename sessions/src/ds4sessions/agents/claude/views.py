@@ -17,17 +17,21 @@ import json
 from typing import Any, Mapping, Sequence
 
 from ds4core.categories import calibrate
+from ds4core.agent_models import claude_deferred_tool_chars
 from ds4core.claude_context import (
+    COUNT_TOOLS_OVERHEAD,
     MESSAGE_CHILDREN,
     Autocompact,
     autocompact,
     cache_ttl,
     chars_tokens,
     context_terms,
+    count_tokens_estimate,
     fixed_part,
     infer_miss_cause,
     model_window,
     predicted_after_compaction,
+    recorded_context_terms,
     rough_chars_per_token,
     rough_tokens,
     skill_listing_tokens,
@@ -71,7 +75,7 @@ def message_children(message: Mapping[str, Any], meta: MessageMeta | None,
             out.append((cid, tool, tokens))
         return out or [("assistant_text", None, total)]
     if meta is not None and meta.category == "skills":
-        return [("attachments", "skill_listing", total)]
+        return [("skill_listing", None, total)]
     if meta is not None and meta.category in ("custom_agents", "memory_files"):
         return [(meta.category, None, total)]
     if meta is not None and meta.category == "attachments":
@@ -191,6 +195,73 @@ def anchor_request(conv: Conversation) -> Request | None:
     return None
 
 
+PLACEHOLDER_TOOL = "DeferredToolPlaceholder"
+"""The stand-in tool Claude Code 2.1.337 sends in place of its deferred tools (api-request-shape);
+`/context` does not count it among the System tools."""
+
+
+def recorded_rows(conv: Conversation, skills: int) -> dict[str, Any] | None:
+    """The `/context` rows Claude Code 2.1.337 measures with `count_tokens`, from what its transcript
+    records (tokens, ds4tui's `count_tokens_estimate`); None for a transcript without those records
+    (Claude Code ≤ 2.1.197: the fixed part is then inferred, `context_terms`).
+
+    - System prompt: Σ over the latest `prompt_snapshot` attachment's sections (cli.js `MKs`);
+    - tools: the latest `api-request-shape` tools but the placeholder and MCP tools, counted
+      together (`DKs` → `uz`); System tools = tools − Skills (`recorded_context_terms`);
+    - MCP tools: loaded MCP tools (in the shape, or in a `deferred_tools_record`), their share of
+      max(0, count(all MCP tools known) − 500); the rest is "MCP tools (deferred)" (`FKs`); an MCP
+      tool announced but never loaded has no recorded definition (counted as 0, noted);
+    - System tools (deferred): Σ max(0, count(tool) − 500) over the deferred built-ins named by
+      `deferred_tools_delta`, each definition's size from data/agent-tools.json for this Claude Code
+      version (else the newest measured one, noted) (`xKs`);
+    - Custom agents: count("type whenToUse") per non-built-in agent of `agent_listing_delta`
+      (`BKs`); Memory files: count(content) per file of the `instructions` attachment (`IKs`).
+    `counted` is what Messages leaves out: System prompt + tools + MCP tools + agents + memory."""
+    extra = conv.extra
+    snapshot, shape = extra.get("promptSnapshot"), extra.get("requestTools")
+    if snapshot is None and shape is None:
+        return None
+    notes: dict[str, str] = {}
+    system_prompt = sum(count_tokens_estimate(text) for text in snapshot or () if text)
+    if snapshot is None:
+        notes["system_prompt"] = "no prompt_snapshot recorded: 0"
+    shape = shape or []
+    builtin = [t["jsonChars"] for t in shape if t["name"] != PLACEHOLDER_TOOL and not t["name"].startswith("mcp__")]
+    tools = count_tokens_estimate(tool_chars=builtin) if builtin else 0
+    version = extra.get("version")
+    sent = {t["name"] for t in shape}
+    mcp_chars: dict[str, int] = {t["name"]: t["jsonChars"] for t in shape if t["name"].startswith("mcp__")}
+    for name, chars in (extra.get("loadedToolRecords") or {}).items():
+        if name.startswith("mcp__"):
+            mcp_chars.setdefault(name, chars)
+    loaded = set(mcp_chars) & (sent | set(extra.get("loadedToolRecords") or {}))
+    mcp_all = max(count_tokens_estimate(tool_chars=list(mcp_chars.values())) - COUNT_TOOLS_OVERHEAD, 0) if mcp_chars else 0
+    weight = sum(mcp_chars.values()) or 1
+    mcp_tools = round(mcp_all * sum(mcp_chars[n] for n in loaded) / weight)
+    unrecorded_mcp = [n for n in extra.get("deferredTools") or () if n.startswith("mcp__") and n not in mcp_chars]
+    if unrecorded_mcp:
+        notes["mcp_tools_deferred"] = f"{len(unrecorded_mcp)} MCP tool(s) never loaded: definitions not recorded"
+    system_deferred, unknown, measured_on = 0, [], set()
+    for name in extra.get("deferredTools") or ():
+        if name.startswith("mcp__") or name in sent:
+            continue
+        chars, on = claude_deferred_tool_chars(version, name)
+        if chars is None:
+            unknown.append(name)
+            continue
+        measured_on.add(on)
+        system_deferred += max(count_tokens_estimate(tool_chars=[chars]) - COUNT_TOOLS_OVERHEAD, 0)
+    note = f"definitions measured on Claude Code {', '.join(sorted(measured_on))} (data/agent-tools.json)" if measured_on else ""
+    if unknown:
+        note += f"; {len(unknown)} unknown: {', '.join(unknown)}"
+    notes["system_tools_deferred"] = note.lstrip("; ")
+    agents = sum(count_tokens_estimate(f"{a['agentType']} {a['whenToUse']}") for a in extra.get("customAgents") or ())
+    memory = sum(count_tokens_estimate(f["content"]) for f in extra.get("memoryFiles") or ())
+    return {"system_prompt": system_prompt, "tools": tools, "mcp_tools": mcp_tools, "mcp_deferred": mcp_all - mcp_tools,
+            "system_deferred": system_deferred, "custom_agents": agents, "memory_files": memory,
+            "counted": system_prompt + tools + mcp_tools + agents + memory, "notes": notes}
+
+
 def autocompact_for(conv: Conversation, env: Mapping[str, str], window: int | None = None) -> Autocompact:
     """Claude Code's autocompact point for this session's model (or `window`) and `env`."""
     return autocompact(window or conv.context_window or model_window(conv.model), env)
@@ -247,6 +318,12 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         part = after if later else before
         for cid, tool, tokens in message_children(message, meta, rough_after[i - cut - 1] if later else None):
             part[(cid, tool)] = part.get((cid, tool), 0) + tokens
+    skills = sum(tok for _, tok in skill_items)
+    rec = recorded_rows(conv, skills)
+    if rec is not None:
+        fixed, fixed_from = rec["counted"], "recorded: prompt_snapshot + api-request-shape"
+        # the rows that stand for these messages: Claude Code takes them out of Messages
+        before = {key: v for key, v in before.items() if key[0] not in ("custom_agents", "memory_files", "skill_listing")}
     measured = None
     if cut is not None and total is not None and fixed is not None:
         measured = max(total - fixed, 0)
@@ -258,6 +335,8 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     summary_tokens = 0
     for part in (before, after):
         for (cid, tool), tokens in part.items():
+            if cid == "skill_listing":
+                cid, tool = "attachments", "skill_listing"
             if cid in listed:
                 listed[cid] += tokens
                 continue
@@ -268,16 +347,25 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
                 tools.setdefault(cid, {})
                 tools[cid][tool] = tools[cid].get(tool, 0) + tokens
     later_estimate = sum(after.values())
-    skills = sum(tok for _, tok in skill_items)
-    # `/context` shows the buffer row only for a window set by CLAUDE_CODE_AUTO_COMPACT_WINDOW
-    buffer = ac.buffer if ac.enabled and "CLAUDE_CODE_AUTO_COMPACT_WINDOW" in ac.overrides else 0
-    terms = context_terms(
-        total=total, window=ac.window, fixed=fixed, message_children=children,
-        skills=skills, custom_agents=listed["custom_agents"], memory_files=listed["memory_files"],
-        child_tools={k: sorted(v.items(), key=lambda kv: -kv[1]) for k, v in tools.items()},
-        buffer=buffer, skill_items=skill_items,
-        messages_note=("provider count − fixed part, + rough estimate after the last reply" if measured is not None
-                       else "estimate: chars/4 of each message"))
+    child_tools = {k: sorted(v.items(), key=lambda kv: -kv[1]) for k, v in tools.items()}
+    messages_note = ("provider count − the other rows, + rough estimate after the last reply" if measured is not None
+                     else "estimate: chars/4 of each message")
+    if rec is not None:
+        # Claude Code 2.1.337 shows the buffer for the model's own window too (its /context: 33k at 1m)
+        buffer = ac.buffer if ac.enabled else 0
+        terms = recorded_context_terms(
+            total=total, window=ac.window, system_prompt=rec["system_prompt"], tools=rec["tools"], skills=skills,
+            mcp_tools=rec["mcp_tools"], mcp_deferred=rec["mcp_deferred"], system_deferred=rec["system_deferred"],
+            custom_agents=rec["custom_agents"], memory_files=rec["memory_files"], message_children=children,
+            child_tools=child_tools, buffer=buffer, skill_items=skill_items,
+            notes={**rec["notes"], "messages": messages_note})
+    else:
+        # `/context` (2.1.197) shows the buffer row only for a window set by CLAUDE_CODE_AUTO_COMPACT_WINDOW
+        buffer = ac.buffer if ac.enabled and "CLAUDE_CODE_AUTO_COMPACT_WINDOW" in ac.overrides else 0
+        terms = context_terms(
+            total=total, window=ac.window, fixed=fixed, message_children=children,
+            skills=skills, custom_agents=listed["custom_agents"], memory_files=listed["memory_files"],
+            child_tools=child_tools, buffer=buffer, skill_items=skill_items, messages_note=messages_note)
     used = terms.estimated_total
     later = len(conv.messages) - (last.message_index + 1) if last is not None and last.message_index is not None else None
     return {
@@ -287,7 +375,11 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "title": conv.title,
         "cwd": conv.cwd,
         "model": conv.model,
+        "version": conv.extra.get("version"),
         "contextWindow": ac.window,
+        **window_facts(conv, ac),
+        "requests": request_count(conv),
+        "unknownFormats": conv.extra.get("unknownFormats") or {},
         "estimator": "chars/4",
         "estimate": terms.estimated_total,
         "unattributed": 0,
@@ -311,6 +403,26 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "diagnostics": len(conv.diagnostics),
         "problems": [str(d) for d in conv.diagnostics],
     }
+
+
+def window_facts(conv: Conversation, ac: Autocompact) -> dict[str, Any]:
+    """`{windowSource, windowKnown, windowNote}` of the window `context_map` uses: the environment's
+    `CLAUDE_CODE_AUTO_COMPACT_WINDOW` when it set it, else the reader's `extra["window"]`
+    (`ds4core.agent_models.claude_window`: "[1m]", the model table with its source and date, or
+    "window unknown: assumed 200k")."""
+    if "CLAUDE_CODE_AUTO_COMPACT_WINDOW" in ac.overrides:
+        return {"windowSource": f"CLAUDE_CODE_AUTO_COMPACT_WINDOW={ac.overrides['CLAUDE_CODE_AUTO_COMPACT_WINDOW']}",
+                "windowKnown": True, "windowNote": None}
+    window = conv.extra.get("window") or {}
+    known = window.get("windowKnown", conv.model is not None)
+    return {"windowSource": window.get("windowSource", "assumed"), "windowKnown": known,
+            "windowNote": window.get("windowNote") or (None if known else "window unknown: assumed 200k")}
+
+
+def request_count(conv: Conversation) -> int:
+    """Model requests of the file, each once (streamed rows folded), synthetic rows (`<synthetic>`,
+    API errors) excluded, side chains included: the one count `context_map` and `cache_report` give."""
+    return sum(1 for r in conv.requests if not r.synthetic)
 
 
 def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
@@ -407,13 +519,26 @@ def cache_report(conv: Conversation, at: float | None = None) -> dict[str, Any]:
                     "overallShare": main_read / main_prompt if main_prompt else None,
                     "requestShares": shares},
         "totals": totals,
-        "costUsd": cost_total if not unpriced else None,
+        **recorded_cost(conv, cost_total if not unpriced else None),
         "pricedCostUsd": cost_total,
         "unpricedModels": sorted(unpriced),
         "pricingSource": f"{price_src['source']} (checked {price_src['checked']})",
         "decision": None,
         "note": "DS4's cache-aware policy applies to Pi only; Claude Code decides its own caching",
     }
+
+
+def recorded_cost(conv: Conversation, computed: float | None) -> dict[str, Any]:
+    """`{costUsd, costSource, recordedModelUsage}`: Claude Code's own cost when the transcript
+    records it (2.1.337's `cost-state` rows: the session's `totalCostUSD` and per-model
+    `modelUsage`, what its `--output-format json` result reports as `total_cost_usd` / `modelUsage`,
+    subagents, compaction calls and the streamed part of an interrupted reply included), else
+    `computed` from the requests at claude-prices.json's prices (None when a model has no price)."""
+    state = conv.extra.get("costState")
+    if isinstance(state, Mapping) and isinstance(state.get("totalCostUSD"), (int, float)):
+        return {"costUsd": float(state["totalCostUSD"]), "costSource": "recorded by Claude Code (cost-state)",
+                "recordedModelUsage": state.get("modelUsage")}
+    return {"costUsd": computed, "costSource": "computed: requests × claude-prices.json", "recordedModelUsage": None}
 
 
 def context_messages(conv: Conversation) -> dict[str, Any]:
@@ -437,7 +562,7 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
     return conv_or_reason.capabilities.read_only_reason
 
 
-__all__ = ["MESSAGE_CHILDREN", "context_map", "shown_category", "cache_report", "context_messages", "context_now",
+__all__ = ["MESSAGE_CHILDREN", "context_map", "recorded_rows", "window_facts", "request_count", "recorded_cost", "shown_category", "cache_report", "context_messages", "context_now",
            "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens",
            "autocompact_for", "steering_refusal"]
 

@@ -16,8 +16,10 @@ What it builds (rules from codex-format.md, checked in codex-rs):
   `toolResult` with the tool name. Items with `metadata.compaction_output` (the summary written
   before `compacted`) are not added twice. Tool definitions: `session_meta.dynamic_tools` (client-injected
   `DynamicToolSpec`s, protocol.rs `SessionMeta`) are recorded and become the system message's
-  `toolsAdded`; Codex's built-in tools are not in the rollout: `extra["toolsInferred"]` lists
-  the tool names called, labelled inferred.
+  `toolsAdded`; Codex's built-in tools are not in the rollout: without `dynamic_tools` the system
+  message gets the definitions Codex `cli_version` sent in the agent-oracle's run
+  (`ds4core.agent_models.codex_tools`, a subagent's set for a subagent thread), labelled in
+  `extra["toolsSource"]`; `extra["toolsInferred"]` lists the tool names called.
 - **Compaction**: a `compacted` row replaces the context by its `replacement_history`
   (codex-rs core `compact.rs`: the history is rebuilt from it); without one (older Codex), the
   earlier user messages plus the summary. A `compaction` / `compaction_summary` item holds a
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ds4core.agent_models import codex_tools, tools_table
 from ds4sessions.agents.common import iso_seconds as _seconds
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
@@ -60,8 +63,8 @@ from ds4sessions.ingest.limits import OversizedLine
 from ds4sessions.ingest.limits import iter_lines as file_lines
 
 CAPABILITIES = Capabilities(
-    ds4_plan=False,
-    retrieval=False,
+    ds4_plan=True,  # a what-if: "what DS4 would send" (ds4_exact False)
+    retrieval=False,  # DS4 retrieves entries outside the context: the reader keeps the context only
     steering=False,
     bridge=False,
     cache_ttl_recorded=False,
@@ -180,6 +183,7 @@ class CodexReader:
         self.auto_compact_setting = auto_compact_limit
         self.inherited: dict[str, Any] | None = None
         self.tools_recorded: list[str] = []
+        self.tools_source: str | None = None
         self._spawn_call_id: str | None = None
         self._spawn_lookup = float("-inf")
         self.window_override = context_window
@@ -336,6 +340,16 @@ class CodexReader:
                 for t in p.get("dynamic_tools") or () if isinstance(t, Mapping)
             ] if isinstance(p.get("dynamic_tools"), list) else []
             self.tools_recorded = [t["name"] for t in tools]
+            if not tools:
+                # the rollout records no built-in tool definition: Codex's own, as sent by this
+                # version (data/agent-tools.json, from the agent-oracle's request log), labelled
+                subagent = p.get("thread_source") == "subagent" or isinstance(_map(p.get("source")).get("subagent"), Mapping)
+                known, measured = codex_tools(_str(p.get("cli_version")), subagent=subagent)
+                if known:
+                    tools = [dict(t, name=str(t.get("name") or t.get("type") or "?")) for t in known]
+                    self.tools_source = (f"Codex {measured}'s tool definitions as sent to "
+                                         f"{tools_table()['codex'][measured].get('model')} (data/agent-tools.json; "
+                                         "the rollout records none): inferred")
             if self.system_text or tools:
                 system: dict[str, Any] = {"role": "system", "content": self.system_text or ""}
                 if tools:
@@ -732,6 +746,7 @@ class CodexReader:
             "rateLimits": self.rate_limits,
             "rateLimitRows": self.rate_limit_rows,
             "toolsRecorded": list(self.tools_recorded),
+            "toolsSource": self.tools_source or ("session_meta.dynamic_tools" if self.tools_recorded else None),
             "toolsInferred": {"names": dict(self.tools_seen),
                               "note": "Codex does not record tool definitions in the rollout; names are the tools called, "
                                       "their definitions' tokens are inside the provider's count (unattributed)"},

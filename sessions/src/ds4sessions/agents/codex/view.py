@@ -5,28 +5,32 @@ Shapes follow the Pi commands where the facts exist (`contextWindow`, `estimate`
 the Codex facts: Codex's own context count and "% left" (`tokens.percent_left`), the window note,
 rate limits, opaque bytes. Token counts: cl100k (`ds4core.tokens.Cl100kCounter`) or chars-v1.
 
+Tools: the system message's tool definitions (the reader's, inferred per Codex version) plus the
+first request's remainder (`first_request_remainder`: Codex's count of it − our estimate of what it
+carried), both under Tools, inferred; what is left is `unattributed`.
+
 Prices: `ds4core/data/openai-prices.json` (USD per million tokens; source and date inside,
 made by scripts/make_openai_prices.py). A model without a price gets `costUsd: null` and a note.
 Cache: OpenAI records no TTL (`Capabilities.cache_ttl_recorded` False); a countdown is given only
-for a retention the user configures (`$DS4TUI_CODEX_CACHE_RETENTION`, seconds), labelled
-"typical, not recorded".
+for a retention the user configures (`DS4TUI_CACHE_RETENTION=codex=SECONDS`, the one setting of
+`ds4sessions.retention`), labelled "typical, not recorded".
 """
 
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from importlib import resources
 from typing import Any, Mapping
 
-from ds4core.categories import Attribution, attribute, compose_breakdown, message_parts
+from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4sessions.agents.base import Conversation, Request
 from ds4sessions.agents.codex.tokens import usable_window, window_note
 
-RETENTION_ENV = "DS4TUI_CODEX_CACHE_RETENTION"
-"""Environment variable: the prompt-cache retention (seconds) to assume for Codex sessions."""
+RETENTION_ENV = "DS4TUI_CACHE_RETENTION"
+"""Environment variable whose `codex=SECONDS` entry is the prompt-cache retention to assume for
+Codex sessions (`ds4sessions.retention`)."""
 
 
 def codex_parts(message: Mapping[str, Any]) -> list[tuple[str, str | None, Any]]:
@@ -139,6 +143,45 @@ class MapState:
         return self.attribution
 
 
+FIRST_REQUEST_REMAINDER = "first-request remainder (inferred)"
+"""The child of the Tools row holding `first_request_remainder`."""
+
+
+def first_request_remainder(conv: Conversation, message_tokens: list[int]) -> int | None:
+    """Tokens the first request of the current context carried beyond our estimate of the messages
+    it carried (`message_tokens`: per message, the same counter; the system message holds the tool
+    definitions): what the rollout does not record — how Codex frames the tool definitions and the
+    input items for the model. Codex's own count of that request (`token_count`, codex-rs
+    `TokenUsage::input_tokens`) minus the estimate, never negative; None without such a request.
+    The same inference as Claude Code's fixed part (`ds4core.claude_context.fixed_part`)."""
+    if conv.extra.get("forkedFrom") and not (conv.extra.get("inherited") or {}).get("path"):
+        return None  # a fork whose parent is not read: its first request carried history we lack
+    first = next((r for r in conv.requests if not r.synthetic and r.message_index is not None), None)
+    if first is None or first.message_index is None:
+        return None
+    return max(first.usage.prompt_tokens - sum(message_tokens[: first.message_index]), 0)
+
+
+def codex_breakdown(conv: Conversation, attribution: Attribution) -> tuple[Breakdown, int | None]:
+    """The context of a Codex conversation by Codex's categories (`categories.CODEX_TABLE`):
+    the attribution of its messages, calibrated against Codex's own count (`contextTokens`), with
+    the first request's remainder (`first_request_remainder`: Codex's framing of the tools and
+    items) moved out of unattributed into Tools, inferred. Returns it and the remainder (None
+    when there is none). The one breakdown `map --json` and the dashboard show."""
+    from ds4sessions.agents.codex.categories import CODEX_TABLE
+
+    context = conv.extra.get("contextTokens")
+    context = context if isinstance(context, int) and not isinstance(context, bool) else None
+    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context, table=CODEX_TABLE)
+    remainder = first_request_remainder(conv, attribution.message_tokens)
+    if remainder and context is not None:
+        moved = min(remainder, bd.unattributed)
+        if moved > 0:
+            bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context,
+                                   table=CODEX_TABLE, fixed=[("tools", moved, True, FIRST_REQUEST_REMAINDER)])
+    return bd, remainder
+
+
 def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | None = None,
              state: MapState | None = None) -> dict[str, Any]:
     """The `map --json` object for a Codex conversation (see module doc). `state` (a `MapState`
@@ -151,7 +194,8 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         attribution = state.attribute(conv.messages, entry_ids)
     else:
         attribution = attribute(conv.messages, entry_ids, ledger or new_ledger(exact))
-    bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context)
+    bd, remainder = codex_breakdown(conv, attribution)
+    estimate, unattributed = bd.estimate, bd.unattributed
     anchor = conv.last_request
     rows = [
         {"id": r.id, "label": r.label, "tokens": r.tokens, "inferred": r.inferred,
@@ -184,8 +228,9 @@ def map_json(conv: Conversation, *, exact: bool = True, ledger: TokenLedger | No
         "configuredWindowSource": configured_source,
         "windowNote": note,
         "estimator": bd.counter,
-        "estimate": bd.estimate,
-        "unattributed": bd.unattributed,
+        "estimate": estimate,
+        "unattributed": unattributed,
+        "firstRequestRemainder": remainder,
         "free": bd.free,
         "contextTokens": context,
         "contextState": extra.get("contextState"),
@@ -245,7 +290,7 @@ def cache_json(conv: Conversation, at: float, retention: float | None = None) ->
                  "retentionSeconds": retention, "remainingSeconds": None, "label": None}
     elif retention is None:
         state = {"status": "unknown", "words": "unknown", "reason": "OpenAI records no prompt-cache TTL in Codex rollouts; set "
-                 f"{RETENTION_ENV} (seconds) for a typical countdown", "ttlRecorded": False,
+                 f"{RETENTION_ENV}=codex=SECONDS for a typical countdown", "ttlRecorded": False,
                  "retentionSeconds": None, "remainingSeconds": None, "label": None}
     else:
         remaining = last.timestamp + retention - at
@@ -289,10 +334,9 @@ def context_json(conv: Conversation) -> dict[str, Any]:
 
 
 def configured_retention() -> float | None:
-    """`$DS4TUI_CODEX_CACHE_RETENTION` as seconds (> 0), None when unset or invalid."""
-    raw = os.environ.get(RETENTION_ENV)
-    try:
-        value = float(raw) if raw else None
-    except (ValueError, RecursionError):
-        return None
-    return value if value is not None and value > 0 else None
+    """The `codex` entry of `$DS4TUI_CACHE_RETENTION` (or the deprecated
+    `$DS4TUI_CODEX_CACHE_RETENTION`) in seconds (> 0), None when unset or invalid."""
+    from ds4sessions.retention import retention_from_env
+
+    value = retention_from_env().get("codex")
+    return float(value) if value is not None else None

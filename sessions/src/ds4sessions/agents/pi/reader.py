@@ -145,6 +145,11 @@ class PiSession:
         return self.version < CURRENT_VERSION
 
     @property
+    def entry_count(self) -> int:
+        """Entries read (`len(entries)`; what every agent's session state answers)."""
+        return len(self.entries)
+
+    @property
     def leaf(self) -> Entry | None:
         """The last entry in file order (Pi's leaf on load), or None."""
         return self.entries[-1] if self.entries else None

@@ -10,7 +10,7 @@ reader gives, with a fraction of the memory.
 
 The stand-in is the message with every key kept except:
 - `content`: for a `user` message, the first 81 characters of its whitespace-normalised preview
-  text (what `ds4sessions.ingest.live._preview` reads: the preview of the stand-in equals the
+  text (what `ds4sessions.agents.pi.live._preview` reads: the preview of the stand-in equals the
   preview of the message); for an `assistant` message, one `{"type": "toolCall", "id": …}` per
   tool-call block (what the turn list's tool-call count and the tool-pairing check read), or
   `()` without tool calls (both read it as no calls);
@@ -25,7 +25,7 @@ kept whole; turns take their time from the message's own `timestamp`.
 A context edit that replaces a message's content (Pi §7 step 4) makes a new dict from the
 stand-in: its other keys, hence its count, are the full message's. Messages kept whole: a
 message whose `content` is null (the context builder replaces it) and anything that is not a
-dict. Not for the live app (the TUI shows messages' content): `ds4sessions.ingest.live
+dict. Not for the live app (the TUI shows messages' content): `ds4sessions.agents.pi.live
 .open_map_snapshot` uses it; `tests/sessions/test_slim_reader.py` checks that it gives the same
 `map --json` as the full reader on every shared sample, bad input and synthetic sessions.
 
@@ -91,7 +91,7 @@ def _user_stand_in(content: Any) -> str:
 def prompt_text(content: Any) -> str:
     """The text a user prompt's `content` shows in the turn list: the string, or its text blocks
     joined by spaces, or "[image]" for content without text (the turn preview,
-    `ds4sessions.ingest.live._preview`, and the stand-in keep the same rule)."""
+    `ds4sessions.agents.pi.live._preview`, and the stand-in keep the same rule)."""
     if isinstance(content, str):
         return content
     return " ".join(

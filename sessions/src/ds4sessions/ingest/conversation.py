@@ -1,0 +1,441 @@
+"""The generic live session: any agent's `SessionReader` → frozen `Snapshot`s (issue 28).
+
+    Tailer.poll() → agent.reader(path).feed(lines) → reader.conversation() (a frozen
+    `base.Conversation`) → agent.account(conversation, memo) (the agent's categories, the
+    provider's count, its own facts) → turns → Snapshot
+
+Pi has a live session of its own (`ds4sessions.agents.pi.live.LiveSession`: exact to Pi's context,
+incremental per append, two estimators); every other agent goes through `ConversationLive`, so a
+new agent is a reader, an accountant and one registry line (`ds4sessions.agents.registry`).
+
+What the snapshot of a conversation holds:
+
+- `session`: a `ConversationSession` (the file's facts: title, ids, diagnostics, entries by id
+  for the inspector), `context`: a `ConversationContext` (the messages the model saw, Pi-shaped,
+  with their entry ids), both read-only views of the conversation;
+- `breakdown` = `exact`: the agent's accounting (one estimator, chosen by the agent);
+- `turns`: a prompt (`is_prompt`) and everything until the next one.
+
+Like `LiveSession`, `refresh()` does one step and returns a new snapshot when something changed
+(else None); it is not thread-safe (one worker drives it). Session files are only ever opened
+read-only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ds4core.categories import Breakdown
+from ds4core.models import DEFAULT_MAX_TOKENS, ModelInfo, ModelTable
+
+from ds4sessions.agents import base
+from ds4sessions.ingest.snapshot import ProviderView, Snapshot, Turn
+from ds4sessions.ingest.tailer import TailBatch, Tailer
+
+__all__ = [
+    "Accounting",
+    "ConversationContext",
+    "ConversationDiagnostics",
+    "ConversationLive",
+    "ConversationSession",
+    "EntryView",
+    "conversation_turns",
+    "is_prompt",
+    "model_info",
+]
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What an agent's accountant says about one `Conversation` (`Agent.account`).
+
+    - `breakdown`: the context by the agent's own categories (`ds4core.categories.Breakdown`
+      with the agent's `CategoryTable`), one raw estimate per message (`message_tokens`, same
+      length as the conversation's messages) and the map's segments;
+    - `provider`: the provider's count of the context (None before the first reply);
+    - `model`: the model's facts the screen needs (context window; `model_info` makes one),
+      None when unknown; `model_key`: `provider/model` as recorded;
+    - `system_inferred`: the system prompt and tools are inferred (not in the file);
+    - `extras`: the agent's own facts (`ingest.snapshot.AgentExtras`), or None.
+    """
+
+    breakdown: Breakdown
+    provider: ProviderView | None
+    model: ModelInfo | None
+    model_key: str | None
+    system_inferred: bool = False
+    extras: Any = None
+
+
+def model_info(provider: str | None, model: str | None, window: int | None, *, models: ModelTable | None = None,
+               source: str = "agent") -> ModelInfo | None:
+    """A `ModelInfo` for an agent's model: the model table's entry when it has one (prices,
+    prompt-cache lifetimes), with the agent's own `window` (tokens) when given, else None
+    without a window."""
+    known = models.get(provider or "", model or "") if models is not None and model else None
+    if known is not None:
+        if window and window != known.context_window:
+            return ModelInfo(known.provider, known.id, known.name, window, known.max_tokens, known.pricing,
+                             known.prompt_cache, known.reasoning, known.inputs, source)
+        return known
+    if not window:
+        return None
+    return ModelInfo(provider or "?", model or "?", model or "?", window, DEFAULT_MAX_TOKENS, None, {}, source=source)
+
+
+# --- the session's facts --------------------------------------------------------------------
+
+
+class ConversationDiagnostics:
+    """The reader's diagnostics as the screen reads them (`Diagnostics`' interface): `items`
+    (each with a `str()`), `total`, `counts` (kind → count) and `summary()` (one line per kind).
+    Items may be the ingest `Diagnostic`s or an agent's own (anything with `kind` and `str()`);
+    `counts` given by the reader (never capped) win over counting the items."""
+
+    def __init__(self, items: Sequence[Any], counts: Mapping[str, int] | None = None) -> None:
+        self.items = list(items)
+        if counts:
+            self.counts: Counter[str] = Counter({str(k): int(v) for k, v in counts.items()})
+        else:
+            self.counts = Counter(str(getattr(getattr(i, "kind", None), "value", getattr(i, "kind", "problem"))) for i in self.items)
+        self.pending = None
+
+    @property
+    def total(self) -> int:
+        """Problems of all kinds."""
+        return sum(self.counts.values())
+
+    def summary(self) -> str:
+        """One line per kind, e.g. `malformed: 2 (lines 3, 9)`; "no problems" without any."""
+        parts = []
+        for kind, n in self.counts.items():
+            lines = [i.line_no for i in self.items if _kind_of(i) == kind and getattr(i, "line_no", None) is not None][:3]
+            where = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}{', …' if n > 3 else ''})" if lines else ""
+            parts.append(f"{kind}: {n}{where}")
+        return "\n".join(parts) if parts else "no problems"
+
+
+def _kind_of(item: Any) -> str:
+    kind = getattr(item, "kind", "problem")
+    return str(getattr(kind, "value", kind))
+
+
+@dataclass(frozen=True)
+class EntryView:
+    """One message of a conversation as the inspector reads an entry: `id`, `type` (the agent's
+    source label, e.g. "attachment:file", or "message"), `role`, `line_no` (None: the agent does
+    not record it), `message` (the Pi-shaped message) and `raw` (the same), `timestamp`."""
+
+    id: str | None
+    type: str
+    role: str | None
+    message: Mapping[str, Any]
+    line_no: int | None = None
+    timestamp: Any = None
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The message (the agent's row is not kept: the snapshot holds numbers and messages)."""
+        return self.message
+
+
+class ConversationSession:
+    """A read-only view of a `Conversation` with the interface of a frozen `PiSession` that the
+    screen reads (`ingest.snapshot` module doc: `SessionState`). O(1) to make; `by_id` is built
+    on first use (O(messages))."""
+
+    header = None
+    version = 0
+    labels: Mapping[str, str] = {}
+
+    def __init__(self, conv: base.Conversation, *, last_line_no: int = 0, end_offset: int = 0,
+                 identity: int = 0, counts: Mapping[str, int] | None = None) -> None:
+        self.conversation = conv
+        self.path = conv.path
+        self.diagnostics = ConversationDiagnostics(conv.diagnostics, counts)
+        self.last_line_no = last_line_no
+        self.end_offset = end_offset
+        self.identity = identity
+        self.entries: Sequence[Any] = ()  # (entries outside the context are not kept: `entry_count` counts them)
+        self.entry_count = conv.entries
+        has_any = bool(conv.entries or conv.messages or conv.requests)
+        self.status = "session" if has_any else "empty"
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's session id."""
+        return self.conversation.session_id
+
+    @property
+    def session_name(self) -> str | None:
+        """The session's title (named, or its first prompt)."""
+        return self.conversation.title
+
+    @property
+    def cwd(self) -> str | None:
+        """The working directory the agent recorded."""
+        return self.conversation.cwd
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf entry id."""
+        return self.conversation.leaf_id
+
+    @cached_property
+    def by_id(self) -> dict[str, EntryView]:
+        """Entry id → `EntryView` of the messages in context (the first message of an entry)."""
+        out: dict[str, EntryView] = {}
+        for message, meta in zip(self.conversation.messages, self.conversation.meta):
+            eid = meta.entry_id
+            if eid is None or eid in out:
+                continue
+            role = message.get("role") if isinstance(message, Mapping) else None
+            out[eid] = EntryView(eid, meta.source or "message", role, message, getattr(meta, "line_no", None),
+                                 message.get("timestamp") if isinstance(message, Mapping) else None)
+        return out
+
+
+class ConversationContext:
+    """The messages the model saw (a `Conversation`'s), with the interface of Pi's
+    `SessionContext` that the screen and DS4's planner read (`ingest.snapshot`: `ContextState`):
+    one list of Pi-shaped messages and one of their entry ids; a conversation has no branch
+    apart from its context, so `branch_entry_ids` and `context_entry_ids` are the same list."""
+
+    labels: Mapping[str, str] = {}
+    warnings: tuple[Any, ...] = ()
+    chain = None
+
+    def __init__(self, conv: base.Conversation, entry_ids: list[str | None] | None = None) -> None:
+        self._requests = conv.requests
+        self.messages: list[Mapping[str, Any]] = list(conv.messages)
+        self.message_entry_ids: list[str | None] = entry_ids if entry_ids is not None else [m.entry_id for m in conv.meta]
+        self.branch_entry_ids = self.message_entry_ids
+        self.context_entry_ids = self.message_entry_ids
+        self.leaf_id = conv.leaf_id
+        self.model = {"provider": conv.provider, "modelId": conv.model} if conv.model else None
+
+    @cached_property
+    def requests_by_message(self) -> dict[int, base.Request]:
+        """Message index → the request whose reply it is (the agent records usage per request,
+        not on its messages); made on first use (the inspector's)."""
+        return {r.message_index: r for r in self._requests if r.message_index is not None}
+
+
+# --- turns ----------------------------------------------------------------------------------
+
+
+def is_prompt(message: Mapping[str, Any], meta: base.MessageMeta | None) -> bool:
+    """True when `message` is a prompt the user typed: a `user` message that is not an
+    attachment, a listing or a harness message (`MessageMeta.category` None, `source` None or
+    "message.user"). A turn starts at each prompt."""
+    if message.get("role") != "user":
+        return False
+    if meta is None:
+        return True
+    return meta.category is None and meta.source in (None, "message.user", "prompt")
+
+
+def _ms(value: Any) -> float | None:
+    """A message time as ms since the epoch: a number (ms) as is, an ISO 8601 string parsed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return when.timestamp() * 1000
+    return None
+
+
+def _preview(message: Mapping[str, Any], limit: int = 80) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    else:
+        text = " ".join(str(b.get("text", "")) for b in content or () if isinstance(b, Mapping) and b.get("type") == "text")
+    return " ".join(text.split())[:limit]
+
+
+def conversation_turns(conv: base.Conversation, tokens: Sequence[int], prompt: Any = is_prompt,
+                       preview: Any = None) -> tuple[Turn, ...]:
+    """The turns of `conv`'s context: a prompt (`prompt(message, meta)`) and every message until
+    the next one (turn 0: what comes before the first prompt, e.g. a compaction summary).
+    `tokens`: per message (the accounting's `message_tokens`); `preview(message)`: the prompt's
+    words in the turn list (default: its text, one line, 80 characters). O(messages)."""
+    preview = preview or _preview
+    from ds4core.epoch import to_datetime
+
+    messages, metas = conv.messages, conv.meta
+    turns: list[Turn] = []
+    start = 0
+    number = 0
+
+    def close(end: int) -> None:
+        if end <= start:
+            return
+        first = messages[start]
+        opens = prompt(first, metas[start] if start < len(metas) else None)
+        ms = _ms(first.get("timestamp")) if opens else None
+        calls = sum(1 for m in messages[start:end] if m.get("role") == "assistant"
+                    for b in m.get("content") or () if isinstance(b, Mapping) and b.get("type") == "toolCall")
+        ids = tuple(m.entry_id for m in metas[start:end] if m.entry_id is not None)
+        turns.append(Turn(number if opens else 0, to_datetime(ms / 1000) if ms is not None else None,
+                          preview(first) if opens else "(before the first prompt)", calls,
+                          sum(tokens[start:end]), start, end - 1, tuple(dict.fromkeys(ids))))
+
+    for i, message in enumerate(messages):
+        if prompt(message, metas[i] if i < len(metas) else None):
+            close(i)
+            start = i
+            number += 1
+    close(len(messages))
+    return tuple(turns)
+
+
+# --- the live session -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """What `Snapshot.lineage` reads: the context (by identity) and its epoch."""
+
+    context: Any
+    epoch: int
+
+
+_EPOCHS = itertools.count(1)
+
+
+@dataclass
+class _Memo:
+    """What an accountant keeps between the snapshots of one reader (`Agent.account`'s memo)."""
+
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class ConversationLive:
+    """Tailer → the agent's reader → `Conversation` → the agent's accounting → `Snapshot`.
+
+    `agent` is the plug-in (`ds4sessions.agents.base.Agent`): its `reader(path)`, `account(conv,
+    memo)` and, when it has them, `is_prompt(message, meta)` and `max_line_bytes`. `models`: the
+    model table prices and windows come from (default: bundled). Same interface as Pi's
+    `LiveSession` (`refresh`, `finish`, `refine`, `refines_quickly`, `prepare`, `last`)."""
+
+    def __init__(self, path: Path, agent: Any, models: ModelTable | None = None) -> None:
+        self.path = Path(path)
+        self.agent = agent
+        self.models = models or ModelTable.bundled()
+        self._tailer = Tailer(self.path, cap=getattr(agent, "max_line_bytes", None))
+        self._version = 0
+        self._deleted = False
+        self._start_over()
+        self.last: Snapshot | None = None
+
+    def _start_over(self) -> None:
+        self._reader = self.agent.reader(self.path)
+        self._memo = _Memo()
+        self._epoch = next(_EPOCHS)
+        self._line_no = 0
+        self._offset = 0
+
+    @property
+    def reader(self) -> Any:
+        """The agent's live reader (only for the thread that calls `refresh`)."""
+        return self._reader
+
+    def refresh(self, force: bool = False, limit: int | None = None) -> Snapshot | None:
+        """Poll the file; on new lines or a reset, read them and return a new snapshot (else
+        None). `force`: read the whole file again from byte 0 with a new reader. `limit`: read
+        about that many bytes at most (the snapshot says how many are left: `unread_bytes`);
+        None: to the end, in bounded slices (`Tailer.polls`)."""
+        if force and self.last is not None:
+            self._tailer = Tailer(self.path, cap=getattr(self.agent, "max_line_bytes", None))
+            self._start_over()
+        polls: Iterable[TailBatch] = self._tailer.polls() if limit is None else (self._tailer.poll(limit),)
+        changed = self.last is None or force
+        batch: TailBatch | None = None
+        for batch in polls:
+            if batch.reset is not None:
+                changed = True
+                self._deleted = batch.reset == "deleted"
+                if not self._deleted:
+                    self._start_over()
+            if batch.lines:
+                self._reader.feed(batch.lines)
+                self._line_no = batch.lines[-1].line_no
+                changed = True
+            self._offset = batch.offset
+        assert batch is not None
+        last = self.last
+        if not changed:
+            if last is not None and (last.pending_bytes != batch.pending_bytes or last.unread_bytes != batch.unread):
+                self.last = Snapshot(**{**_fields(last), "pending_bytes": batch.pending_bytes,
+                                        "unread_bytes": batch.unread, "file_size": batch.size})
+                return self.last
+            return None
+        self.last = self._build(batch.pending_bytes, batch.size, batch.unread)
+        return self.last
+
+    def finish(self) -> Snapshot | None:
+        """Final read of an idle file: the held partial last line is read as complete (a whole
+        JSON object without its newline is a row, as the agents read their files back). None
+        when nothing was held."""
+        tail = self._tailer.pending_line()
+        if tail is None:
+            return None
+        self._reader.feed([tail])
+        self._line_no = tail.line_no
+        self.last = self._build(0, self.last.file_size if self.last else 0, 0)
+        return self.last
+
+    def refine(self, snapshot: Snapshot) -> Snapshot:
+        """The snapshot as it is: a conversation is counted once, by the agent's estimator."""
+        return snapshot
+
+    def refines_quickly(self, snapshot: Snapshot) -> bool:
+        """True: `refine` has nothing to add."""
+        return True
+
+    def prepare(self) -> None:
+        """Nothing to copy ahead of the next append."""
+
+    def _build(self, pending: int, size: int, unread: int) -> Snapshot:
+        conv = self._reader.conversation()
+        accounting: Accounting = self.agent.account(conv, self._memo.state, self.models)
+        tokens = accounting.breakdown.message_tokens
+        turns = conversation_turns(conv, tokens, getattr(self.agent, "is_prompt", is_prompt),
+                                   getattr(self.agent, "prompt_preview", None))
+        self._version += 1
+        context = ConversationContext(conv)
+        counts = getattr(self._reader, "diagnostic_counts", None)
+        session = ConversationSession(
+            conv, last_line_no=self._line_no, end_offset=self._offset, identity=id(self._memo),
+            counts=counts() if callable(counts) else None,
+        )
+        return Snapshot(
+            version=self._version, path=self.path, session=session, context=context,
+            model=accounting.model, model_key=accounting.model_key, breakdown=accounting.breakdown,
+            exact=accounting.breakdown, provider=accounting.provider, turns=turns,
+            system_inferred=accounting.system_inferred, deleted=self._deleted, pending_bytes=pending,
+            file_size=size, unread_bytes=unread, updated_at=time.time(), agent=conv.agent,
+            capabilities=self.agent.capabilities, extras=accounting.extras,
+            _lineage=_Lineage(context, next(_EPOCHS)), _conversation=conv,
+        )
+
+
+def _fields(snapshot: Snapshot) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(snapshot, f.name) for f in fields(snapshot)}

@@ -1,0 +1,123 @@
+"""A fourth agent is one package (issue 28): the toy plug-in in tests/plugins/toyagent, its own
+file format, registered under the `ds4tui.agents` entry-point group the way a third-party
+package installed beside ds4tui registers (a real `*.dist-info/entry_points.txt` on `sys.path`,
+read by `importlib.metadata`), gets the whole cockpit without a line of ds4tui or the CLI
+changed: `map`/`cache`/`context`/`plan`/`usage`/`sessions --json`, the dashboard, `home`, and
+one-line refusals for steering and retrieval. The real CLI runs in fresh processes; the real app
+via `run_test`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "tests" / "plugins"
+
+LINES = [
+    {"toychat": 1, "id": "toy-1", "model": "toy-large", "window": 8000, "cwd": "/work/toy", "title": "fix the toy bug"},
+    {"role": "user", "text": "find the failing test", "t": 1767225600},
+    {"role": "assistant", "text": "searching", "call": {"name": "grep", "args": {"q": "FAIL"}},
+     "usage": {"in": 900, "cached": 0, "out": 40}, "t": 1767225601},
+    {"role": "tool", "name": "grep", "text": "tests/test_x.py:12: FAIL " * 20, "t": 1767225602},
+    {"role": "assistant", "text": "found it in test_x.py", "usage": {"in": 60, "cached": 900, "out": 30}, "t": 1767225603},
+    {"role": "user", "text": "now fix it", "t": 1767225700},
+    {"role": "assistant", "text": "fixed", "usage": {"in": 50, "cached": 1000, "out": 20}, "t": 1767225701},
+]
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> dict[str, Path]:
+    home = tmp_path / "toyhome"
+    home.mkdir()
+    session = home / "one.toychat.jsonl"
+    session.write_text("".join(json.dumps(row) + "\n" for row in LINES), encoding="utf-8")
+    return {"session": session, "home": home, "tmp": tmp_path}
+
+
+def run(toy: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    tmp = toy["tmp"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")]),
+           "TOYCHAT_HOME": str(toy["home"]), "HOME": str(tmp / "home"), "DS4TUI_STATE_DIR": str(tmp / "state"),
+           "DS4TUI_CACHE_DIR": str(tmp / "cache"), "PI_CODING_AGENT_DIR": str(tmp / "pi"), "CODEX_HOME": str(tmp / "codex"),
+           "CLAUDE_CONFIG_DIR": str(tmp / "claude")}
+    return subprocess.run([sys.executable, "-m", "ds4tui.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_the_cli_serves_a_plugin_it_has_never_heard_of(toy: dict[str, Path]) -> None:
+    path = str(toy["session"])
+    before = toy["session"].read_bytes()
+    data = json.loads(run(toy, "map", "--json", path).stdout)
+    assert data["agent"] == "toychat" and data["contextWindow"] == 8000
+    # the provider's count: the last reply's prompt (50 + 1000) + its output (20); nothing after it
+    assert data["provider"]["contextTokens"] == 1070 and data["calibrated"]["used"] == 1070
+    assert {c["id"] for c in data["categories"]} >= {"user", "assistant_text", "tool_calls", "tool_results", "free"}
+    assert [t["prompt"] for t in data["turns"]] == ["find the failing test", "now fix it"]
+
+    cache = json.loads(run(toy, "cache", "--json", path).stdout)
+    assert cache["agent"] == "toychat" and cache["history"]["requests"] == 3
+    assert [r["cacheRead"] for r in cache["history"]["records"]] == [0, 900, 1000]
+
+    context = json.loads(run(toy, "context", "--json", path).stdout)
+    assert context["agent"] == "toychat" and context["messageCount"] == 6
+
+    plan = run(toy, "plan", "--json", path)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["agent"] == "toychat" and json.loads(plan.stdout)["whatIf"] is True
+
+    retrieve = run(toy, "retrieve", "--json", path)
+    assert retrieve.returncode == 2 and retrieve.stdout == ""
+    assert retrieve.stderr.strip().splitlines() == [
+        "ds4tui: retrieve: DS4's historical retrieval is not available for Toy Chat sessions: "
+        "Toy Chat's reader keeps the context only, and DS4 retrieves what is outside it"]
+
+    pin = run(toy, "pin", path, "L3")
+    assert pin.returncode == 1 and pin.stderr.strip().splitlines() == [
+        "ds4tui: refused, nothing written: pin: Toy Chat sessions are read-only (a test plug-in)"]
+    assert toy["session"].read_bytes() == before
+
+
+def test_sessions_and_usage_list_the_plugins_sessions(toy: dict[str, Path]) -> None:
+    sessions = json.loads(run(toy, "sessions", "--json").stdout)
+    mine = [s for s in sessions if s["agent"] == "toychat"]
+    assert len(mine) == 1 and mine[0]["path"] == str(toy["session"])
+    usage = run(toy, "usage", "--json", "--by", "agent")
+    assert usage.returncode == 0, usage.stderr
+    rows = json.loads(usage.stdout)["rows"]
+    toy_row = next(r for r in rows if r["key"] == "toychat")
+    assert toy_row["requests"] == 3
+
+
+async def test_the_dashboard_shows_a_plugins_session(toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one dashboard, in process: the plug-in found by its entry point (the registry's cache
+    cleared around the test), its categories on the map, its turns, the Cache and Diagnostics
+    tabs, and `p` refused in one line."""
+    from ds4sessions.agents import registry
+    from ds4tui.app import Ds4App
+    from ds4tui.widgets.panels import StatusLine
+    from ds4tui.widgets.pixel_map import PixelMap
+    from tests.app.test_dashboard import settle
+
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    registry.all_agents.cache_clear()
+    try:
+        app = Ds4App(toy["session"], watch=False, retrieval=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app)
+            snap = app.snapshot
+            assert snap.agent == "toychat" and app.view.header.agent == "Toy Chat"
+            assert len(snap.turns) == 2 and snap.provider.context_tokens == 1070
+            categories = {c.category for c in app.query_one(PixelMap).cells if c.category != "free"}
+            assert categories >= {"user", "tool_results"}
+            assert app.derived.cache is not None and len(app.derived.cache.history.records) == 3
+            assert app.derived.plan is not None and app.derived.plan.what_if
+            await pilot.press("p")
+            await pilot.pause()
+            assert "refused, nothing written: Toy Chat sessions are read-only" in str(app.query_one(StatusLine).render())
+    finally:
+        registry.all_agents.cache_clear()
