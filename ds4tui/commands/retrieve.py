@@ -33,6 +33,8 @@ def retrieve_cmd(
     agent = agent_of(path)
     refuse_unless(agent, "retrieval", "retrieve")  # (before the index is opened: nothing is written)
     index = open_session_index(path)
+    for removed in index.removed:
+        typer.echo(f"ds4tui: removed {literal(removed, keep_newlines=False)} from the state dir; the index is rebuilt", err=True)
     if rebuild_index:
         index.rebuild()
     view = LiveRetrieval(index).retrieve(read_snapshot(agent, path, load_model_table(), exact=False))

@@ -96,3 +96,39 @@ def test_cache_missing_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["cache", str(tmp_path / "nope.jsonl")])
     assert result.exit_code == 2
     assert "no such file" in result.output
+
+
+def _with_usage(sample: Path, tmp_path: Path, name: str, edit) -> Path:  # type: ignore[no-untyped-def]
+    lines = []
+    for line in sample.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        message = obj.get("message")
+        if isinstance(message, dict) and message.get("role") == "assistant" and isinstance(message.get("usage"), dict):
+            edit(message["usage"])
+        lines.append(json.dumps(obj))
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+HOSTILE_1H = {"1e308": 1e308, "1e300": 1e300, "10**30": 10**30, "string": "12", "list": [1], "negative": -5}
+
+
+def test_cache_on_hostile_usage_counts_a_diagnostic(sample01: Path, tmp_path: Path) -> None:
+    """Issue 30 item 4: `cacheWrite1h: 1e308` on an assistant message made `ds4tui cache` an
+    "internal error (OverflowError)". The Pi reader conforms the field where usage enters
+    (`bad_field`, one per entry) and the report is the one of a session without it."""
+    from ds4sessions.agents.pi import read_session
+
+    clean = _with_usage(sample01, tmp_path, "clean", lambda u: u.update(cacheWrite1h=0))
+    expected = runner.invoke(app, ["cache", "--json", str(clean)])
+    assert expected.exit_code == 0, expected.output
+    for name, value in HOSTILE_1H.items():
+        path = _with_usage(sample01, tmp_path, name, lambda u: u.update(cacheWrite1h=value))
+        assistants = sum(1 for e in read_session(clean).entries if e.role == "assistant")
+        assert read_session(path).diagnostics.count("bad_field") == assistants, name
+        result = runner.invoke(app, ["cache", "--json", str(path)])
+        assert result.exit_code == 0 and result.exception is None, (name, result.output[-400:])
+        assert json.loads(result.stdout)["history"] == json.loads(expected.stdout)["history"], name
+        text = runner.invoke(app, ["cache", str(path)])
+        assert text.exit_code == 0 and "internal error" not in text.output, name

@@ -188,3 +188,20 @@ def test_the_map_lists_the_rows_context_lists(tmp_path: Path) -> None:
     assert {c["id"] for c in data["categories"]} >= {"mcp_tools", "autocompact_buffer", "free_space"}
     children = [line for line in out.splitlines() if line.startswith("│     ") and "..." in line]
     assert children and len({len(line.rstrip(" │")) for line in children}) == 1  # tokens right-aligned in one column
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "1e308", "-7", '"12"', "1" + "0" * 31], ids=["10**400", "1e308", "-7", "string", "10**31"])
+def test_usage_counts_out_of_range_count_as_zero(tmp_path: Path, value: str) -> None:
+    """Issue 30: a 400-digit `input_tokens` made `map` and `cache` on a Claude Code transcript an
+    "internal error (OverflowError)". A count outside 0..2**53 counts as 0, as a malformed one."""
+    import re
+
+    text = MAIN.read_text(encoding="utf-8")
+    hostile = re.sub(r'"(input_tokens|cache_read_input_tokens|ephemeral_1h_input_tokens)":\s*\d+',
+                     lambda m: f'"{m.group(1)}": {value}', text)
+    assert hostile != text
+    path = tmp_path / "t.jsonl"
+    path.write_text(hostile, encoding="utf-8")
+    for command in (["map"], ["map", "--json"], ["cache"], ["cache", "--json"], ["context"]):
+        result = run(*command, str(path))
+        assert result.exit_code == 0 and result.exception is None, (command, result.output[-300:])

@@ -47,3 +47,31 @@ def test_anchor_ignores_usage_before_the_compaction() -> None:
     summary = {"role": "compactionSummary", "summary": "s", "tokensBefore": 100}
     assert find_anchor([summary, old], first_fresh_index=2) is None
     assert find_anchor([summary, old], first_fresh_index=0).usage.prompt_tokens == 100
+
+
+HOSTILE_COUNTS = [1e308, float("nan"), float("inf"), -float("inf"), 10**30, 2**53 + 1, -1, "12", True, None, [1], {"a": 1}]
+
+
+@pytest.mark.parametrize("value", HOSTILE_COUNTS, ids=repr)
+def test_a_count_that_is_not_one_never_reaches_the_pricing(value: object) -> None:
+    """Issue 30: `cacheWrite1h: 1e308` became `int(1e308)` and `Pricing.cost` raised
+    OverflowError ("internal error" from `ds4tui cache`). A count outside 0..2**53 (or not a
+    number) counts as 0 in `usage_of`, and `Pricing.cost` prices it as 0 whatever it is given."""
+    from ds4core.models import Pricing, count_or_none
+
+    pricing = Pricing(3.0, 15.0, 0.3, 3.75)
+    for key in ("input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "totalTokens"):
+        usage = usage_of({"role": "assistant", "usage": {"input": 1000, "output": 10, "cacheRead": 0, "cacheWrite": 100,
+                                                          "cacheWrite1h": 0, key: value}})
+        cost = usage.cost(pricing)
+        assert cost is not None and cost == cost and cost < 1, (key, cost)
+    assert count_or_none(value) is None
+    assert pricing.cost(input=value, output=value, cache_read=value, cache_write=value, cache_write_1h=value) == 0.0  # type: ignore[arg-type]
+    recorded = usage_of({"usage": {"cost": {"total": value}}}).recorded_cost
+    assert recorded is None or (recorded == recorded and abs(recorded) <= 2**53)
+
+
+def test_counts_in_range_are_kept() -> None:
+    from ds4core.models import count_or_none
+
+    assert [count_or_none(v) for v in (0, 5, 2**53, 7.9, 0.0)] == [0, 5, 2**53, 7, 0]

@@ -224,3 +224,67 @@ def test_a_zombie_process_is_not_alive() -> None:
     assert _pid_alive(os.getpid())
     assert not _pid_alive(child.pid)
     child.wait()
+
+
+HOSTILE_BEATS = [
+    ("pid", 99999999999999999999999), ("pid", -5), ("pid", 1.5), ("pid", "123"), ("pid", True), ("pid", None),
+    ("pid", 2**22 + 1), ("sessionId", {"x": 1}), ("sessionId", "../../etc"), ("timeMs", "now"), ("timeMs", 1e300),
+    ("timeMs", [1]), ("processed", 10**30), ("pending", -1), ("idle", "yes"), ("mode", {"a": 1}),
+    ("leafId", 12), ("sessionFile", ["/x"]),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), HOSTILE_BEATS, ids=[f"{k}={str(v)[:12]}" for k, v in HOSTILE_BEATS])
+def test_a_hostile_heartbeat_is_not_trusted_and_never_raises(agent: Path, field: str, value: object) -> None:
+    """Issue 30: `"pid": 99999999999999999999999` made `_pid_alive` raise OverflowError (a
+    traceback screen in `ds4tui open`, "internal error" in `bridge status`). Every field is type-
+    and range-checked where the heartbeat is read: the status is `stale` with the field named."""
+    beat(agent)
+    path = bridge.channel_dir(SESSION, agent) / "heartbeat.json"
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    state = bridge.status(SESSION, agent)
+    assert state.state == "stale" and not state.live and state.heartbeat is None
+    assert state.reason.startswith("heartbeat.json is malformed (") and field in state.reason
+    assert bridge.read_heartbeat(SESSION, agent) is None
+
+
+def test_pid_alive_takes_any_int() -> None:
+    from ds4sessions.bridge.status import _pid_alive
+
+    for pid in (99999999999999999999999, -1, 0, 2**31, 2**63):
+        assert _pid_alive(pid) is False
+
+
+def test_bridge_status_cli_with_a_huge_pid_heartbeat(agent: Path, tmp_path: Path) -> None:
+    """The issue's repro as a process: `ds4tui bridge status` says why (exit 3), no "internal error"."""
+    beat(agent, pid=99999999999999999999999)
+    session = tmp_path / "s.jsonl"
+    session.write_text(json.dumps({"type": "session", "version": 3, "id": SESSION, "timestamp": "t", "cwd": "/"}) + "\n")
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent)}
+    out = subprocess.run([sys.executable, "-m", "ds4tui.cli", "bridge", "status", str(session)], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert out.returncode == 3, out.stderr
+    assert "internal error" not in out.stdout + out.stderr and "Traceback" not in out.stderr
+    assert "bridge: stale" in out.stdout and "pid: 99999999999999999999999 is not an integer" in out.stdout
+
+
+async def test_the_tui_shows_a_huge_pid_heartbeat_as_stale(sample01: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ds4tui open` on a session whose heartbeat has a huge pid: the header says `bridge: stale`
+    (was a traceback screen and exit 1)."""
+    from ds4tui.app import Ds4App
+    from ds4tui.widgets.panels import SessionHeader
+    from tests.app.test_dashboard import settle
+
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    session_id = read_session(sample01).session_id
+    beat(agent, session_id, pid=99999999999999999999999)
+    app = Ds4App(sample01, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot, app)
+        app.dashboard._poll_bridge()
+        await pilot.pause()
+        assert app.dashboard.query_one(SessionHeader)._bridge == "bridge: stale"

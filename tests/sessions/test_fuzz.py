@@ -5,18 +5,28 @@ empty), the output must encode as UTF-8 JSON, and the read must finish.
 Budget: the `ci` hypothesis profile (a fixed, small number of examples) by default;
 `DS4TUI_FUZZ=long` runs the `long` profile (thousands of examples) on demand.
 
+The time-boxed run (issue 30; CI's fuzz step, `.ci/run`): `DS4TUI_FUZZ_SECONDS=N` runs rounds of
+fresh random examples for N seconds in all (a third per agent), each through every read command
+as the console runs it (`map`, `map --json` by its own entry point, `context`, `cache`, `plan`,
+text and `--json`; `retrieve --json` on Pi), failing on any exception that is not an exit, and on
+"internal error" or "Traceback" in the output. Without the variable it is skipped.
+
 Adding an agent is one line in `AGENTS`: a name and a seed session file (the agent registry
 picks the reader from the file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
+import traceback
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ds4sessions.derive.pipeline import Derived, SessionPipeline
@@ -136,6 +146,100 @@ def _fuzz(agent: str) -> Any:
         run_pipeline(path) if agent == "pi" else run_cli(path)
 
     return test
+
+
+READ_COMMANDS = (["map"], ["context"], ["context", "--json"], ["cache"], ["cache", "--json"], ["plan"], ["plan", "--json"])
+"""Every read command, as text and JSON; `map --json` goes through its own console entry point
+(`ds4tui.mapjson.main`, as the `ds4tui` script runs it)."""
+
+
+def run_every_command(path: Path, agent: str) -> None:
+    """Each read command on `path` in-process, as the console runs it (`run_guarded`): exit 0, 1
+    (a refusal, e.g. `plan` on a Claude Code transcript) or 2 (bad input, one line); never an
+    exception, never "internal error" or a traceback in the output."""
+    from typer.testing import CliRunner
+
+    from ds4tui.cli import app
+    from ds4tui.errors import safe_streams
+    from ds4tui.mapjson import _fast_map_args, dumps_map, map_json
+
+    class ConsoleRunner(CliRunner):
+        """The runner with the console's streams: `run_guarded` makes them escape what they
+        cannot encode (`errors.safe_streams`: a lone surrogate prints as `\\ud800`)."""
+
+        @contextlib.contextmanager
+        def isolation(self, *args: Any, **kwargs: Any) -> Any:
+            with super().isolation(*args, **kwargs) as streams:
+                safe_streams()
+                yield streams
+
+    commands = [*READ_COMMANDS, *([["retrieve", "--json"]] if agent == "pi" else [])]
+    for command in commands:
+        result = ConsoleRunner().invoke(app, [*command, str(path)])
+        output = result.output  # (stdout and stderr)
+        assert result.exit_code in (0, 1, 2), (command, result.exit_code, output[-600:])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            where = traceback.extract_tb(result.exc_info[2])[-1] if result.exc_info else None
+            at = f" at {where.filename}:{where.lineno}" if where else ""
+            raise AssertionError(f"{' '.join(command)}: internal error ({result.exception!r}{at})")
+        assert "internal error" not in output and "Traceback" not in output, (command, output[-600:])
+    fast = _fast_map_args(["map", "--json", str(path)])
+    if fast is not None:  # the console's own `map --json` (it ends in os._exit: its steps, in-process,
+        # without `_load_cl100k_lean`, which trims the process's shared tiktoken encoding for good)
+        from ds4sessions.agents.pi.discovery import load_model_table
+        from ds4sessions.agents.pi.live import open_map_snapshot
+
+        try:
+            dumps_map(map_json(open_map_snapshot(fast[0], load_model_table(), exact=fast[1]))).encode("utf-8")
+        except OSError:
+            pass  # (run_guarded: one line, exit 2)
+
+
+FUZZ_SECONDS = float(os.environ.get("DS4TUI_FUZZ_SECONDS") or 0)
+
+
+def _round(agent: str) -> Any:
+    """One round of the time-boxed run: 8 fresh random examples (no database, not derandomized,
+    so each round explores new inputs; a failure prints the example that reproduces it)."""
+
+    @settings(max_examples=8, deadline=None, derandomize=False, database=None, verbosity=Verbosity.quiet,
+              phases=(Phase.generate,),  # no shrinking: it has no time bound (the saved input reproduces)
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(blob=mutated(AGENTS[agent]))
+    def test(tmp_path_factory: Any, monkeypatch: Any, blob: bytes) -> None:
+        folder = Path(tmp_path_factory.mktemp(f"fuzzbox-{agent}"))
+        monkeypatch.setenv("DS4TUI_STATE_DIR", str(folder / "state"))
+        path = folder / "s.jsonl"
+        path.write_bytes(blob)
+        try:
+            if agent == "pi":
+                run_pipeline(path)
+            run_every_command(path, agent)
+        except Exception as err:  # one line and the input to reproduce it, not a 100 kB repr
+            kept = Path(os.environ.get("DS4TUI_FUZZ_FAILURES") or tmp_path_factory.getbasetemp()) / f"fuzz-{agent}-failure.jsonl"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(blob)
+            raise AssertionError(f"{agent}: {str(err).splitlines()[0][:400]}; the input is kept in {kept}") from None
+
+    return test
+
+
+@pytest.mark.skipif(not FUZZ_SECONDS, reason="the time-boxed fuzz run is CI's own step (set DS4TUI_FUZZ_SECONDS)")
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_fuzz_every_read_command_time_boxed(agent: str, tmp_path_factory: Any, monkeypatch: Any) -> None:
+    deadline = time.monotonic() + FUZZ_SECONDS / len(AGENTS)
+    rounds = 0
+    while time.monotonic() < deadline:
+        _round(agent)(tmp_path_factory, monkeypatch)
+        rounds += 1
+    print(f"\nfuzz {agent}: {rounds * 8} examples in {FUZZ_SECONDS / len(AGENTS):g} s")
+
+
+def test_every_read_command_on_each_agents_seed(tmp_path: Path, monkeypatch: Any) -> None:
+    """The time-boxed run's command list, once on each agent's unmutated seed (always runs)."""
+    monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path / "state"))
+    for agent, seed in AGENTS.items():
+        run_every_command(seed, agent)
 
 
 test_fuzz_pi = _fuzz("pi")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ds4sessions.agents.pi.live import LiveSession, open_snapshot
+import pytest
+
+from ds4sessions.agents.pi.live import LiveSession, _c, open_snapshot
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -167,6 +169,8 @@ print(n, bad)
         assert (n, bad) == (2 * 4 * 31 * 48 * 3, 0), zone
 
 
+@pytest.mark.skipif(_c is None,
+                    reason="the C extension _cprep is not built (or DS4TUI_PURE_PYTHON=1): nothing to compare")
 def test_turn_local_time_in_c_equals_python_at_range_edges_and_across_zones() -> None:
     """`_cprep.local_time` (what the turns call) equals `_local_time_py` (fromtimestamp,
     localtime, astimezone): same value, ISO text and zone object, or None alike, for ints and

@@ -105,7 +105,8 @@ def test_racing_agent_keeps_its_entries_on_the_branch(node: str, tmp_path: Path,
                         target = targets[i % len(targets)]
                         current = read_state(path).session.labels.get(target)
                         result = pin(path, target, clear=bool(current), journal=journal, force=i % 5 != 0)
-                        label_ends.append(result.offset + result.length)
+                        if result.race is None:  # (a raced label is followed by its rejoin: not a state to check)
+                            label_ends.append(result.offset + result.length)
                     else:
                         result = collapse(path, 1, journal=journal, force=i % 5 != 0)
                 except WriteRefused as err:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.machinery
 import json
 import os
 import random
@@ -255,7 +256,7 @@ VALUES: list[Any] = [
 ]
 KEYS = ["role", "content", "type", "text", "thinking", "id", "name", "arguments", "toolName", "toolCallId", "usage",
         "timestamp", "details", "isError", "provider", "model", "api", "stopReason", "summary", "command", "output",
-        "exitCode", "excludeFromContext", "customType", "data", "mimeType", "input", "cacheRead", "cost", "total",
+        "exitCode", "excludeFromContext", "customType", "data", "mimeType", "input", "cacheRead", "cacheWrite1h", "cost", "total",
         "errorMessage", "parentId", "message", "unrelated"]
 
 
@@ -378,6 +379,10 @@ EDGE_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "x", "timestamp": 8.64e15},
     {"role": "assistant", "content": [], "usage": {"input": 0, "output": -0.0, "cost": {"total": -1}}},
     {"role": "assistant", "content": [], "usage": {"input": -1}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 1e308}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 10**30}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": "12"}},
+    {"role": "assistant", "content": [], "usage": {"input": 1, "cacheWrite1h": 2**53}},
     {"role": "assistant", "content": [], "exitCode": 2**53},
     {"role": "assistant", "content": [], "exitCode": 2**53 + 1},
     {"role": "assistant", "model": "x", "provider": "x", "api": "x", "stopReason": "x", "content": []},
@@ -456,7 +461,7 @@ def _messages() -> st.SearchStrategy[dict[str, Any]]:
             "toolName": _mostly(texts, anything), "provider": _mostly(st.sampled_from(["anthropic", "openai"]), anything),
             "model": texts, "stopReason": texts,
             "timestamp": _mostly(st.integers(0, 2 * 10**12), st.integers(-(10**16), 10**16) | st.floats() | texts),
-            "usage": st.dictionaries(st.sampled_from(["input", "output", "cacheRead", "cost", "x"]),
+            "usage": st.dictionaries(st.sampled_from(["input", "output", "cacheRead", "cacheWrite1h", "cost", "x"]),
                                      _mostly(st.integers(0, 10**6), anything), max_size=3),
             "details": anything, "isError": st.booleans(), "summary": _mostly(texts, anything), "command": texts,
             "output": _mostly(texts, anything), "exitCode": _mostly(st.integers(-3, 3) | st.none(), anything),
@@ -551,6 +556,38 @@ def test_a_python_without_the_module_imports_and_maps(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.rstrip("\n") == dumps_map(map_json(open_map_snapshot(path, load_model_table(), exact=True)))
+
+
+def test_the_pure_python_switch_turns_every_c_route_off(tmp_path: Path) -> None:
+    """`DS4TUI_PURE_PYTHON=1` (CI's pure-Python step, issue 30): every place that imports `_cprep`
+    takes the Python route although the module is built (the reader's preparer, the context
+    loops, the depth scan, the turns), `importorskip` skips, and `ds4tui map --json` prints what
+    the C route prints. `0` or unset leaves it on."""
+    path = tmp_path / "s.jsonl"
+    synthetic_session(path, 40)
+    check = (
+        "import pytest\n"
+        "from ds4sessions.agents.pi import slim, context, live\n"
+        "from ds4sessions.ingest import limits\n"
+        "off = slim._cprep is None and context._cprep is None and limits._c_bytes_depth() is None and live._c is None\n"
+        "try:\n    pytest.importorskip('ds4sessions.agents.pi._cprep')\n    skipped = False\n"
+        "except pytest.skip.Exception:\n    skipped = True\n"
+        "print(off, skipped)\n"
+    )
+    ds4tui = Path(sys.executable).parent / "ds4tui"
+    outputs = {}
+    for value in ("1", "0", None):
+        env = {k: v for k, v in os.environ.items() if k != "DS4TUI_PURE_PYTHON"}
+        if value is not None:
+            env["DS4TUI_PURE_PYTHON"] = value
+        state = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, check=True).stdout.split()
+        built = any((Path(slim.__file__).parent / f"_cprep{suffix}").exists()  # (on disk: this process may run pure)
+                    for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+        assert state == (["True", "True"] if value == "1" or not built else ["False", "False"]), (value, state)
+        done = subprocess.run([str(ds4tui), "map", "--json", str(path)], capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs[value] = done.stdout
+    assert outputs["1"] == outputs["0"] == outputs[None] and '"estimate"' in outputs["1"]
 
 
 def test_a_message_entry_without_its_message_takes_the_general_route(tmp_path: Path) -> None:

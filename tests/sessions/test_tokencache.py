@@ -11,6 +11,10 @@ import tiktoken
 
 from ds4core import tokens
 from ds4sessions import tokencache
+from ds4sessions.agents.pi import slim as _slim
+
+needs_c = pytest.mark.skipif(_slim._cprep is None,
+                             reason="the C extension _cprep is not built (or DS4TUI_PURE_PYTHON=1): the C count is not used")
 
 TEXTS = ["", "hello world", "  two  spaces\n\n\nand lines\r\n", "def f(x):\n    return x**2  # ünïcödé",
          "😀 astral 𝄞 and CJK 漢字", "<|endoftext|> is text here", "x" * 5000, "1234567890" * 30, "\t\x00\x7f"]
@@ -100,6 +104,7 @@ def test_the_ranks_alone_come_from_the_file_without_an_encoding(fresh: Path) -> 
     assert tokencache.cl100k_ranks() is None
 
 
+@needs_c
 def test_map_json_builds_tiktokens_encoding_only_for_a_text_outside_ascii(tmp_path: Path) -> None:
     """In the one-shot `map --json` process the C count takes cl100k's ranks from the cache file
     (`mapjson._load_cl100k_lean`): a session of ASCII text is counted without tiktoken's encoding
@@ -149,6 +154,7 @@ print(json.dumps([data, built, slim._cprep.bpe_count("hi"), kept]))
     assert (lean[1], lean[2], lean[3]) == (1, 1, 0)  # (built for the other lines, without its Python ranks)
 
 
+@needs_c
 @pytest.mark.parametrize("bad", ["a str", b""])
 def test_a_cache_file_with_odd_tokens_leaves_the_count_to_tiktoken(fresh: Path, bad: object) -> None:
     """A cache file whose digest is right but whose tokens are not all non-empty bytes (a file

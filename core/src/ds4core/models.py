@@ -23,6 +23,22 @@ from typing import Any, Mapping
 DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_MAX_TOKENS = 16_384
 
+MAX_COUNT = 2**53
+"""The largest token count taken as a count: JavaScript's safe integers (Pi writes its usage with
+`JSON.stringify`; a larger number is not exact in Pi either). Readers conform counts to
+0..MAX_COUNT where usage enters (the Pi reader's `schema.conform_entry`, counted as `bad_field`);
+`Pricing.cost` and `ds4core.usage` check again, so no count can overflow a float."""
+
+
+def count_or_none(value: Any) -> int | None:
+    """`value` as a token count: an int or a finite float (truncated) in 0..`MAX_COUNT`, not a
+    boolean; None for anything else (NaN, infinities, `1e308`, `10**30`, strings, negatives)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not 0 <= value <= MAX_COUNT:  # NaN fails the comparison, infinities and 1e308 the bound
+        return None
+    return int(value)
+
 
 @dataclass(frozen=True)
 class PriceTier:
@@ -62,8 +78,13 @@ class Pricing:
         """Catalog cost in USD of one request (Pi session format §6 Usage).
 
         `cache_write_1h` is the part of `cache_write` written with 1-hour retention; Pi prices it
-        at 2 × the input price instead of the cache-write price.
+        at 2 × the input price instead of the cache-write price. A count that is not one
+        (`count_or_none`: NaN, `1e308`, `10**30`, a string) is priced as 0 tokens rather than
+        raising OverflowError/TypeError (issue 30; the readers count it as a diagnostic).
         """
+        input, output, cache_read, cache_write, cache_write_1h = (
+            count_or_none(v) or 0 for v in (input, output, cache_read, cache_write, cache_write_1h)
+        )
         prices = self.for_prompt(input + cache_read + cache_write)
         write_5m = max(cache_write - cache_write_1h, 0)
         total = (

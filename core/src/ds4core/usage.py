@@ -16,17 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ds4core.models import Pricing
+from ds4core.models import MAX_COUNT, Pricing, count_or_none
 
 _BUCKETS = ("input", "output", "cacheRead", "cacheWrite")
 
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if value != value or value < 0:  # NaN or negative
-        return None
-    return int(value)
+_int = count_or_none
+"""A usage count in 0..`MAX_COUNT` (2**53), else None (NaN, infinities, `1e308`, `10**30`,
+strings, negatives: issue 30, `int(1e308)` priced to an OverflowError)."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +89,13 @@ def usage_of(message: Mapping[str, Any]) -> Usage:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    """A finite number of magnitude at most `MAX_COUNT` as a float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    if isinstance(value, int) and abs(value) > MAX_COUNT:
+        return None
+    value = float(value)
+    return value if abs(value) <= MAX_COUNT else None  # NaN and infinities fail too
 
 
 def is_valid_measurement(message: Mapping[str, Any]) -> bool:

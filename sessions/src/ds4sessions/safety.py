@@ -91,15 +91,47 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY) -> int:
     return fd
 
 
+class UnsafeDir(PermissionError):
+    """A folder ds4tui keeps private state in (journal, indexes, channel files) belongs to another
+    user or is writable by others, so someone else could swap its files (e.g. the journal that
+    `journal undo` acts on). `str(exc)` is one sentence naming the folder and the way out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EPERM, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def check_private_dir(path: str | Path, st: os.stat_result | None = None) -> None:
+    """Raise `UnsafeDir` when the existing folder `path` belongs to another user, or its group
+    or others may write to it (mode & 0o022; a folder of ours that is only readable by others is
+    fine: `private_dir` makes it 0700). Raises OSError when it cannot be `stat`ed."""
+    st = os.stat(path) if st is None else st
+    if st.st_uid != os.getuid():
+        raise UnsafeDir(
+            f"{path} belongs to another user (uid {st.st_uid}); ds4tui keeps its journal and indexes only in a "
+            "folder of your own (set DS4TUI_STATE_DIR, or fix the owner)"
+        )
+    if st.st_mode & 0o022:
+        who = "others" if st.st_mode & 0o002 else "its group"
+        raise UnsafeDir(
+            f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}), so someone else could replace "
+            f"ds4tui's journal or indexes; refused (chmod 700 {path})"
+        )
+
+
 def private_dir(path: str | Path) -> Path:
     """Create `path` (and missing parents) and make it 0700 (umask-independent); returns it.
 
-    An existing folder is `chmod`ed to 0700 when it belongs to this user. Raises OSError
-    (e.g. PermissionError for an unwritable parent)."""
+    An existing folder must be this user's and not writable by its group or others
+    (`check_private_dir`: `UnsafeDir` otherwise, issue 30); it is then `chmod`ed to 0700. Raises
+    OSError (e.g. PermissionError for an unwritable parent)."""
     path = Path(path)
     path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     st = os.stat(path)
-    if stat.S_IMODE(st.st_mode) != PRIVATE_DIR_MODE and st.st_uid == os.getuid():
+    check_private_dir(path, st)
+    if stat.S_IMODE(st.st_mode) != PRIVATE_DIR_MODE:
         os.chmod(path, PRIVATE_DIR_MODE)
     return path
 
@@ -120,6 +152,38 @@ def private_file(path: str | Path) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def remove_non_files(paths: list[Path]) -> list[str]:
+    """Remove each of `paths` that exists but is not a regular file of this user: a symbolic link
+    (removed, never followed), a FIFO, socket or device node, a folder (removed with its
+    contents), a file of another user. For derived files only (indexes, caches: rebuilt on use),
+    inside a folder `check_private_dir` accepted. Returns what was removed, as
+    `"<path> (a symbolic link)"`. Raises OSError."""
+    import shutil
+
+    removed = []
+    for candidate in paths:
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            kind = "a symbolic link"
+        elif stat.S_ISREG(st.st_mode):
+            if st.st_uid == os.getuid():
+                continue
+            kind = f"a file of another user (uid {st.st_uid})"
+        elif stat.S_ISDIR(st.st_mode):
+            kind = "a folder"
+        else:
+            kind = file_kind(st.st_mode) or "not a regular file"
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(candidate)
+        else:
+            os.unlink(candidate)
+        removed.append(f"{candidate} ({kind})")
+    return removed
 
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]+@")

@@ -9,6 +9,12 @@ The state directory (`$DS4TUI_STATE_DIR`, else platformdirs' `user_state_dir("ds
   file on demand, safe to delete at any time.
 - anything else found there is listed as "other" and never touched.
 
+Safety (issue 30): the folder must be the user's own and not writable by its group or others
+(`check_state_dir`; else every command that uses it refuses in one line, exit 2: another user
+could otherwise swap the journal). A derived file that is a symbolic link, a FIFO or a folder
+(`ds4sessions.safety.remove_non_files`, when `RetrievalIndex` opens it) is removed and rebuilt; the journal, which is not derived, is refused
+instead (`ds4tui journal reset` moves it aside).
+
 Derived indexes are bounded two ways:
 - `prune(days)`: indexes of sessions not opened for `days` days (default 30) are removed
   (`ds4tui state --prune`);
@@ -115,6 +121,23 @@ def _indexed_session(db: Path) -> str | None:
         conn.close()
 
 
+def check_state_dir(root: Path | None = None) -> None:
+    """Raise `ds4sessions.safety.UnsafeDir` (a PermissionError: the CLI's one line, exit 2) when
+    the state directory `root` (default `state_dir()`) or its `retrieval` folder exists and
+    belongs to another user or is writable by its group or others (issue 30: such a folder was
+    used silently, so another user could swap the journal `journal undo` acts on). An absent
+    folder passes (ds4tui creates it 0700)."""
+    from ds4sessions.safety import check_private_dir
+
+    root = root or state_dir()
+    for folder in (root, root / INDEX_DIR):
+        try:
+            st = os.stat(folder)
+        except FileNotFoundError:
+            continue
+        check_private_dir(folder, st)
+
+
 def touch_opened(db: Path, now: float | None = None) -> None:
     """Record that the index `db` was opened now (its modification time); no error when absent."""
     try:
@@ -154,6 +177,7 @@ def list_indexes(root: Path | None = None) -> list[IndexInfo]:
 def inventory(root: Path | None = None) -> StateReport:
     """What the state directory `root` (default `state_dir()`) holds; an absent directory is empty."""
     root = root or state_dir()
+    check_state_dir(root)
     indexes = list_indexes(root)
     known = {i.path for i in indexes} | {Path(str(i.path) + s) for i in indexes for s in _SIDE_SUFFIXES}
     journal_path = root / JOURNAL
@@ -192,6 +216,7 @@ def prune(
     Raises ValueError when `days` < 0."""
     if days < 0:
         raise ValueError("days must be >= 0")
+    check_state_dir(root or state_dir())
     now = time.time() if now is None else now
     removed = []
     for info in list_indexes(root):

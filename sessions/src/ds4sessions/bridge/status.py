@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -38,6 +39,41 @@ def channel_dir(session_id: str, agent: Path | None = None) -> Path:
 
 
 
+PID_MAX = 2**22
+"""The largest process id Linux hands out (`/proc/sys/kernel/pid_max` is at most 4,194,304 =
+2**22; macOS and the BSDs stay below 100,000): a heartbeat pid must be in 2 .. PID_MAX."""
+_COUNT_MAX = 2**53
+"""Counts (`processed`, `pending`) are JavaScript numbers: integers up to 2**53."""
+_TIME_MS_MAX = 8.64e15
+"""The largest JavaScript Date in Unix milliseconds (ECMAScript §21.4.1.1)."""
+
+
+class BadHeartbeat(ValueError):
+    """`heartbeat.json` holds a field of a type or range the bridge never writes; `str(exc)`
+    names the field and what it holds (e.g. `pid: 99999999999999999999999 is not a process id`)."""
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_int(data: Mapping[str, Any], key: str, low: int, high: int, default: int | None = None) -> int:
+    value = data.get(key, default)
+    if type(value) is float and value.is_integer():  # JSON numbers: 1.0 is 1
+        value = int(value)
+    if type(value) is not int or not low <= value <= high:
+        raise BadHeartbeat(f"{key}: {_short(value)} is not an integer in {low}..{high}")
+    return value
+
+
+def _check_optional_str(data: Mapping[str, Any], key: str, limit: int = 4096) -> str | None:
+    value = data.get(key)
+    if value is not None and (type(value) is not str or len(value) > limit):
+        raise BadHeartbeat(f"{key}: {_short(value)} is not a string (or null)")
+    return value
+
+
 @dataclass(frozen=True)
 class Heartbeat:
     """The bridge's last heartbeat: Pi's `pid`, the session, Pi's in-memory `leaf_id`, whether the
@@ -56,30 +92,72 @@ class Heartbeat:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Heartbeat:
-        """From `heartbeat.json`. Raises KeyError/TypeError/ValueError when malformed."""
+        """From `heartbeat.json` (written by ds4tui-bridge.ts `beat()`), every field type- and
+        range-checked where it enters (issue 30): `pid` an integer in 2..`PID_MAX` (a huge pid made
+        `os.kill` raise OverflowError), `sessionId` a Pi session id, `sessionFile`/`leafId`/`mode`
+        strings or null, `idle` a boolean, `processed`/`pending` integers in 0..2**53, `timeMs` a
+        finite number within JavaScript's date range. Raises `BadHeartbeat` (a ValueError) naming
+        the field, or KeyError/TypeError when `data` is not an object with `pid`/`timeMs`."""
+        if not isinstance(data, Mapping):
+            raise BadHeartbeat(f"not a JSON object but {type(data).__name__}")
+        for key in ("pid", "sessionId", "timeMs"):
+            if key not in data:
+                raise BadHeartbeat(f"no {key}")
+        session_id = data["sessionId"]
+        if type(session_id) is not str or not _SESSION_ID.fullmatch(session_id):
+            raise BadHeartbeat(f"sessionId: {_short(session_id)} is not a Pi session id")
+        idle = data.get("idle", False)
+        if type(idle) is not bool:
+            raise BadHeartbeat(f"idle: {_short(idle)} is not a boolean")
+        time_ms = data["timeMs"]
+        if type(time_ms) not in (int, float) or not math.isfinite(time_ms) or not 0 <= time_ms <= _TIME_MS_MAX:
+            raise BadHeartbeat(f"timeMs: {_short(time_ms)} is not a time in Unix milliseconds")
         return cls(
-            pid=int(data["pid"]), session_id=str(data["sessionId"]), session_file=data.get("sessionFile"),
-            leaf_id=data.get("leafId"), idle=bool(data.get("idle")), mode=data.get("mode"),
-            processed=int(data.get("processed", 0)), pending=int(data.get("pending", 0)), time_ms=int(data["timeMs"]),
+            pid=_check_int(data, "pid", 2, PID_MAX), session_id=session_id,
+            session_file=_check_optional_str(data, "sessionFile"), leaf_id=_check_optional_str(data, "leafId"),
+            idle=idle, mode=_check_optional_str(data, "mode", 64),
+            processed=_check_int(data, "processed", 0, _COUNT_MAX, 0),
+            pending=_check_int(data, "pending", 0, _COUNT_MAX, 0), time_ms=int(time_ms),
         )
 
 
 def read_heartbeat(session_id: str, agent: Path | None = None) -> Heartbeat | None:
-    """The session's heartbeat, or None when there is none (or it is unreadable)."""
+    """The session's heartbeat, or None when there is none (or it is unreadable or malformed)."""
+    return load_heartbeat(session_id, agent)[0]
+
+
+def load_heartbeat(session_id: str, agent: Path | None = None) -> tuple[Heartbeat | None, str | None]:
+    """(the session's heartbeat, None), or (None, why it is not used): None when there is no
+    heartbeat file, else one sentence (unreadable, not JSON, a field out of range)."""
     try:  # no symlink, no FIFO, inside the channel dir (ds4sessions.safety)
-        return Heartbeat.from_json(json.loads(read_in(channel_dir(session_id, agent), "heartbeat.json", 1 << 20)))
-    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
-        return None
+        raw = read_in(channel_dir(session_id, agent), "heartbeat.json", 1 << 20)
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as err:
+        return None, f"heartbeat.json is unreadable ({err})"
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, "heartbeat.json is not JSON"
+    try:
+        return Heartbeat.from_json(data), None
+    except (BadHeartbeat, KeyError, TypeError) as err:
+        return None, f"heartbeat.json is malformed ({err}); not trusted"
 
 
 def _pid_alive(pid: int) -> bool:
-    """True while process `pid` exists and is not a zombie (exited but not yet reaped)."""
+    """True while process `pid` exists and is not a zombie (exited but not yet reaped). A pid
+    outside 1..`PID_MAX` (or not an int) is not a process: False, never OverflowError."""
+    if type(pid) is not int or not 0 < pid <= PID_MAX:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError, OSError):
+        return False
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             state = f.read().rsplit(b")", 1)[1].split()[0]
@@ -124,8 +202,10 @@ def status(
     seconds (tests)."""
     agent = agent or agent_dir()
     installed = installed_path(agent).is_file()
-    beat = read_heartbeat(session_id, agent) if session_id else None
+    beat, problem = load_heartbeat(session_id, agent) if session_id else (None, None)
     if beat is None:
+        if problem is not None:
+            return BridgeStatus("stale", installed, None, None, problem)
         if not installed:
             return BridgeStatus("not installed", False, None, None, f"no {EXTENSION_FILE} in {installed_path(agent).parent}")
         return BridgeStatus(

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import platformdirs
 
-from ds4sessions.safety import private_dir, private_file
+from ds4sessions.safety import private_dir, private_file, remove_non_files
 from ds4core.retrieval import SearchHit, indexed_text, parse_timestamp_ms
 
 from ds4sessions.agents.pi.entries import Entry
@@ -193,6 +193,9 @@ class RetrievalIndex:
         """Open (creating, or rebuilding on a schema mismatch or corruption) the database at
         `path` (default `default_db_path()`)."""
         self.path = Path(path) if path is not None else default_db_path()
+        self.removed: tuple[str, ...] = ()
+        """What stood where the index's files go and was removed before rebuilding it (a symbolic
+        link, a FIFO, a folder: `ds4sessions.safety.remove_non_files`), for the caller to say."""
         self._lock = threading.Lock()
         self._conn = self._open()
         try:  # "last opened", read by `ds4sessions.state` (prune, size cap: least recently opened first)
@@ -207,6 +210,8 @@ class RetrievalIndex:
         if self.path.parent.name == "retrieval":
             private_dir(self.path.parent.parent)
         private_dir(self.path.parent)
+        sides = [self.path, *(Path(str(self.path) + s) for s in ("-wal", "-shm", "-journal"))]
+        self.removed += tuple(remove_non_files(sides))  # a link or a FIFO where the index goes: rebuilt
         private_file(self.path)
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")

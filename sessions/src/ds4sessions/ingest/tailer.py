@@ -206,10 +206,15 @@ class Tailer:
             refused = not_regular(self.path, st.st_mode)
             if refused is not None:
                 raise refused
-            reset = self._classify(f, st, first_poll)
-            if reset is not None:
-                self._restart()
-            lines, end = self._read_new(f, limit)
+            try:
+                reset = self._classify(f, st, first_poll)
+                if reset is not None:
+                    self._restart()
+                lines, end = self._read_new(f, limit)
+            except OSError as err:  # a read error (EIO of /proc/self/mem, a failing disk) names the file
+                if err.filename is not None:
+                    raise
+                raise OSError(err.errno, f"cannot read: {err.strerror or err}", str(self.path)) from None
             self._seen = _Seen((st.st_dev, st.st_ino), end, st.st_mtime_ns)
         unread = max(st.st_size - end, 0) if limit is not None else 0
         if unread:

@@ -17,8 +17,10 @@ in a final user message. The request goes through `ds4sessions.steering.summary_
 an OpenAI-compatible `/v1/chat/completions` or an Anthropic `/v1/messages` endpoint,
 `Endpoint.from_env`; the key is sent in a header only, never logged, stored or put in an error
 message). A timeout, an HTTP
-error, a truncated or invalid reply, or a summary cut by the token cap raises
-`CompactionFailed` and leaves the session untouched. On success a `compaction` entry is
+error, a reply above 8 MiB (refused while it streams), a truncated, invalid or malformed reply
+(`summary_client.parse_reply`), a summary cut by the token cap, or a compaction line that would
+pass the reader's line cap (`check_line_size`) raises `CompactionFailed` and leaves the session
+untouched. On success a `compaction` entry is
 appended (`summary` + Pi's `<read-files>`/`<modified-files>` lists, `firstKeptEntryId`,
 `tokensBefore`, `details`, `usage`, and the replayed `systemMessage` as Pi 1.x writes it).
 """
@@ -625,6 +627,30 @@ def _with_cost(usage: dict[str, Any] | None, model: ModelInfo | None) -> dict[st
     return {**usage, "cost": cost}
 
 
+LINE_MARGIN = 4096
+"""Bytes kept free under the reader's line cap for the entry's id, parent id and timestamp."""
+
+
+def check_line_size(draft: Draft, now: float) -> None:
+    """Refuse (`CompactionFailed`, nothing written) a compaction entry whose line would not stay
+    `LINE_MARGIN` bytes under the reader's line cap (`ds4sessions.ingest.limits.MAX_LINE_BYTES`,
+    32 MiB, `$DS4TUI_MAX_LINE_BYTES`): ds4tui's own reader would skip it as oversized while the
+    journal says it was written (issue 30: a 35.6 MB summary line)."""
+    from ds4sessions.ingest import limits
+    from ds4sessions.steering.journal import serialize_entry
+
+    probe = {"type": draft["type"], "id": "00000000", "parentId": "00000000", "timestamp": iso_now(now),
+             **{k: v for k, v in draft.items() if k != "type"}}
+    size = len(serialize_entry(probe))
+    cap = limits.MAX_LINE_BYTES - LINE_MARGIN
+    if size > cap:
+        summary = len(str(draft.get("summary", "")).encode("utf-8", "surrogatepass"))
+        raise CompactionFailed(
+            f"the summary is {summary:,} bytes: its compaction line ({size:,} bytes) would pass the {cap:,}-byte "
+            "limit under the reader's line cap (DS4TUI_MAX_LINE_BYTES); nothing written"
+        )
+
+
 @dataclass(frozen=True)
 class CompactionOutcome:
     """`preview`, the request `body` sent (None for a dry run), the `reply`, and the `write`."""
@@ -683,6 +709,7 @@ def compact(
             draft["systemMessage"] = {**system, "timestamp": iso_to_ms(iso_now(stamp))}
         return [draft]
 
+    check_line_size(build(state)[0], stamp)
     write = append_entries(
         path, build, action="compaction", expected=Expected(state.size, state.leaf_id), refuse_when_open=True,
         force=force, journal=journal, undo=lambda st, entries: {"kind": "leaf", "leafId": st.leaf_id},

@@ -26,7 +26,7 @@ from typing import Any
 from platformdirs import user_state_dir
 
 from ds4core.jsjson import stringify
-from ds4sessions.safety import private_dir, private_file
+from ds4sessions.safety import UnsafeDir, private_dir, private_file
 
 SCHEMA_VERSION = 2
 """1: the first journal (no status); 2: write-ahead (`status`, `sha256`, `dev`, `ino`)."""
@@ -118,7 +118,14 @@ class Journal:
         self.path = Path(path) if path is not None else state_dir() / "journal.sqlite"
         try:
             private_dir(self.path.parent)
+            if self.path.is_symlink():
+                raise JournalError(
+                    f"the journal {self.path} is a symbolic link, not ds4tui's file (someone may have replaced it); "
+                    "move it aside with `ds4tui journal reset` (nothing was written)", corrupt=True,
+                )
             private_file(self.path)
+        except UnsafeDir as err:
+            raise JournalError(f"{err} (nothing was written)") from None
         except OSError as err:
             raise JournalError(f"cannot create the journal {self.path}: {err.strerror or err}") from None
         with self._connect() as db:
@@ -270,7 +277,20 @@ def _journal_error(path: Path, err: sqlite3.Error) -> JournalError:
         return JournalError(f"the journal {path} is read-only ({text}); nothing was written")
     if "unable to open" in text:
         return JournalError(f"cannot open the journal {path} ({text}); check the state dir's permissions")
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "disk I/O error" in text:
+        full = " (its disk is full)" if _disk_full(path.parent) else ""
+        return JournalError(f"the journal {path} cannot be written ({text}){full}; nothing was written")
     return JournalError(f"journal {path}: {text}")
+
+
+def _disk_full(folder: Path) -> bool:
+    """True when the file system of `folder` has no block left for this user (`statvfs`)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 16 * 4096
 
 
 def _record(row: tuple[Any, ...]) -> JournalRecord:

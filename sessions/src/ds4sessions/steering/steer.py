@@ -18,6 +18,10 @@ are Pi-native entries that Pi itself reads back:
   compaction (which moved the branch) by a `custom` entry (`customType: "ds4tui.undo"`, never in
   context) whose parent is the leaf before that write, so Pi loads the old branch again. Refused
   when the conversation went on after the write (undoing would drop those messages).
+  Undo is a stack (issue 30): an undo is a write like any other and can be undone (which redoes
+  the write it undid: `in_force`), and a label write can be undone when every later label on
+  its target is ds4tui's own and cancels out, so unwinding any mix of writes newest first
+  always goes through.
 """
 
 from __future__ import annotations
@@ -301,6 +305,58 @@ def check_record_intact(state: FileState, record: JournalRecord) -> None:
         )
 
 
+def in_force(journal: Journal, record: JournalRecord) -> bool:
+    """True when `record`'s change is in force: it was not undone, or the record that undid it
+    was itself undone (and so on: an undo of an undo redoes). Undo is a stack (issue 30)."""
+    seen = {record.id}
+    undone_by = record.undone_by
+    in_effect = True
+    while undone_by is not None:
+        undoer = journal.get(undone_by)
+        if undoer is None or undoer.id in seen or undoer.status != "done":
+            break  # (a damaged chain: the mark stands)
+        seen.add(undoer.id)
+        in_effect = not in_effect
+        undone_by = undoer.undone_by
+    return in_effect if record.undone_by is not None else True
+
+
+def _check_later_labels(state: FileState, record: JournalRecord, target: str, journal: Journal) -> None:
+    """Refuse (`not_undoable`) to undo the label write `record` unless every later label entry on
+    `target` is ds4tui's own and cancels out: a journaled write that is no longer in force
+    (undone), or an undo in force. Then the target's label is the one `record` wrote, and the
+    undo restores the one before it. A label from Pi or the user (not journaled), or a later
+    relabel still in force, keeps the refusal (undo that one first: newest first, a stack)."""
+    session = state.session
+    written = record.entry_ids[-1]
+    position = next((i for i, e in enumerate(session.entries) if e.id == written), None)
+    later = [
+        e for e in (session.entries[position + 1 :] if position is not None else ())
+        if e.type == LABEL and e.raw.get("targetId") == target
+    ]
+    if not later:
+        return
+    ours = {entry_id: r for r in journal.list(state.path) if r.status == "done" for entry_id in r.entry_ids}
+    for entry in later:
+        other = ours.get(entry.id)
+        if other is None:
+            raise WriteRefused(
+                "not_undoable",
+                f"{target} was relabelled after #{record.id} (entry {entry.id}, line {entry.line_no}, not written by "
+                "ds4tui); undoing would overwrite that label",
+            )
+        if in_force(journal, other) and other.undoes is None:
+            raise WriteRefused(
+                "not_undoable",
+                f"{target} was relabelled after #{record.id} by #{other.id} ({other.action}); undo #{other.id} first",
+            )
+    wrote = record.entries[-1].get("label") if record.entries else None
+    if session.labels.get(target) != wrote:
+        raise WriteRefused(
+            "not_undoable", f"{target}'s label is no longer the one #{record.id} wrote; undoing would overwrite it"
+        )
+
+
 def _leaf_undo(state: FileState, entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"kind": "leaf", "leafId": state.leaf_id}
 
@@ -319,13 +375,18 @@ def undo(
 ) -> WriteResult:
     """Undo journal record `record_id` by appending its counter-entry (see the module docstring).
 
-    Raises `WriteRefused` (`not_undoable`: unknown record, already undone, no recipe, or the
-    conversation continued after a branch-moving write; plus the writer's checks).
+    Raises `WriteRefused` (`not_undoable`: unknown record, a record that wrote nothing, one not
+    in force (`in_force`: undone, by an undo still in force), no recipe, a label changed later by
+    Pi, the user or a ds4tui write still in force (undo that one first), or the conversation
+    continued after a branch-moving write; plus the writer's checks).
     """
     record = journal.get(record_id)
     if record is None:
         raise WriteRefused("not_undoable", f"no journal record #{record_id}")
-    if record.undone_by is not None:
+    if record.status == "abandoned":
+        why = f" ({record.note})" if record.note else ""
+        raise WriteRefused("not_undoable", f"#{record_id} wrote nothing{why}; there is nothing to undo")
+    if not in_force(journal, record):
         raise WriteRefused("not_undoable", f"#{record_id} was already undone by #{record.undone_by}")
     recipe = record.undo
     if recipe is None:
@@ -336,13 +397,7 @@ def undo(
 
         def build_label(state: FileState) -> list[Draft]:
             check_record_intact(state, record)
-            last = next((e for e in reversed(state.session.entries) if e.type == LABEL and e.raw.get("targetId") == target), None)
-            if last is None or last.id != record.entry_ids[-1]:
-                who = f"entry {last.id}, line {last.line_no}" if last is not None else "no label entry"
-                raise WriteRefused(
-                    "not_undoable",
-                    f"{target} was relabelled after #{record_id} ({who}); undoing would overwrite that label",
-                )
+            _check_later_labels(state, record, str(target), journal)
             return [_label_draft(str(target), recipe.get("label"))]
 
         return append_entries(

@@ -7,8 +7,13 @@ POST with httpx, the reply parsed (ds4tui's own; Pi sends its summary through pi
 - `provider_request(api, model, messages, ...)`: Pi agent messages → a request body (Pi's
   `convertToLlm`, the replayed system prompt and tools of `ds4sessions.agents.pi.system`, and
   what Pi's adapters do: errored/aborted replies dropped);
-- `request_summary(endpoint, body)`: the POST and the parsed `SummaryReply` (text + usage in Pi's
-  Usage shape), or `CompactionFailed` with the reason.
+- `request_summary(endpoint, body)`: the POST, the reply streamed in up to `MAX_REPLY_BYTES`
+  (8 MiB) within the timeout, and the parsed `SummaryReply` (text + usage in Pi's Usage shape),
+  or `CompactionFailed` with the reason;
+- `parse_reply(api, raw)`: the one conformance layer for a model's reply: depth checked on the
+  bytes, strict JSON (no NaN), every field the API documents type-checked, usage counts integers
+  in 0..2**53 (issue 30: a list for an object, string usage, a numeric text or 100,000-deep
+  nesting were internal errors; NaN usage was written as `null`).
 
 The Pi port that decides *what* to summarise (cut point, preview, the appended entry) is
 `ds4sessions.steering.compaction`.
@@ -16,7 +21,9 @@ The Pi port that decides *what* to summarise (cut point, preview, the appended e
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,10 +252,22 @@ class SummaryReply:
     usage: dict[str, Any] | None
 
 
-def request_summary(endpoint: Endpoint, body: Mapping[str, Any], timeout: float = 120.0) -> SummaryReply:
-    """POST `body` to the endpoint with httpx; parse the summary. Raises `CompactionFailed` with
-    the reason on a timeout, connection error, HTTP 4xx/5xx, truncated or invalid JSON, a reply
-    cut by the token cap, a tool call, or an empty summary. The key goes only in a header."""
+MAX_REPLY_BYTES = 8 << 20
+"""The most bytes of a summary reply read (8 MiB; a summary capped at `reserveTokens` = 16,384
+tokens is ~100 KB of JSON). A longer reply is refused while it streams in, so a hostile or broken
+endpoint cannot fill the memory (issue 30: a 400 MB reply took ~870 MB RSS)."""
+MAX_COUNT = 2**53
+"""A usage count must be an integer in 0..2**53 (JavaScript's safe integers: Pi's `Usage`)."""
+
+
+def request_summary(
+    endpoint: Endpoint, body: Mapping[str, Any], timeout: float = 120.0, *, max_bytes: int = MAX_REPLY_BYTES
+) -> SummaryReply:
+    """POST `body` to the endpoint with httpx, stream the reply (at most `max_bytes`, within
+    `timeout` seconds in all), and parse it (`parse_reply`). Raises `CompactionFailed` with the
+    reason on a timeout, connection error, HTTP 4xx/5xx, a reply above `max_bytes` (refused by its
+    Content-Length, else as soon as it passes the cap), or whatever `parse_reply` refuses. The key
+    goes only in a header."""
     headers = {"content-type": "application/json"}
     if endpoint.api == "anthropic":
         headers |= {"x-api-key": endpoint.key, "anthropic-version": "2023-06-01"}
@@ -258,55 +277,188 @@ def request_summary(endpoint: Endpoint, body: Mapping[str, Any], timeout: float 
     def clean(text: str) -> str:
         return text.replace(endpoint.key, "[key]") if endpoint.key else text
 
+    deadline = time.monotonic() + timeout
     try:
-        response = httpx.post(endpoint.url, json=body, headers=headers, timeout=timeout)
+        with httpx.stream("POST", endpoint.url, json=body, headers=headers, timeout=timeout) as response:
+            if response.status_code >= 400:
+                head = _read_capped(response, 4096, deadline, endpoint.url, timeout, refuse=False)
+                text = head.decode("utf-8", "replace")[:300]
+                raise CompactionFailed(f"{endpoint.url} answered HTTP {response.status_code}: {clean(' '.join(text.split()))}")
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > max_bytes:
+                raise CompactionFailed(
+                    f"the reply from {endpoint.url} is {int(length):,} bytes, above the {max_bytes:,}-byte cap of a "
+                    "summary reply; refused before reading it"
+                )
+            raw = _read_capped(response, max_bytes, deadline, endpoint.url, timeout)
     except httpx.TimeoutException:
         raise CompactionFailed(f"the summary request to {endpoint.url} timed out after {timeout:g} s") from None
     except httpx.RemoteProtocolError as err:
         raise CompactionFailed(f"the reply from {endpoint.url} was cut off ({clean(str(err))})") from None
     except httpx.HTTPError as err:
         raise CompactionFailed(f"the summary request to {endpoint.url} failed: {clean(str(err))}") from None
-    if response.status_code >= 400:
-        raise CompactionFailed(f"{endpoint.url} answered HTTP {response.status_code}: {clean(response.text[:300])}")
+    return parse_reply(endpoint.api, raw, endpoint.url)
+
+
+def _read_capped(
+    response: httpx.Response, cap: int, deadline: float, url: str, timeout: float, *, refuse: bool = True
+) -> bytes:
+    """The reply's (decoded) bytes, read chunk by chunk: at most `cap` bytes (more: refused, or
+    cut at `cap` when not `refuse`), before `deadline` (`time.monotonic()`)."""
+    chunks: list[bytes] = []
+    total = 0
+    for chunk in response.iter_bytes():
+        total += len(chunk)
+        if total > cap:
+            if not refuse:
+                chunks.append(chunk[: cap - (total - len(chunk))])
+                break
+            raise CompactionFailed(f"the reply from {url} passed the {cap:,}-byte cap of a summary reply; refused")
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise CompactionFailed(f"the summary request to {url} timed out after {timeout:g} s (the reply kept coming)")
+    return b"".join(chunks)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_reply(api: str, raw: bytes, url: str = "the endpoint") -> SummaryReply:
+    """The summary and its usage from a reply body (`api`: `"openai"` chat completions or
+    `"anthropic"` messages), every value type- and range-checked before anything is written
+    (issue 30). Raises `CompactionFailed` with one line naming what is wrong: not JSON (NaN and
+    Infinity included), nested deeper than `MAX_DEPTH` (checked on the bytes, before parsing),
+    an array or a number where the API has an object or a string (`choices[0].message`,
+    `content[1]`, `text`), a usage count that is not an integer in 0..2**53 (a string, NaN,
+    `1e308`, `10**30`, negative), more cached than prompt tokens; a summary cut by the token cap,
+    an unfinished reply, a tool call, or no summary text."""
+    from ds4sessions.ingest.limits import MAX_DEPTH, json_depth
+
+    if json_depth(raw) > MAX_DEPTH:
+        raise CompactionFailed(f"the reply from {url} nests deeper than {MAX_DEPTH} levels; refused")
     try:
-        data = response.json()
-    except ValueError:
-        raise CompactionFailed(f"the reply from {endpoint.url} is truncated or not JSON ({len(response.content)} bytes)") from None
-    if not isinstance(data, dict):
-        raise CompactionFailed("the reply is not a JSON object")
-    if endpoint.api == "anthropic":
-        stop = data.get("stop_reason")
-        blocks = data.get("content") if isinstance(data.get("content"), list) else []
-        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        tool_call = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
-        u = data.get("usage") if isinstance(data.get("usage"), dict) else None
-        usage = _usage(u.get("input_tokens", 0), u.get("output_tokens", 0), u.get("cache_read_input_tokens", 0) or 0,
-                       u.get("cache_creation_input_tokens", 0) or 0) if u else None
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        why = str(err) if "is not JSON" in str(err) else "truncated or not JSON"
+        raise CompactionFailed(f"the reply from {url} is {why} ({len(raw):,} bytes)") from None
+    reply = _Shape(data, "the reply")
+    if api == "anthropic":
+        stop = reply.optional_str("stop_reason")
+        blocks = reply.list("content")
+        texts = []
+        tool_call = False
+        for block in blocks:
+            kind = block.optional_str("type")
+            if kind == "text":
+                texts.append(block.str("text"))
+            tool_call = tool_call or kind == "tool_use"
+        text = "".join(texts)
+        u = reply.optional_object("usage")
+        usage = _usage(u.count("input_tokens"), u.count("output_tokens"), u.count("cache_read_input_tokens"),
+                       u.count("cache_creation_input_tokens")) if u is not None else None
         truncated = stop == "max_tokens"
         finished = stop in ("end_turn", "stop_sequence", "max_tokens")
     else:
-        choices = data.get("choices") if isinstance(data.get("choices"), list) else []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        stop = choice.get("finish_reason")
-        text = message.get("content") if isinstance(message.get("content"), str) else ""
-        tool_call = bool(message.get("tool_calls"))
-        u = data.get("usage") if isinstance(data.get("usage"), dict) else None
+        choices = reply.list("choices")
+        choice = choices[0] if choices else _Shape({}, "the reply's choices[0]")
+        message = choice.optional_object("message") or _Shape({}, choice.where + ".message")
+        stop = choice.optional_str("finish_reason")
+        text = message.optional_str("content") or ""
+        tool_call = bool(message.optional_list("tool_calls"))
+        u = reply.optional_object("usage")
         usage = None
-        if u:
-            cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
-            usage = _usage(u.get("prompt_tokens", 0) - cached, u.get("completion_tokens", 0), cached, 0)
+        if u is not None:
+            details = u.optional_object("prompt_tokens_details")
+            cached = details.count("cached_tokens") if details is not None else 0
+            prompt = u.count("prompt_tokens")
+            if cached > prompt:
+                raise CompactionFailed(f"the reply's usage has more cached tokens ({cached:,}) than prompt tokens ({prompt:,})")
+            usage = _usage(prompt - cached, u.count("completion_tokens"), cached, 0)
         truncated = stop == "length"
         finished = stop in ("stop", "length")
+    if usage is not None and usage["totalTokens"] > MAX_COUNT:
+        raise CompactionFailed(f"the reply's usage adds up to {usage['totalTokens']:,} tokens, beyond 2**53")
     if truncated:
         raise CompactionFailed("the summary hit the token cap and is incomplete")
     if not finished:
-        raise CompactionFailed(f"the reply did not finish (stop reason {stop!r})")
+        raise CompactionFailed(f"the reply did not finish (stop reason {_brief(stop)})")
     if tool_call:
         raise CompactionFailed("the model tried to call a tool instead of summarising")
     if not text.strip():
         raise CompactionFailed("the reply holds no summary text")
     return SummaryReply(text.strip(), usage)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"a number ({_brief(value)})"
+    if isinstance(value, str):
+        return f"a string ({_brief(value)})"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
+class _Shape:
+    """A JSON object of the reply at `where`, read with type checks: each accessor returns the
+    value of the type the API documents or raises `CompactionFailed` naming the field."""
+
+    def __init__(self, value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            raise CompactionFailed(f"{where} is {_kind(value)}, not a JSON object")
+        self.value = value
+        self.where = where
+
+    def _wrong(self, key: str, wanted: str) -> CompactionFailed:
+        return CompactionFailed(f"{self.where}'s {key} is {_kind(self.value.get(key))}, not {wanted}")
+
+    def optional_str(self, key: str) -> str | None:
+        value = self.value.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._wrong(key, "a string")
+        return value
+
+    def str(self, key: str) -> str:
+        value = self.value.get(key)
+        if not isinstance(value, str):
+            raise self._wrong(key, "a string")
+        return value
+
+    def optional_list(self, key: str) -> list[Any]:
+        value = self.value.get(key)
+        if value is not None and not isinstance(value, list):
+            raise self._wrong(key, "an array")
+        return value or []
+
+    def list(self, key: str) -> list[_Shape]:
+        value = self.value.get(key)
+        if not isinstance(value, list):
+            raise self._wrong(key, "an array")
+        return [_Shape(item, f"{self.where}'s {key}[{i}]") for i, item in enumerate(value)]
+
+    def optional_object(self, key: str) -> _Shape | None:
+        value = self.value.get(key)
+        if value is None:
+            return None
+        return _Shape(value, f"{self.where}'s {key}")
+
+    def count(self, key: str) -> int:
+        value = self.value.get(key)
+        if value is None:
+            return 0
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if type(value) is not int or not 0 <= value <= MAX_COUNT:
+            raise self._wrong(key, "a token count (an integer in 0..2**53)")
+        return value
 
 
 def _usage(input_: int, output: int, cache_read: int, cache_write: int) -> dict[str, Any]:

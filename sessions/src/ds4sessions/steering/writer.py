@@ -2,9 +2,13 @@
 
 Rules (Pi session format §2, §4; bad input B03):
 
-- Only appends. Never rewrites or truncates a byte: the file is opened `O_WRONLY | O_APPEND`
-  (never `O_TRUNC`, never `O_CREAT`), the new lines go out in **one** `os.write()` of complete,
-  `\\n`-terminated lines, then `os.fsync()`. Bytes before the old end stay identical.
+- Only appends. Never rewrites or truncates a byte it did not write: the file is opened
+  `O_WRONLY | O_APPEND` (never `O_TRUNC`, never `O_CREAT`), the new lines go out in **one**
+  `os.write()` of complete, `\\n`-terminated lines, then `os.fsync()`. Bytes before the old end
+  stay identical. A short or failed write or fsync (a full disk, a file-size limit) is taken back
+  under the lock (`write_whole`: the file is cut back to its old size, or our partial bytes cut
+  out from under an agent line that landed after them), the journal record is marked
+  `abandoned`, and the refusal (`write_failed`) says nothing was written (issue 30).
 - An entry's `parentId` is the file's current leaf (its last entry, read from the file just
   before writing), never a label's target and never a cached leaf (B03). Only re-branching
   entries (a `branch_summary` anchored at an earlier entry, an undo that moves the leaf back)
@@ -62,7 +66,8 @@ CONTEXT_ENTRY_TYPES = frozenset({MESSAGE, COMPACTION, BRANCH_SUMMARY, CUSTOM_MES
 class WriteRefused(Exception):
     """A write was refused and nothing was written. `code` names the check (`not_a_session`,
     `migrated`, `partial_last_line`, `changed`, `leaf_changed`, `busy`, `recent_growth`,
-    `open_by_process`, `locked`, `unknown_entry`, `nothing_to_do`, `not_undoable`); `str(exc)` is
+    `open_by_process`, `locked`, `unknown_entry`, `nothing_to_do`, `not_undoable`, `read_only`,
+    `journal`, `write_failed`: a short or failed write, taken back); `str(exc)` is
     a sentence for the user."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -292,7 +297,9 @@ def append_entries(
     as the last line, a `custom` `ds4tui.rejoin` entry re-attaches the branch to the other
     writer's last entry, so Pi still loads every line the agent wrote; `WriteResult.race` says so.
 
-    Raises `WriteRefused` (nothing written) or OSError (I/O). An advisory `flock` keeps two
+    Raises `WriteRefused` (nothing written; `write_failed` for a short or failed write, whose
+    bytes were taken back: `write_whole`), `TornWrite` (an OSError: partial bytes that could not
+    be taken back, never seen in the tests) or OSError (I/O). An advisory `flock` keeps two
     ds4tui writers apart (Pi takes no lock; its appends are `O_APPEND` too, so lines never mix).
     """
     path = Path(path)
@@ -340,15 +347,16 @@ def append_entries(
             raise WriteRefused("busy", f"{path} kept growing while preparing the write; an agent is writing (try again)")
         if _before_write is not None:
             _before_write(path)
-        try:
-            written = os.write(fd, data)
-        except OSError as err:
+        failure = write_whole(fd, path, state.size, data)
+        if failure is not None:
             if journal is not None and journal_id is not None:
-                journal.abandon(journal_id, f"the write failed: {err}")
-            raise WriteRefused("write_failed", f"{path}: the write failed ({err.strerror or err}); nothing was written") from None
-        if written != len(data):
-            raise OSError(f"{path}: short write ({written} of {len(data)} bytes); the last line is partial")
-        os.fsync(fd)
+                try:
+                    journal.abandon(journal_id, f"nothing written: {failure}")
+                except JournalError as err:  # the record stays pending; its bytes are not in the file
+                    failure += f"; the journal could not mark #{journal_id} abandoned ({err})"
+            raise WriteRefused(
+                "write_failed", f"{path}: {failure}; nothing written (the file is back to its {state.size} bytes)"
+            )
         landed, race = _verify_landing(fd, path, state, entries, data, now)
     finally:
         os.close(fd)
@@ -358,6 +366,78 @@ def append_entries(
         except JournalError:
             pass  # the intent (with the bytes' hash) is recorded; undo checks the bytes themselves
     return WriteResult(path, landed, len(data), tuple(entries), journal_id, race)
+
+
+class TornWrite(OSError):
+    """A short or failed write whose bytes could not be taken back: `str(exc)` says which bytes
+    of which file are partial, and how to remove them (never expected: see `write_whole`)."""
+
+
+def write_whole(fd: int, path: Path, old_size: int, data: bytes) -> str | None:
+    """Append `data` (complete lines) to the file `fd` (opened `O_APPEND`, locked by the caller)
+    in one `os.write`, then `fsync`; None when all of it is on disk.
+
+    On a short write (a full disk, a file-size limit), a failed write (ENOSPC, EFBIG, EIO,
+    EDQUOT) or a failed `fsync`, whatever part of `data` reached the file is taken back
+    (`take_back`: truncated to `old_size`, or cut out from under another writer's line that
+    landed after it), so the file is byte-identical to before and the agent's next `O_APPEND`
+    line starts on a line of its own (issue 30: the partial line stayed, and the agent's next
+    line merged into it). Returns the reason (`"short write (738 of 2135 bytes)"`) in that case.
+    Raises `TornWrite` only when the partial bytes could not be taken back.
+    """
+    written = 0
+    try:
+        written = os.write(fd, data)
+        if written == len(data):
+            os.fsync(fd)
+            return None
+        reason = f"short write ({written} of {len(data)} bytes: the disk is full or the file hit a size limit)"
+    except OSError as err:
+        reason = f"the write failed ({err.strerror or err})"
+    take_back(fd, path, old_size, data[:written] if written else data)
+    return reason
+
+
+def take_back(fd: int, path: Path, old_size: int, ours: bytes) -> None:
+    """Remove the bytes `ours` (a prefix of our write, or all of it when we do not know how much
+    landed) from the end of the file `fd`, found at or after `old_size`; a no-op when they are not
+    there. When another writer's bytes follow them (an agent's `O_APPEND` landed between our
+    write and now), those are moved back over ours in place (no new blocks needed on a full
+    disk) and the file is cut after them, re-checked until its size holds still. Raises
+    `TornWrite` when the file cannot be put back."""
+    for _attempt in range(RACE_ATTEMPTS):
+        size = os.fstat(fd).st_size
+        if size <= old_size or not ours:
+            return
+        with path.open("rb") as f:
+            f.seek(old_size)
+            grown = f.read(size - old_size)
+        at = grown.find(ours)
+        while at > 0 and grown[at - 1:at] != b"\n":  # ours starts a line (the old size ends with one)
+            at = grown.find(ours, at + 1)
+        if at < 0:
+            return  # nothing of ours landed: leave the file alone
+        start = old_size + at
+        after = grown[at + len(ours):]
+        try:
+            if after:
+                moved = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    if os.pwrite(moved, after, start) != len(after):
+                        raise OSError(f"short write moving {len(after)} bytes")
+                finally:
+                    os.close(moved)
+            if os.fstat(fd).st_size != size:
+                continue  # yet another line landed: look again
+            os.ftruncate(fd, start + len(after))
+            os.fsync(fd)
+            return
+        except OSError as err:
+            raise TornWrite(
+                f"{path}: a failed write left {len(ours)} bytes of a partial line at byte {start}, and they could not be "
+                f"removed ({err.strerror or err}); the file's bytes before {start} are intact"
+            ) from None
+    raise TornWrite(f"{path}: kept growing while a partial write was being removed at byte {old_size}")
 
 
 RACE_ATTEMPTS = 20
@@ -418,8 +498,8 @@ def _rejoin(fd: int, path: Path, end: int, parent: str | None, ours: list[dict[s
         data = serialize_entry(entry)
         if os.fstat(fd).st_size != end:
             return None  # the other writer appended again: its own lines end the branch
-        os.write(fd, data)
-        os.fsync(fd)
+        if write_whole(fd, path, end, data) is not None:
+            return None  # (taken back: the race is still reported)
         with path.open("rb") as f:
             f.seek(end)
             grown = f.read()

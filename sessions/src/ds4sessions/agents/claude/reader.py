@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ds4core.agent_models import claude_window
+from ds4core.models import MAX_COUNT
 from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
@@ -122,7 +123,9 @@ KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_resul
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A usage count: a positive int up to 2**53 (`ds4core.models.MAX_COUNT`), else 0 (a
+    400-digit integer overflowed the pricing's float: issue 30)."""
+    return value if type(value) is int and 0 < value <= MAX_COUNT else 0
 
 
 def usage_of(raw: Any) -> Usage:

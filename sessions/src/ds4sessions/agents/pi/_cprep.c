@@ -155,7 +155,7 @@ enum {
     K_COMMAND, K_OUTPUT, K_CUSTOMTYPE, K_FULLOUTPUTPATH,
     K_SUMMARY, K_CONTENT, K_USAGE, K_EXITCODE,
     K_NAME, K_MIMETYPE, K_DATA, K_TEXT, K_THINKING, K_ARGUMENTS,
-    K_INPUT, K_CACHEREAD, K_CACHEWRITE, K_TOTALTOKENS, K_COST, K_TOTAL,
+    K_INPUT, K_CACHEREAD, K_CACHEWRITE, K_TOTALTOKENS, K_CACHEWRITE1H, K_COST, K_TOTAL,
     K_COUNT
 };
 
@@ -166,7 +166,7 @@ static const char *key_names[K_COUNT] = {
     "command", "output", "customType", "fullOutputPath",
     "summary", "content", "usage", "exitCode",
     "name", "mimeType", "data", "text", "thinking", "arguments",
-    "input", "cacheRead", "cacheWrite", "totalTokens", "cost", "total",
+    "input", "cacheRead", "cacheWrite", "totalTokens", "cacheWrite1h", "cost", "total",
 };
 
 static PyObject *key_str[K_COUNT];   /* interned names */
@@ -298,7 +298,7 @@ static int usage_conforms(PyObject *usage)
         switch (code) {
         case -1:
             return -1;
-        case K_INPUT: case K_OUTPUT: case K_CACHEREAD: case K_CACHEWRITE: case K_TOTALTOKENS:
+        case K_INPUT: case K_OUTPUT: case K_CACHEREAD: case K_CACHEWRITE: case K_TOTALTOKENS: case K_CACHEWRITE1H:
             if (!number_conforms(value) || !number_nonnegative(value))
                 return 0;
             break;
@@ -418,6 +418,8 @@ typedef struct {
 
 static int buf_put(Buf *b, const char *s, Py_ssize_t n)
 {
+    if (n == 0)
+        return 0;  /* (memcpy to the NULL of an empty buffer is undefined even for 0 bytes: UBSan) */
     if (b->len + n > b->cap) {
         Py_ssize_t cap = b->cap ? b->cap : 256;
         char *p;
@@ -4003,14 +4005,14 @@ static PyObject *rules(void)
 {
     return Py_BuildValue(
         "{s:i,s:i,s:i,s:i,s:i,s:L,s:d,"
-        "s:(ssssssssssss),s:(sssss),s:(sssss),s:(sssss),s:(sssss),s:(sss),s:(sssss),s:(ssssss),s:(sssssss)}",
+        "s:(ssssssssssss),s:(sssss),s:(ssssss),s:(sssss),s:(sssss),s:(sss),s:(sssss),s:(ssssss),s:(sssssss)}",
         "PREVIEW_KEPT", PREVIEW_KEPT, "CL100K_CHUNK_CHARS", CL100K_CHUNK_CHARS,
         "CL100K_MESSAGE_OVERHEAD", CL100K_MESSAGE_OVERHEAD, "MESSAGE_WRAPPER_TOKENS", MESSAGE_WRAPPER_TOKENS,
         "CONTENT_BLOCK_WRAPPER_TOKENS", CONTENT_BLOCK_WRAPPER_TOKENS, "MAX_SAFE", MAX_SAFE_I, "MAX_DATE_MS", MAX_DATE_MS_F,
         "STR_FIELDS_MESSAGE", "role", "provider", "model", "api", "stopReason", "errorMessage", "toolCallId", "toolName",
         "command", "output", "customType", "fullOutputPath",
         "STR_FIELDS_BLOCK", "type", "id", "name", "mimeType", "data",
-        "USAGE_FIELDS", "input", "output", "cacheRead", "cacheWrite", "totalTokens",
+        "USAGE_FIELDS", "input", "output", "cacheRead", "cacheWrite", "totalTokens", "cacheWrite1h",
         "COST_FIELDS", "input", "output", "cacheRead", "cacheWrite", "total",
         "MESSAGE_CHECKS_OTHER", "summary", "content", "usage", "timestamp", "exitCode",
         "BLOCK_CHECKED_OTHER", "text", "thinking", "arguments",

@@ -44,7 +44,9 @@ _STR_FIELDS_ENTRY = ("firstKeptEntryId", "fromId", "customType", "provider", "mo
 _STR_FIELDS_MESSAGE = ("role", "provider", "model", "api", "stopReason", "errorMessage", "toolCallId", "toolName",
                        "command", "output", "customType", "fullOutputPath")
 _STR_FIELDS_BLOCK = ("type", "id", "name", "mimeType", "data")
-_USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cacheWrite1h")
+"""pi-ai `Usage` counts (`cacheWrite1h`: the part of `cacheWrite` with 1-hour retention, priced apart;
+issue 30: `1e308` there reached the pricing unchecked)."""
 _COST_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "total")
 """pi-ai `Usage.cost` numbers (other keys, e.g. `totalFromProvider: true`, are kept as they are)."""
 
