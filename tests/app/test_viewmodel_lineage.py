@@ -107,3 +107,66 @@ def test_map_index_checks_the_ends_of_a_claimed_prefix() -> None:
     honest = MapIndex.of(segments, first, extends=True)
     assert honest._store is first._store and honest.cells == MapIndex.of(segments).cells
     assert first.cells == MapIndex.of(segments[:300]).cells  # the older index still sees its own prefix
+
+
+def _agent_sessions() -> list[Path]:
+    from tests.conftest import FIXTURES
+
+    return sorted((FIXTURES / "claude").rglob("*.jsonl"))[:3] + sorted((FIXTURES / "codex").rglob("rollout-*.jsonl"))[:2]
+
+
+def _grow_and_compare(source: Path, work: Path) -> tuple[int, int]:
+    """Feed `source` into `work` line by line through the agent's live session; after every
+    line the view model built on the previous one equals the one built from nothing, and when
+    the lineage is kept the claims it makes hold; every other line is read with copies prepared
+    ahead (`ConversationLive.prepare`, as the feed calls it). Returns (snapshots, kept lineages)."""
+    from ds4sessions.agents.registry import agent_for_path
+
+    agent = agent_for_path(source)
+    work.write_bytes(b"")
+    live = agent.live(work)
+    model = None
+    previous = None
+    snaps = kept = 0
+    for raw in source.read_bytes().splitlines(keepends=True):
+        with work.open("ab") as f:
+            f.write(raw)
+        snap = live.refresh()
+        if snap is None:
+            continue
+        snaps += 1
+        built = vm.build(snap, None, previous=model)
+        assert _shown(built) == _shown(vm.build(snap))
+        if previous is not None and previous.lineage is not None and previous.lineage == snap.lineage:
+            kept += 1
+            n = len(previous.context.messages)
+            assert all(a is b for a, b in zip(previous.context.messages, snap.context.messages[:n]))
+            assert snap.context.message_entry_ids[:n] == previous.context.message_entry_ids
+            assert all(a is b for a, b in zip(previous.turns[:-1], snap.turns))
+        model, previous = built, snap
+        if snaps % 2:
+            live.prepare()  # as the feed does after a paint: the next append uses copies made now
+    return snaps, kept
+
+
+def test_claude_code_and_codex_appends_keep_a_lineage_the_view_model_can_trust(tmp_path: Path) -> None:
+    """Claude Code and Codex (`ConversationLive`) keep their lineage while the conversation only
+    grows: on the fixtures, line by line, and on a synthetic transcript whose replies come as
+    one row per content block (the second row replaces the last message: a new epoch)."""
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "bench"))
+    import synthetic_agents
+
+    total = 0
+    for source in _agent_sessions():
+        snaps, kept = _grow_and_compare(source, tmp_path / source.name)
+        total += kept
+    synthetic = tmp_path / "src" / "claude.jsonl"
+    synthetic.parent.mkdir()
+    synthetic_agents.write("claude", synthetic, 12)
+    snaps, kept = _grow_and_compare(synthetic, tmp_path / "claude.jsonl")
+    assert kept >= snaps * 3 // 5 - 2  # every line but a reply's second block row keeps it
+    assert kept < snaps - 5  # and those start a new epoch
+    assert total > 10

@@ -184,6 +184,8 @@ class Conversation:
     - `agent`: one of `AGENTS`; `path`: the file; `session_id`, `title`, `cwd` as recorded;
     - `model`, `provider`, `context_window` (tokens; None when unknown);
     - `messages` / `meta`: the context the model saw now, Pi-shaped (see module doc), same length;
+      tuples or lists that the reader never changes once handed out (`messages`, `meta` and
+      `requests` alike: a reader may build them from copies made ahead, `ds4core.spare`);
     - `requests`: every request of the file once, in order (side chains included, flagged);
     - `compactions`: on the current branch, oldest first;
     - `leaf_id`: the current leaf entry id; `entries`: entries read;
@@ -199,9 +201,9 @@ class Conversation:
     agent: str
     path: Path
     capabilities: Capabilities
-    messages: tuple[Mapping[str, Any], ...] = ()
-    meta: tuple[MessageMeta, ...] = ()
-    requests: tuple[Request, ...] = ()
+    messages: Sequence[Mapping[str, Any]] = ()
+    meta: Sequence[MessageMeta] = ()
+    requests: Sequence[Request] = ()
     compactions: tuple[Compaction, ...] = ()
     session_id: str | None = None
     title: str | None = None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import operator
 import time
 from collections import Counter, abc
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ds4core.categories import Breakdown
 from ds4core.models import DEFAULT_MAX_TOKENS, ModelInfo, ModelTable
+from ds4core.spare import Spares
 
 from ds4sessions.agents import base
 from ds4sessions.ingest.snapshot import ProviderView, Snapshot, Turn
@@ -256,7 +258,8 @@ class ConversationContext:
 
     def __init__(self, conv: base.Conversation, entry_ids: list[str | None] | None = None) -> None:
         self._requests = conv.requests
-        self.messages: list[Mapping[str, Any]] = list(conv.messages)
+        # a list the conversation owns is shared (never changed once handed out)
+        self.messages: list[Mapping[str, Any]] = conv.messages if type(conv.messages) is list else list(conv.messages)
         self.message_entry_ids: list[str | None] = entry_ids if entry_ids is not None else [m.entry_id for m in conv.meta]
         self.branch_entry_ids = self.message_entry_ids
         self.context_entry_ids = self.message_entry_ids
@@ -333,7 +336,8 @@ class TurnIndex:
         self._objects: list[Any] = []
         self._opens: list[bool] = []
         self._calls: list[int] = []
-        self._tokens: list[int] = []
+        self._tokens: Sequence[int] = ()  # the previous call's (a list nobody changes)
+        self.tokens_kept = 0
         self._turns: list[Turn] = []
         self._ends: list[int] = []  # each turn's last message + 1
 
@@ -345,9 +349,9 @@ class TurnIndex:
         keep = min(conv.stable, len(self._objects))
         if keep and (messages[0] is not self._objects[0] or messages[keep - 1] is not self._objects[keep - 1]):
             keep = 0
-        tokens = list(tokens)
-        if keep and tokens[:keep] != self._tokens[:keep]:
+        if keep and list(tokens[:keep]) != list(self._tokens[:keep]):  # (C: the same int objects compare at once)
             keep = next(i for i, (a, b) in enumerate(zip(tokens, self._tokens)) if a != b)
+        self.tokens_kept = keep  # leading messages whose tokens are the previous call's
         del self._objects[keep:], self._opens[keep:], self._calls[keep:]
         for i in range(keep, len(messages)):
             message = messages[i]
@@ -431,7 +435,9 @@ class ConversationLive:
         self._turn_index = TurnIndex(getattr(self.agent, "is_prompt", is_prompt), getattr(self.agent, "prompt_preview", None))
         self._entry_ids: list[str | None] = []
         self._first_index: dict[str, int] = {}
+        self._spares = Spares()
         self._epoch = next(_EPOCHS)
+        self._built = False  # no snapshot of this reader yet (the next one starts an epoch)
         self._line_no = 0
         self._offset = 0
 
@@ -494,7 +500,15 @@ class ConversationLive:
         return True
 
     def prepare(self) -> None:
-        """Nothing to copy ahead of the next append."""
+        """Copy now what the next append extends (O(messages), while nothing waits: the feed
+        calls it after the screen painted the last snapshot): the context's entry ids, the
+        reader's lists (its `prepare()`, when it has one) and those of the accountant's memo
+        (each value with a `prepare()`). Optional: without it the append copies on the spot."""
+        self._spares.prepare([self._entry_ids])
+        for owner in (self._reader, *self._memo.state.values()):
+            prepare = getattr(owner, "prepare", None)
+            if callable(prepare):
+                prepare()
 
     def _build(self, pending: int, size: int, unread: int) -> Snapshot:
         conv = self._reader.conversation()
@@ -504,12 +518,28 @@ class ConversationLive:
         self._version += 1
         keep = min(conv.stable, len(self._entry_ids))
         fresh = [m.entry_id for m in conv.meta[keep:]]
-        if keep < len(self._entry_ids):  # messages replaced: their ids leave the index
-            self._first_index = {k: i for k, i in self._first_index.items() if i < keep}
+        if keep < len(self._entry_ids):  # messages replaced: their ids leave the index (an older
+            # snapshot that looks one up meanwhile finds it by a full scan: `EntryLookup`)
+            index = self._first_index
+            for eid in self._entry_ids[keep:]:
+                if eid is not None and index.get(eid, -1) >= keep:
+                    del index[eid]
         for i, eid in enumerate(fresh, keep):
             if eid is not None:
                 self._first_index.setdefault(eid, i)
-        self._entry_ids = self._entry_ids[:keep] + fresh
+        # the same epoch while the conversation only grows (`Snapshot.lineage`: the view model
+        # then checks one item at each end of a prefix instead of all of them)
+        last = self.last
+        grows = (self._built and last is not None and keep == len(self._entry_ids)
+                 and last.best.counter == accounting.breakdown.counter
+                 and self._turn_index.tokens_kept >= len(last.breakdown.message_tokens))
+        if not grows:
+            self._epoch = next(_EPOCHS)
+        self._built = True
+        ids = self._spares.copy(self._entry_ids)
+        del ids[keep:]
+        ids.extend(fresh)
+        self._entry_ids = ids
         context = ConversationContext(conv, self._entry_ids)
         counts = getattr(self._reader, "diagnostic_counts", None)
         session = ConversationSession(
@@ -523,7 +553,7 @@ class ConversationLive:
             system_inferred=accounting.system_inferred, deleted=self._deleted, pending_bytes=pending,
             file_size=size, unread_bytes=unread, updated_at=time.time(), agent=conv.agent,
             capabilities=self.agent.capabilities, extras=accounting.extras,
-            _lineage=_Lineage(context, next(_EPOCHS)), _conversation=conv,
+            _lineage=_Lineage(context, self._epoch), _conversation=conv,
         )
 
 

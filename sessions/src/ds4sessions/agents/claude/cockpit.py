@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from ds4core.categories import Breakdown, CategoryRow, CategoryTable, Segment
 from ds4core.models import ModelTable
+from ds4core.spare import Spares
 
 from ds4sessions.agents.base import Conversation
 
@@ -121,6 +122,46 @@ class ClaudeExtras:
         return {k: self.data.get(k) for k in ("autocompact", "laterEstimate", "totalSource", "fixedInferredFrom")}
 
 
+class _MapLists:
+    """The map's segments (the fixed rows' first, then each message's parts, in context order)
+    and the per-message tokens handed to the last snapshot, extended for the next one past the
+    messages the tally kept: O(new messages) when `prepare` copied them after the last paint
+    (`ds4core.spare`); the lists handed out are never changed."""
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] | None = None
+        self.tokens: list[int] | None = None
+        self.starts: list[int] = []  # per message: where its segments start (after the fixed ones)
+        self.n_fixed = 0
+        self.spares = Spares()
+
+    def prepare(self) -> None:
+        """Copy the handed lists now, for the next `update` (`ConversationLive.prepare`)."""
+        if self.segments is not None and self.tokens is not None:
+            self.spares.prepare([self.segments, self.tokens])
+
+    def update(self, conv: Conversation, tally: Any, fixed: list[Segment]) -> tuple[list[Segment], list[int]]:
+        """(segments, message tokens) of `conv` (`tally` synced to it: `views.MessageTally`)."""
+        keep = min(tally.kept, len(self.starts))
+        if self.segments is None or self.tokens is None:
+            segments, tokens, keep = list(fixed), [], 0
+            self.starts = []
+        else:
+            segments, tokens = self.spares.copy(self.segments), self.spares.copy(self.tokens)
+            cut = self.starts[keep] if keep < len(self.starts) else len(segments) - self.n_fixed
+            del segments[self.n_fixed + cut:], self.starts[keep:], tokens[keep:]
+            segments[:self.n_fixed] = fixed
+        self.n_fixed = len(fixed)
+        cum, parts, metas = tally.cum, tally.parts, conv.meta
+        for i in range(keep, len(conv.messages)):
+            entry_id = metas[i].entry_id
+            self.starts.append(len(segments) - self.n_fixed)
+            tokens.append(cum[i + 1] - cum[i])
+            segments.extend(Segment(cid, n, i, entry_id) for cid, _tool, n in parts[i] if n > 0)
+        self.segments, self.tokens = segments, tokens
+        return segments, tokens
+
+
 def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None = None,
             env: Mapping[str, str] | None = None) -> Any:
     """The dashboard's accounting of a Claude Code conversation (module doc): an
@@ -132,18 +173,6 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     tally: MessageTally = memo.setdefault("tally", MessageTally())
     data = context_map(conv, os.environ if env is None else env, tally=tally)
     terms = {t["id"]: t for t in data["categories"]}
-    # the map's message cells and per-message tokens, extended past what the tally kept
-    segments: list[Segment] = memo.setdefault("segments", [])
-    starts: list[int] = memo.setdefault("starts", [])
-    message_tokens: list[int] = memo.setdefault("messageTokens", [])
-    keep = min(tally.kept, len(starts))
-    if len(starts) > keep:
-        del segments[starts[keep]:], starts[keep:], message_tokens[keep:]
-    for i in range(keep, len(conv.messages)):
-        entry_id = conv.meta[i].entry_id
-        starts.append(len(segments))
-        message_tokens.append(tally.cum[i + 1] - tally.cum[i])
-        segments.extend(Segment(cid, tokens, i, entry_id) for cid, _tool, tokens in tally.parts[i] if tokens > 0)
     rows: list[CategoryRow] = []
     fixed: list[Segment] = []
     totals: dict[str, int] = {}
@@ -179,7 +208,9 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     free = int(terms.get("free_space", {}).get("tokens", 0))
     rows.append(CategoryRow("free", CLAUDE_TABLE.labels["free"], free))
     estimate = int(data["total"])
-    bd = Breakdown("chars/4", rows, [*fixed, *segments], list(message_tokens), estimate, window, 0, free, CLAUDE_TABLE, buffer)
+    lists: _MapLists = memo.setdefault("mapLists", _MapLists())
+    segments, message_tokens = lists.update(conv, tally, fixed)
+    bd = Breakdown("chars/4", rows, segments, message_tokens, estimate, window, 0, free, CLAUDE_TABLE, buffer)
     provider = None
     p = data.get("provider")
     last = conv.last_request

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ds4core.spare import Spares
 from ds4core.agent_models import claude_window
 from ds4core.models import MAX_COUNT
 from ds4sessions.agents.common import iso_seconds
@@ -264,6 +265,10 @@ class ClaudeReader:
         self._cached: Conversation | None = None
         self._last: _Last | None = None
         self._cached_micro: list[Compaction] = []
+        # the lists the last conversation holds (never changed once handed out) and copies of
+        # them made ahead of the next append (`prepare`)
+        self._handed: tuple[list[Any], list[Any]] | None = None
+        self._spares = Spares()
 
     # ---- feeding -------------------------------------------------------------------------
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
@@ -452,6 +457,12 @@ class ClaudeReader:
             self._s.touched.clear()
         return self._cached
 
+    def prepare(self) -> None:
+        """Copy now the lists the next append extends (the last conversation's messages, meta
+        and requests: O(messages), while nothing waits; `ConversationLive.prepare`)."""
+        if self._handed is not None and self._last is not None:
+            self._spares.prepare([*self._handed, self._last.requests])
+
     def _leaf(self) -> str | None:
         """The last `last-prompt.leafUuid` when no main-chain row came after it (a turn in
         progress is newer than the previous turn's last-prompt), else the last main-chain row."""
@@ -485,7 +496,7 @@ class ClaudeReader:
             converter.add(row)
         requests = last.requests
         if s.touched or len(requests) < len(s.reply_order):
-            requests = list(requests)  # (the previous conversation keeps its tuple)
+            requests = self._spares.copy(requests)  # (the previous conversation keeps its list)
             for key in s.touched:
                 index = s.reply_index.get(key)
                 if index is not None and index < len(requests):
@@ -616,9 +627,20 @@ class ClaudeReader:
             "parentToolUseId": (self.subagent or {}).get("toolUseId"),
             "startAnchor": start_anchor,
         }
+        handed = self._handed
+        if handed is not None and stable > 0:
+            # the previous lists up to `stable`, then the converter's new tail (O(new) when
+            # `prepare` copied them after the last paint)
+            messages, metas = self._spares.copy(handed[0]), self._spares.copy(handed[1])
+            del messages[stable:], metas[stable:]
+            messages.extend(converter.messages[stable:])
+            metas.extend(converter.metas[stable:])
+        else:
+            messages, metas = list(converter.messages), list(converter.metas)
+        self._handed = (messages, metas)
         return Conversation(
             agent=CLAUDE_CODE, path=self.path, capabilities=CAPABILITIES,
-            messages=tuple(converter.messages), meta=tuple(converter.metas), requests=tuple(requests),
+            messages=messages, meta=metas, requests=requests,
             compactions=tuple([*all_compactions, *self._cached_micro]), session_id=s.session_id,
             title=s.title or s.first_prompt, cwd=s.cwd, model=model, provider="anthropic",
             context_window=window.tokens if model else None, leaf_id=leaf, entries=s.entries,

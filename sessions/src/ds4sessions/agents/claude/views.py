@@ -293,6 +293,8 @@ class MessageTally:
         self.first: dict[tuple[str, str | None], tuple[int, int]] = {}
         self.skills: list[int] = []
         self.kept = 0
+        self._requests: Sequence[Request] = ()
+        self._synthetic = [0]  # synthetic requests among the first i of `_requests`
 
     def sync(self, conv: Conversation) -> None:
         """Count `conv`'s messages: the first `min(conv.stable, counted)` are kept when they are
@@ -327,6 +329,19 @@ class MessageTally:
             self.cum.append(self.cum[-1] + total)
             if meta is not None and meta.category == "skills":
                 self.skills.append(i)
+
+    def request_count(self, requests: Sequence[Request]) -> int:
+        """`request_count` of a conversation with these `requests`, counting only the requests
+        that are not the very objects counted last time (compared in C)."""
+        seen = self._requests
+        k = min(len(seen), len(requests))
+        if k and list(seen[:k]) != list(requests[:k]):
+            k = next(i for i in range(k) if seen[i] is not requests[i] and seen[i] != requests[i])
+        del self._synthetic[k + 1:]
+        for request in requests[k:]:
+            self._synthetic.append(self._synthetic[-1] + bool(request.synthetic))
+        self._requests = requests
+        return len(requests) - self._synthetic[-1]
 
     def sums_through(self, cut: int) -> dict[tuple[str, str | None], int]:
         """`(child, tool)` → tokens over messages `[0, cut]`, in the order a pass over them meets
@@ -471,7 +486,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "version": conv.extra.get("version"),
         "contextWindow": ac.window,
         **window_facts(conv, ac),
-        "requests": request_count(conv),
+        "requests": request_count(conv) if tally is None else tally.request_count(conv.requests),
         "unknownFormats": conv.extra.get("unknownFormats") or {},
         "estimator": "chars/4",
         "estimate": terms.estimated_total,

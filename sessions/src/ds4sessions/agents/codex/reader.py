@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ds4core.spare import Spares
 from ds4core.agent_models import codex_tools, tools_table
 from ds4sessions.agents.common import iso_seconds as _seconds
 from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
@@ -222,6 +223,14 @@ class CodexReader:
         self._last_input_index = 0
         # tokens
         self._requests: list[Request] = []
+        self._req_src: list[Request] = []  # what `_frozen_requests` converted last time, and into what
+        self._req_out: list[Request] = []
+        self._req_calls: set[int] = set()
+        self._turn_copies: list[dict[str, Any]] = []
+        # the lists the last conversation holds (never changed once handed out), and copies of
+        # them made ahead of the next append (`prepare`)
+        self._handed: tuple[list[Any], list[Any]] | None = None
+        self._spares = Spares()
         self._request_context: list[int] = []
         self._compaction_calls: set[int] = set()
         self._prev_total: RawUsage | None = None
@@ -724,11 +733,39 @@ class CodexReader:
         """The override when given, else the recorded `model_context_window` (tokens)."""
         return self.window_override or self.recorded_window
 
+    def prepare(self) -> None:
+        """Copy now the lists the next append extends (the last conversation's messages and
+        meta: O(messages), while nothing waits; `ConversationLive.prepare`)."""
+        if self._handed is not None:
+            self._spares.prepare(self._handed)
+
+    def _frozen_requests(self) -> tuple[Request, ...]:
+        """The requests as the conversation gives them (a compaction call's made synthetic),
+        converting only those not converted last time (the same objects, compared in C)."""
+        src, out = self._req_src, self._req_out
+        k = min(len(src), len(self._requests))
+        if k and (src[:k] != self._requests[:k] or self._req_calls != self._compaction_calls):
+            k = 0
+        del src[k:], out[k:]
+        calls = self._compaction_calls
+        for i in range(k, len(self._requests)):
+            r = self._requests[i]
+            src.append(r)
+            out.append(_replace_synthetic(r) if i in calls else r)
+        self._req_calls = set(calls)
+        return tuple(out)
+
+    def _frozen_turns(self) -> list[dict[str, Any]]:
+        """Copies of the turns (the last one is updated in place by later rows: copied again)."""
+        copies = self._turn_copies
+        if copies:
+            copies.pop()
+        copies.extend(dict(t) for t in self.turns[len(copies):])
+        return list(copies)
+
     def conversation(self) -> Conversation:
         """The frozen state after everything fed so far."""
-        requests = tuple(
-            _replace_synthetic(r) if i in self._compaction_calls else r for i, r in enumerate(self._requests)
-        )
+        requests = self._frozen_requests()
         context = self.context_tokens
         window = self.context_window
         extra: dict[str, Any] = {
@@ -736,7 +773,7 @@ class CodexReader:
             "cliVersion": _str((self.meta or {}).get("cli_version")),
             "originator": _str((self.meta or {}).get("originator")),
             "effort": self.effort,
-            "turns": [dict(t) for t in self.turns],
+            "turns": self._frozen_turns(),
             "contextTokens": context,
             "contextState": "unknown after compaction" if self._after_compaction else ("recorded" if context is not None else "no usage yet"),
             "codexEstimate": self.codex_estimate,
@@ -779,13 +816,24 @@ class CodexReader:
         elif parent is None and isinstance(meta.get("parent_thread_id"), str):
             parent = meta["parent_thread_id"]
         stable, self._changed_from = self._changed_from, len(self._messages)
+        stable = min(stable, len(self._messages))
+        handed = self._handed
+        if handed is not None and stable > 0 and len(handed[0]) >= stable:
+            # the previous lists up to `stable`, then the new tail (O(new) with `prepare`)
+            messages, metas = self._spares.copy(handed[0]), self._spares.copy(handed[1])
+            del messages[stable:], metas[stable:]
+            messages.extend(self._messages[stable:])
+            metas.extend(self._meta[stable:])
+        else:
+            messages, metas = list(self._messages), list(self._meta)
+        self._handed = (messages, metas)
         return Conversation(
             agent=CODEX,
             path=self.path,
             capabilities=CAPABILITIES,
-            stable=min(stable, len(self._messages)),
-            messages=tuple(self._messages),
-            meta=tuple(self._meta),
+            stable=stable,
+            messages=messages,
+            meta=metas,
             requests=requests,
             compactions=tuple(self.compactions),
             session_id=self.thread_id,

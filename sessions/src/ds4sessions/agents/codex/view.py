@@ -146,10 +146,10 @@ class MapState:
 
     def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None]) -> Attribution:
         """The attribution of `messages`, extending the previous one when it covers a prefix
-        (the same objects, compared in C)."""
+        (the same objects, compared in C: a tuple comparison checks identity first)."""
         old = self.messages
         previous = self.attribution
-        if previous is None or len(old) > len(messages) or not all(map(operator.is_, old, messages)):
+        if previous is None or len(old) > len(messages) or tuple(old) != tuple(messages[:len(old)]):
             previous = None
         self.attribution = attribute(messages, entry_ids, self.ledger, previous)
         self.messages = messages
