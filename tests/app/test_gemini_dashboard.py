@@ -78,3 +78,39 @@ async def test_the_cockpit_on_a_gemini_session() -> None:
         status = str(dashboard.query_one(StatusLine).render())
         assert "refused, nothing written: Gemini CLI sessions are Gemini CLI's own append-only record" in status
     assert EXTRA.read_bytes() == before
+
+
+async def test_home_lists_gemini_sessions_and_opens_one(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """`home` with a `.gemini` folder in `HOME`: the CLI's sessions (not a resume's header-only
+    file), with Gemini's context count; Enter opens one in the one dashboard."""
+    from textual.widgets import DataTable
+
+    from ds4tui.screens.home import HomeScreen, visible_paths
+    from tests.app.test_home import _filled, cell
+    from tests.overview_home import env_for
+
+    for key, value in env_for(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HOME", str(GEMINI / "extra" / "home"))
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    now = LAST[EXTRA] + 120
+    dashboard = Ds4App(MAIN, watch=False, retrieval=False, now=lambda: now)
+    async with dashboard.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("o")
+        screen = await _filled(pilot)
+        assert isinstance(screen, HomeScreen)
+        shown = visible_paths(screen)
+        assert str(EXTRA) in shown and not any(p.endswith("T19-26-81c32c5f.jsonl") for p in shown)
+        table = screen.query_one(DataTable)
+        assert cell(table, EXTRA, "agent") == "gemini" and cell(table, EXTRA, "context").endswith("1%")  # (compact at 140)
+        table.move_cursor(row=shown.index(str(EXTRA)))
+        table.focus()
+        await pilot.press("enter")
+        await dashboard.workers.wait_for_complete()
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if dashboard.snapshot is not None and dashboard.snapshot.path == EXTRA:
+                break
+        assert not isinstance(dashboard.screen, HomeScreen) and dashboard.session_path == EXTRA
+        assert dashboard.snapshot.agent == "gemini-cli"

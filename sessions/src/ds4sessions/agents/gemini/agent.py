@@ -51,14 +51,16 @@ class GeminiCliAgent(ConversationAgent):
 
     def reader(self, path: Path) -> GeminiReader:
         """A fresh incremental reader: the compression threshold from the `settings.json` of the
-        CLI folder holding `path` (else of `$GEMINI_CLI_HOME`/`~`), the parent of a subagent file."""
+        CLI folder holding `path` (else of `$GEMINI_CLI_HOME`/`~`), the parent of a subagent file,
+        the project root `projects.json` names for its `tmp/<project>/` folder."""
         path = Path(path)
         folder = discovery.dir_of(path)
+        root = discovery.project_of(path, folder) if folder is not None else None
         if folder is None:
             folders = discovery.gemini_dirs()
             folder = folders[0] if folders else None
         return GeminiReader(path, compression_threshold=discovery.compression_setting(folder),
-                            parent=discovery.subagent_parent(path))
+                            parent=discovery.subagent_parent(path), project_root=root)
 
     def is_prompt(self, message: Mapping[str, Any], meta: Any) -> bool:
         """A turn starts at a prompt the user sent (not the session context, a state snapshot, a

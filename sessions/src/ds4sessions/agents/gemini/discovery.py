@@ -246,6 +246,16 @@ def discover(env: Mapping[str, str] | None = None, now: float | None = None) -> 
     return infos
 
 
+def project_of(path: Path, gemini_dir: Path) -> str | None:
+    """The project root of the session `path` under `<gemini_dir>/tmp/<project>/chats/`
+    (`projects`), None when unknown."""
+    try:
+        short = Path(path).resolve().relative_to((gemini_dir / "tmp").resolve()).parts[0]
+    except (ValueError, IndexError, OSError):
+        return None
+    return projects(gemini_dir).get(short)
+
+
 def subagent_parent(path: Path) -> str | None:
     """The parent session id of a subagent file (`chats/<parent>/<agent>.jsonl`), else None."""
     path = Path(path)

@@ -300,13 +300,16 @@ class GeminiReader:
     `feed(lines)` takes complete lines `(line_no, byte_offset, raw_bytes)`; `conversation()`
     returns the frozen `Conversation` after everything fed. `compression_threshold`: the user's
     `model.compressionThreshold` (a fraction; None: the CLI's default), `parent`: the parent
-    session id of a subagent file. Memory: the messages of the current context, and a few numbers
+    session id of a subagent file, `project_root`: the project folder (`projects.json`), the
+    conversation's `cwd` when the header names no directory. Memory: the messages of the current context, and a few numbers
     per request."""
 
-    def __init__(self, path: Path, *, compression_threshold: float | None = None, parent: str | None = None) -> None:
+    def __init__(self, path: Path, *, compression_threshold: float | None = None, parent: str | None = None,
+                 project_root: str | None = None) -> None:
         self.path = Path(path)
         self.compression_setting = compression_threshold
         self.parent = parent
+        self.project_root = project_root
         self.entries_read = 0
         self.meta: dict[str, Any] = {}
         self.headers: list[str | None] = []
@@ -494,6 +497,12 @@ class GeminiReader:
                 del cache[mid]
         return messages, metas, starts, thoughts
 
+    def _cwd(self) -> str | None:
+        directories = self.meta.get("directories")
+        if isinstance(directories, list) and directories and isinstance(directories[0], str):
+            return directories[0]
+        return self.project_root
+
     @property
     def compression_threshold(self) -> tuple[float, str]:
         """(the fraction of the window at which the CLI compresses, where it comes from)."""
@@ -566,7 +575,7 @@ class GeminiReader:
             compactions=tuple(self.compactions),
             session_id=self.meta.get("sessionId") if isinstance(self.meta.get("sessionId"), str) else None,
             title=title,
-            cwd=(self.meta.get("directories") or [None])[0] if isinstance(self.meta.get("directories"), list) else None,
+            cwd=self._cwd(),
             model=model,
             provider=PROVIDER,
             context_window=window,
