@@ -224,6 +224,24 @@ def test_an_upsert_keeps_the_first_place_and_the_last_copy() -> None:
     assert len(conv.requests) == 1 and conv.requests[0].message_index == 1
 
 
+def test_a_rewind_drops_that_message_and_every_later_one() -> None:
+    conv = read(HEADER, user("u1", "one"), reply("g1", "a", 100), user("u2", "two"), reply("g2", "b", 120),
+                {"$rewindTo": "u2"}, user("u3", "again"))
+    assert texts(conv) == ["one", "a", "again"]
+    assert [r.message_index for r in conv.requests] == [1, None] and conv.extra["rewinds"] == 1
+
+
+def test_a_kept_reply_with_its_calls_in_the_parts_is_not_doubled() -> None:
+    """After a resume the CLI's snapshot keeps an existing reply as `{...existing, content:
+    parts}` (chatRecordingService.ts `updateMessagesFromHistory`): its `toolCalls` are still
+    there and its parts now hold the same calls; they are sent once."""
+    call = {"id": "c1", "name": "read_file", "args": {"file_path": "x"}}
+    kept = {**reply("g1", "", 100, toolCalls=[{**call, "result": [{"functionResponse": {"id": "c1", "name": "read_file"}}]}]),
+            "content": [{"functionCall": call}]}
+    conv = read(HEADER, user("u1", "one"), {"$set": {"messages": [user("u1", "one"), kept]}})
+    assert texts(conv) == ["one", "read_file"]
+
+
 def test_a_rewind_to_an_unknown_id_drops_everything() -> None:
     conv = read(HEADER, user("u1", "one"), reply("g1", "a", 100), {"$rewindTo": "nope"}, user("u2", "two"))
     assert texts(conv) == ["two"]
