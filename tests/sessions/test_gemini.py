@@ -279,9 +279,10 @@ def test_recognition() -> None:
     assert not looks_like_gemini(b'{"type":"session","version":3,"id":"x"}\n')
     assert not looks_like_gemini(b'{"id":"m1","sessionId":"s","projectHash":"h"}\n')
     assert not looks_like_gemini(b"\xff\xfe garbage")
-    from ds4sessions.agents.registry import agent_for_path
+    from ds4sessions.agents.registry import agent_for_path, agent_labels
 
     assert agent_for_path(MAIN).name == "gemini-cli" and agent_for_path(ORPHAN).name == "gemini-cli"
+    assert agent_labels().endswith("Codex or Gemini CLI")  # ("not a session file of Pi, Claude Code, Codex or Gemini CLI")
 
 
 # --- where sessions are, and the CLI's numbers ----------------------------------------------

@@ -107,17 +107,18 @@ def split_fixed(total: int, kind: str) -> tuple[list[tuple[Any, ...]], str]:
     instruction, then one tool declaration block per tool (child: its name), in the proportions
     of `models.request_shape(kind)`; one "system instruction" block without a shape. Returns
     (blocks, a note on the source)."""
-    from ds4core.categories import _largest_remainder
+    from ds4core.categories import calibrate
 
     shape = models.request_shape(kind) or models.request_shape("main")
     if not shape:
         return [("system_instruction", total, True)], "the first request's prompt minus its messages"
     tools = {str(k): int(v) for k, v in (shape.get("toolDeclarations") or {}).items() if isinstance(v, int) and v > 0}
     system = int(shape.get("systemInstructionChars") or 0)
-    weights = [system, *tools.values()]
-    shares = _largest_remainder(weights, total) if sum(weights) else [total]
-    blocks: list[tuple[Any, ...]] = [("system_instruction", shares[0], True)]
-    blocks += [("tool_declarations", t, True, name) for name, t in zip(tools, shares[1:]) if t > 0]
+    if not system + sum(tools.values()):
+        return [("system_instruction", total, True)], "the first request's prompt minus its messages"
+    shares = calibrate({"": system, **tools}, total)  # ("": the system instruction; tool names are never empty)
+    blocks: list[tuple[Any, ...]] = [("system_instruction", shares.pop(""), True)]
+    blocks += [("tool_declarations", t, True, name) for name, t in shares.items() if t > 0]
     note = (f"the first request's prompt minus its messages, split as Gemini CLI {models.shape_version() or '?'} "
             f"sent them ({kind})")
     return blocks, note
