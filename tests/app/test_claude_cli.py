@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ds4sessions.agents.claude.agent import ClaudeCodeAgent
 from ds4sessions.agents.claude.discovery import config_roots, discover
-from ds4sessions.agents.registry import agent_for_path
+from ds4sessions.agents.registry import agent_for_path, agent_labels
 from ds4tui.cli import app
 
 FIX = Path(__file__).parents[1] / "fixtures" / "claude"
@@ -123,7 +123,7 @@ def test_unrecognized_file_exit_2(tmp_path: Path, content: bytes, command: str) 
     result = run(command, str(path), "--json")
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "not a session file of Pi, Claude Code or Codex" in lines[0]
+    assert len(lines) == 1 and f"not a session file of {agent_labels()}" in lines[0]  # (Pi, Claude Code, Codex, …)
 
 
 def test_discovery_roots_and_sessions(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ds4sessions.agents.registry import agent_labels
 from ds4tui.cli import app
 
 runner = CliRunner()
@@ -124,4 +125,4 @@ def test_not_a_rollout_exits_2(tmp_path: Path) -> None:
     for command in ("map", "cache", "context"):
         result = runner.invoke(app, [command, "--json", str(path)])
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of Pi, Claude Code or Codex"]
+        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of {agent_labels()}"]

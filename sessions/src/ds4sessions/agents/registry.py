@@ -24,6 +24,7 @@ PLUGINS: tuple[str, ...] = (
     "ds4sessions.agents.pi.agent:PiAgent",
     "ds4sessions.agents.claude.agent:ClaudeCodeAgent",
     "ds4sessions.agents.codex.agent:CodexAgent",
+    "ds4sessions.agents.gemini.agent:GeminiCliAgent",
 )
 
 HEAD_BYTES = 64 * 1024
