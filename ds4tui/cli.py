@@ -75,7 +75,7 @@ ConfigOption = Annotated[
 
 @app.command("open")
 def open_cmd(
-    path: Annotated[Optional[Path], typer.Argument(help="A Pi, Claude Code or Codex session file")] = None,
+    path: Annotated[Optional[Path], typer.Argument(help="A session file of any agent (Pi, Claude Code, Codex, Gemini CLI, ...)")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Open a session (default: the newest session of any agent, else the bundled demo)."""
