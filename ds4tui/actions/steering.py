@@ -84,7 +84,7 @@ class SteeringController:
             return
         entry_id = self.host.selected_entry_id()
         if entry_id is None:
-            self.host.status("select an entry first (map, turn list or manifest)", error=True)
+            self.host.status(f"pin: nothing selected: {self.host.selection_note()}", error=True)
             return
         self._run(lambda: self._prepare_pin(entry_id), "steer")
 
@@ -128,14 +128,27 @@ class SteeringController:
         """Collapse the last N finished turns into a branch summary, after a preview."""
         if self._refused("collapse"):
             return
-        self._run(self._prepare_collapse, "steer")
+        entry_id = self.host.selected_entry_id()
+        note = None if entry_id is not None else self.host.selection_note()
+        self._run(lambda: self._prepare_collapse(entry_id, note), "steer")
 
-    def _prepare_collapse(self) -> None:
+    def _prepare_collapse(self, entry_id: str | None, note: str | None) -> None:
+        """The collapse dialog, its span starting at the turn of the highlighted entry (every
+        finished turn from there on), or at the last turn when nothing is highlighted."""
+        from ds4sessions.steering.steer import turns_through
+
         path = self.host.session_path
         state = read_state(path)
         snap = self.host.snapshot
         model = snap.model if snap else None
-        screen = CollapseScreen(state, model, turns=1, holders=open_holders(path))
+        turns = turns_through(state.session, entry_id) if entry_id is not None else None
+        if entry_id is None:
+            origin = f"nothing selected ({note}): the last turn"
+        elif turns is None:
+            origin = f"the selected entry {entry_id} is in no turn that can be collapsed: the last turn"
+        else:
+            origin = f"from the selected entry {entry_id}"
+        screen = CollapseScreen(state, model, turns=turns or 1, holders=open_holders(path), origin=origin)
         self._ask(screen, lambda decision: decision and self._write(
             lambda: collapse(path, decision.turns, expected=decision.expected, model=model,
                              force=decision.force, journal=Journal()),

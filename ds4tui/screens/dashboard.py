@@ -103,6 +103,11 @@ class DashboardScreen(Screen[None]):
         """The view model on screen."""
         self._latest: ViewUpdated | None = None
         self._selected: int | None = None
+        # What the steering keys act on, when it is not the selected context message: a reason
+        # the highlighted thing is no entry (a free or fixed map cell, the manifest's system
+        # row), or an entry outside the context (a manifest or retrieval source)
+        self._nothing: str | None = None
+        self._outside: str | None = None
         self._view_chosen = False  # the user (or DS4 detection) chose the map's view
         self._inspected: tuple = ()
         self._highlighted: int | None = None
@@ -294,7 +299,8 @@ class DashboardScreen(Screen[None]):
             self.query_one(CacheCountdown).waiting("reading…" if snap.unread_bytes else "after the plan…")
         self._apply_overlays()  # after the cache panels: the boundary takes the countdown's status
         newest = len(snap.context.messages) - 1
-        follow = self.following and self._selected is not None and self._selected == shown - 1 < newest
+        parked = self._nothing is not None or self._outside is not None  # the user highlighted no message
+        follow = self.following and not parked and self._selected is not None and self._selected == shown - 1 < newest
         if self._selected is None or self._selected > newest or follow:
             # the newest message stays selected while following (the user did not move away)
             self._selected = newest if newest >= 0 else None
@@ -303,6 +309,8 @@ class DashboardScreen(Screen[None]):
             # one paints the line in the map, legend, turns and header first (the inspector's
             # redraw of a new message doubled the frame: ~4 ms at 1,000 turns)
             self.call_after_refresh(self._follow_selected)
+        elif parked:
+            pass  # the inspector keeps what the user highlighted
         elif self._selected is not None:
             self._select_message(self._selected, sync_turns=True, refresh=False)
         else:
@@ -386,6 +394,8 @@ class DashboardScreen(Screen[None]):
             return
         if event.message_index is None:
             self.query_one(EntryInspector).show_cell(self.snapshot, event.category, event.map.tokens_per_cell)
+            label = self.snapshot.best.table.label(event.category)
+            self._nothing, self._outside = f"the map's cursor is on {label.lower()}, not an entry", None
             return
         self._select_message(event.message_index, sync_turns=True)
 
@@ -399,16 +409,22 @@ class DashboardScreen(Screen[None]):
     @on(RetrievalView.EntrySelected)
     def _entry_selected(self, event: ManifestView.EntrySelected | RetrievalView.EntrySelected) -> None:
         snap = self.snapshot
-        if snap is None or event.entry_id is None:
+        if snap is None:
             return
         tab = "manifest" if isinstance(event, ManifestView.EntrySelected) else "retrieval"
         tabs = self.query_one_optional(TabbedContent) if self.is_mounted else None
         if tabs is None or tabs.active != tab:  # the app is closing, or
             return  # a table filling in a hidden tab is not the user's choice
+        if event.entry_id is None:  # the system prompt and tools: no entry of the session
+            kind = getattr(getattr(event, "item", None), "kind", None) or "this"
+            self._nothing, self._outside = f"the {tab} row '{kind}' is not an entry of the session", None
+            self.query_one(PixelMap).highlight_message(None)
+            return
         ids = snap.context.message_entry_ids
         if event.entry_id in ids:
             self._select_message(ids.index(event.entry_id), sync_turns=True, sync_manifest=False)
         else:  # not in the context (dropped by a compaction or on another branch)
+            self._nothing, self._outside = None, event.entry_id
             self.query_one(PixelMap).highlight_message(None)
             self.query_one(EntryInspector).show_entry(snap, event.entry_id)
 
@@ -418,8 +434,9 @@ class DashboardScreen(Screen[None]):
         snap = self.snapshot
         if snap is None:
             return
-        changed = self._selected != index
+        changed = self._selected != index or self._nothing is not None or self._outside is not None
         self._selected = index
+        self._nothing = self._outside = None
         messages = snap.context.messages
         entry_id = snap.context.message_entry_ids[index] if index < len(snap.context.message_entry_ids) else None
         # the inspector shows the message's counts calibrated as the map counts them: redraw when
@@ -457,11 +474,22 @@ class DashboardScreen(Screen[None]):
         self.notify(text, title="ds4tui", severity="error" if error else "information", timeout=6)
 
     def selected_entry_id(self) -> str | None:
-        """The entry id of the selected context message (None: nothing selected)."""
+        """The entry the user highlighted last, where the steering keys act: the selected
+        context message's, or an entry outside the context chosen on the Manifest or Retrieval
+        tab; None when the highlight is on no entry (`selection_note` says what it is on)."""
         snap = self.snapshot
-        if snap is None or self._selected is None or self._selected >= len(snap.context.message_entry_ids):
+        if self._outside is not None:
+            return self._outside
+        if snap is None or self._nothing is not None or self._selected is None \
+                or self._selected >= len(snap.context.message_entry_ids):
             return None
         return snap.context.message_entry_ids[self._selected]
+
+    def selection_note(self) -> str:
+        """Why nothing is selected, in a few words (`selected_entry_id` is None)."""
+        if self._nothing is not None:
+            return self._nothing
+        return "select an entry on the map, in the turn list or on the Manifest tab"
 
     def select_entry(self, entry_id: str | None) -> None:
         """Select `entry_id`: its context message, or the entry from the file when it is not in
@@ -590,6 +618,7 @@ class DashboardScreen(Screen[None]):
         self.view = viewmodel.EMPTY
         self._latest = None
         self._selected = None
+        self._nothing = self._outside = None
         self._view_chosen = False
         self.query_one(PixelMap).set_view("agent")
         self._inspected = ()

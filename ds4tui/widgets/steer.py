@@ -233,7 +233,8 @@ class CollapseScreen(_ConfirmScreen):
     prompt-cache cost, and confirm. Returns a `CollapseDecision` or None.
 
     `state`: the file as the user sees it; `model`: for prices (None: tokens only); `turns`: the
-    initial count; `holders`: processes holding the file open; `path_label`: how to show the file.
+    initial count; `holders`: processes holding the file open; `path_label`: how to show the file;
+    `origin`: where the span's start came from, in words (the highlighted entry, or why not).
     """
 
     DEFAULT_CSS = DIALOG_CSS.format(name="CollapseScreen")
@@ -251,12 +252,14 @@ class CollapseScreen(_ConfirmScreen):
         turns: int = 1,
         holders: Sequence[Holder] = (),
         path_label: str | None = None,
+        origin: str | None = None,
     ) -> None:
         super().__init__()
         self.path_label = path_label or str(state.path)
         self.state = state
         self.model = model
         self.turns = max(turns, 1)
+        self.origin = origin
         self.holders = tuple(holders)
         self.plan: CollapsePlan | None = None
 
@@ -284,6 +287,8 @@ class CollapseScreen(_ConfirmScreen):
         facts = Text()
         facts.append(f"Turns: ◀ {plan.turns} ▶ of {plan.available_turns}", style="bold")
         facts.append(f" · {len(plan.span_entry_ids)} entries from {plan.first_prompt_id}\n")
+        if self.origin:
+            facts.append(f"Span: {self.origin}\n", style="dim")
         effect = cost.token_effect()
         facts.append(effect[0].upper() + effect[1:] + "\n")
         facts.append(

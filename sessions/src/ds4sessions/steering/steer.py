@@ -205,6 +205,22 @@ def collapsible_turns(session: PiSession) -> int:
     return len(prompts)
 
 
+def turns_through(session: PiSession, entry_id: str) -> int | None:
+    """How many of the last turns `plan_collapse` must take so that its span starts with the
+    turn holding `entry_id` (its prompt or any entry after it on the branch): 1 for an entry of
+    the last turn. None when the entry is not on the branch after the last compaction's first
+    prompt (e.g. a compaction summary, an entry of another branch)."""
+    prompts, _ = _prompt_positions(session)
+    path = [e.id for e in branch_path(session)]
+    position = {eid: i for i, eid in enumerate(path)}
+    at = position.get(entry_id)
+    if at is None or not prompts:
+        return None
+    starts = [position.get(eid, -1) for _, eid in prompts]
+    k = max((i for i, p in enumerate(starts) if 0 <= p <= at), default=None)
+    return None if k is None else len(prompts) - k
+
+
 def _tokens(messages: list[dict[str, Any]]) -> int:
     return sum(message_tokens(m) for m in convert_to_llm(messages))
 

@@ -1,0 +1,118 @@
+"""The steering keys act on what is highlighted, or say that nothing is (issue 31 item 2): `p`
+and `c` with the cursor on free space, on a map cell, on a manifest row (the system row, then an
+entry's) and on a turn, each dialog naming the entry it acts on. Real app (`run_test`), a copy of
+a real Pi session; the dialogs are cancelled, so nothing is written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ds4tui.app import Ds4App
+from ds4tui.widgets.panels import StatusLine, TurnList
+from ds4tui.widgets.pixel_map import PixelMap
+from ds4tui.widgets.steer import CollapseScreen, PinScreen
+from tests.app.test_dashboard import settle
+
+
+async def _dialog(pilot, app: Ds4App, key: str, kind: type) -> object | None:  # type: ignore[no-untyped-def]
+    """Press `key`; the dialog of `kind` once it is up (None when none came: the status says why)."""
+    await pilot.press(key)
+    for _ in range(150):
+        await pilot.pause(0.02)
+        if isinstance(app.screen, kind):
+            await pilot.pause(0.05)
+            return app.screen
+    return None
+
+
+async def _cancel(pilot, app: Ds4App) -> None:  # type: ignore[no-untyped-def]
+    await pilot.press("escape")
+    for _ in range(50):
+        await pilot.pause(0.02)
+        if not isinstance(app.screen, (PinScreen, CollapseScreen)):
+            return
+
+
+def _status(app: Ds4App) -> str:
+    return str(app.dashboard.query_one(StatusLine).render())
+
+
+async def test_p_and_c_act_on_the_highlighted_entry_or_say_nothing_is(tmp_path: Path, sample01: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(sample01, path)
+    before = path.read_bytes()
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await settle(pilot, app)
+        snap = app.snapshot
+        ids = snap.context.message_entry_ids
+        prompts = [t for t in snap.turns if t.index]  # turns that start at a prompt
+        pixel_map = app.query_one(PixelMap)
+        cells = pixel_map.cells
+
+        # 1. free space on the map: nothing selected, in words
+        pixel_map.focus()
+        await pilot.pause()
+        pixel_map.cursor = len(cells) - 1
+        await pilot.pause()
+        assert cells[pixel_map.cursor].category == "free"
+        assert await _dialog(pilot, app, "p", PinScreen) is None
+        assert "nothing selected" in _status(app) and "free space" in _status(app)
+        collapse = await _dialog(pilot, app, "c", CollapseScreen)
+        assert collapse is not None and collapse.origin.startswith("nothing selected")
+        await _cancel(pilot, app)
+
+        # 2. a map cell of an entry in the second turn: that entry
+        second = prompts[1]
+        at = next(i for i, c in enumerate(cells) if c.message_index is not None
+                  and second.first_message <= c.message_index <= second.last_message)
+        pixel_map.focus()
+        pixel_map.cursor = at
+        await pilot.pause()
+        target = cells[at].entry_id
+        pin = await _dialog(pilot, app, "p", PinScreen)
+        assert pin is not None and pin.entry_id == target
+        await _cancel(pilot, app)
+        collapse = await _dialog(pilot, app, "c", CollapseScreen)
+        assert collapse is not None and collapse.origin == f"from the selected entry {target}"
+        assert collapse.plan is not None and collapse.plan.first_prompt_id == ids[second.first_message]
+        await _cancel(pilot, app)
+
+        # 3. the Manifest tab: its system row is no entry; an entry's row is that entry
+        await pilot.press("M")
+        await pilot.pause(0.1)
+        from textual.widgets import DataTable
+
+        manifest = app.dashboard.query_one("ManifestView")
+        table = app.dashboard.query_one("#manifest-table", DataTable)
+        rows = list(manifest.rows)
+        system = next(i for i, row in enumerate(rows) if row.entry_id is None)
+        entry_row = next(i for i, row in enumerate(rows) if row.entry_id in ids)
+        table.focus()
+        table.move_cursor(row=system)
+        await pilot.pause(0.05)
+        assert await _dialog(pilot, app, "p", PinScreen) is None
+        assert "nothing selected" in _status(app) and "manifest row" in _status(app)
+        table.move_cursor(row=entry_row)
+        await pilot.pause(0.05)
+        pin = await _dialog(pilot, app, "p", PinScreen)
+        assert pin is not None and pin.entry_id == rows[entry_row].entry_id
+        await _cancel(pilot, app)
+
+        # 4. a turn in the turn list: its prompt
+        await pilot.press("t")
+        turns = app.dashboard.query_one(TurnList)
+        turns.focus()
+        row = snap.turns.index(second)
+        turns.move_cursor(row=row)
+        await pilot.pause(0.05)
+        pin = await _dialog(pilot, app, "p", PinScreen)
+        assert pin is not None and pin.entry_id == ids[second.first_message]
+        await _cancel(pilot, app)
+        collapse = await _dialog(pilot, app, "c", CollapseScreen)
+        assert collapse is not None and collapse.plan is not None
+        assert collapse.plan.first_prompt_id == ids[second.first_message]
+        assert collapse.turns == len(prompts) - prompts.index(second)
+        await _cancel(pilot, app)
+    assert path.read_bytes() == before  # every dialog was cancelled: nothing written
