@@ -35,8 +35,10 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def session_file(path: Path) -> Path:
-    """`path` when it names an existing regular file; otherwise a clear error and exit code 2
-    (missing, unreadable, a directory, a FIFO, a device or a socket: never opened)."""
+    """`path` when it names an existing regular file, or a session handle an agent plug-in
+    claims (a session that is not a file, e.g. `DB#ID`: `agents.registry.agent_for_handle`; its
+    plug-in checks it when it reads it); otherwise a clear error and exit code 2 (missing,
+    unreadable, a directory, a FIFO, a device or a socket: never opened)."""
     import os
 
     from ds4sessions.safety import file_kind
@@ -44,6 +46,10 @@ def session_file(path: Path) -> Path:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
+        from ds4sessions.agents.registry import agent_for_handle
+
+        if agent_for_handle(path) is not None:
+            return path
         fail(f"{path}: no such file")
     except OSError as err:
         fail(f"{path}: {err.strerror or err}")
