@@ -149,6 +149,8 @@ def test_a_session_that_is_not_a_file_is_served_through_its_handle(toy: dict[str
         result = run(toy, "map", "--json", bad)
         assert result.returncode == 2 and result.stdout == "", result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and why in result.stderr
+    opened = run(toy, f"{box}#nope")  # `ds4tui HANDLE`: checked (`handle_stat`) before the dashboard starts
+    assert opened.returncode == 2 and opened.stderr.strip().splitlines() == [f"ds4tui: {box}: no session nope in this box"]
     unknown = run(toy, "map", "--json", f"{toy['home']}/one.toychat.jsonl#s1")  # claimed by no plug-in
     assert unknown.returncode == 2 and unknown.stderr.strip().endswith("no such file")
     pin = run(toy, "pin", handle, "L3")

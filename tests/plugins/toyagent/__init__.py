@@ -189,7 +189,7 @@ class ToyBoxAgent(ToyChatAgent):
         for box in sorted(Path(home).glob("*.toybox")) if home else ():
             for sid in json.loads(box.read_bytes()).get("sessions", {}):
                 handle = Path(f"{box}#{sid}")
-                size, modified = self.handle_stat(str(handle)) or (0, 0.0)
+                size, modified = self.handle_stat(str(handle)) or (0, 0.0)  # (a broken box: discovery fails, shown)
                 out.append(SessionInfo(agent=self.name, path=handle, session_id=sid, modified=modified, size=size))
         return out
 
@@ -204,12 +204,10 @@ class ToyBoxAgent(ToyChatAgent):
         return (Path(text.rpartition("#")[0]),)
 
     def handle_stat(self, text: str) -> tuple[int, float] | None:
-        try:
-            tail = ToyBoxTail(Path(text))
-            size = sum(len(json.dumps(row).encode()) for row in tail.rows())
-            return size, tail.box.stat().st_mtime
-        except (OSError, ValueError):
-            return None
+        """Raises OSError (FileNotFoundError: no box, or no such session in it)."""
+        tail = ToyBoxTail(Path(text))
+        size = sum(len(json.dumps(row).encode()) for row in tail.rows())
+        return size, tail.box.stat().st_mtime
 
     def tailer(self, path: Path) -> ToyBoxTail:
         return ToyBoxTail(path)

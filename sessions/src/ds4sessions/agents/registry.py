@@ -162,7 +162,8 @@ class HandleStat(NamedTuple):
 
 def session_stat(path: Path | str) -> Any:
     """`os.stat(path)` for a session file; for a handle, the plug-in's `handle_stat(text)` as a
-    `HandleStat`. Raises OSError (FileNotFoundError for a handle whose session is gone)."""
+    `HandleStat`. Raises OSError: FileNotFoundError for a handle whose session is gone (the
+    plug-in returned None), or the plug-in's own one-line error (e.g. a database it cannot read)."""
     agent = agent_for_handle(path)
     stat = getattr(agent, "handle_stat", None) if agent is not None else None
     if stat is None:
