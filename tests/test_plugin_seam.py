@@ -201,5 +201,11 @@ def test_a_handle_is_watched_through_its_files_and_followed(toy: dict[str, Path]
         assert snap is not None and [t.prompt for t in snap.turns][-1] == "and the docs"
         changed = {s.path for s in overview.poll([str(handle)])}
         assert changed == {str(handle)}
+
+        from ds4tui.screens.home import typed_file  # a handle typed into the home screen's box
+
+        assert typed_file(str(handle)) == (handle, None)
+        assert typed_file(f"{box}#nope") == (None, f"cannot open {box}#nope: no session nope in this box")
+        assert typed_file(f"{box}.jsonl#s1") == (None, f"no such file: {box}.jsonl#s1")
     finally:
         registry.all_agents.cache_clear()
