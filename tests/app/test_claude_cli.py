@@ -123,7 +123,7 @@ def test_unrecognized_file_exit_2(tmp_path: Path, content: bytes, command: str) 
     result = run(command, str(path), "--json")
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "not a session file of Pi, Claude Code or Codex" in lines[0]
+    assert len(lines) == 1 and "not a session file of Pi, Claude Code, Codex or OpenCode" in lines[0]
 
 
 def test_discovery_roots_and_sessions(tmp_path: Path) -> None:

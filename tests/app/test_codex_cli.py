@@ -124,4 +124,4 @@ def test_not_a_rollout_exits_2(tmp_path: Path) -> None:
     for command in ("map", "cache", "context"):
         result = runner.invoke(app, [command, "--json", str(path)])
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of Pi, Claude Code or Codex"]
+        assert result.stderr.strip().splitlines() == [f"ds4tui: {path}: not a session file of Pi, Claude Code, Codex or OpenCode"]

@@ -33,6 +33,7 @@ PLUGINS: tuple[str, ...] = (
     "ds4sessions.agents.pi.agent:PiAgent",
     "ds4sessions.agents.claude.agent:ClaudeCodeAgent",
     "ds4sessions.agents.codex.agent:CodexAgent",
+    "ds4sessions.agents.opencode.agent:OpenCodeAgent",
 )
 
 HEAD_BYTES = 64 * 1024
