@@ -77,14 +77,17 @@ WindowLookup = Callable[[str | None, str | None, str | None], Any]
 
 
 def _num(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+    kind = type(value)
+    if kind is int:
+        return value if value > 0 else 0  # type: ignore[no-any-return]
+    return int(value) if kind is float and value > 0 else 0
 
 
 def step_tokens(tokens: Any) -> dict[str, int]:
     """OpenCode's `tokens` object as flat ints: input, output, reasoning, cacheRead, cacheWrite,
     total (0 for anything missing or not a number)."""
-    tokens = tokens if isinstance(tokens, Mapping) else {}
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), Mapping) else {}
+    tokens = tokens if type(tokens) is dict else {}
+    cache = tokens.get("cache") if type(tokens.get("cache")) is dict else {}
     return {"input": _num(tokens.get("input")), "output": _num(tokens.get("output")),
             "reasoning": _num(tokens.get("reasoning")), "cacheRead": _num(cache.get("read")),
             "cacheWrite": _num(cache.get("write")), "total": _num(tokens.get("total"))}
@@ -106,10 +109,16 @@ class _Step:
 
 @dataclass
 class _Facts:
-    """A message's requests (`steps`) and its `compaction` part (a user message's), or None."""
+    """A message's requests (`steps`), its `compaction` part (a user message's) or None, its
+    steps' token totals (input, output, reasoning, cacheRead, cacheWrite) and cost, whether it is
+    a compaction's summary, and OpenCode's sidebar count of it (a reply with output) or None."""
 
     steps: list[_Step]
     compaction: dict[str, Any] | None
+    totals: tuple[int, ...] = (0, 0, 0, 0, 0)
+    cost: float = 0.0
+    summary: bool = False
+    sidebar: int | None = None
 
 
 @dataclass
@@ -142,6 +151,7 @@ class OpenCodeReader:
         self._rev: dict[str, int] = {}  # message id → a number that changes with its rows
         self._converted: dict[str, tuple[Any, _Converted]] = {}
         self._facts: dict[str, tuple[int, _Facts]] = {}
+        self._requests: dict[str, tuple[Any, list[Request]]] = {}
         self._compacting: set[str] = set()  # user messages with a `compaction` part
         self._bad: dict[str, Diagnostic] = {}
         self.problem: str | None = None
@@ -193,7 +203,7 @@ class OpenCodeReader:
         if info is None:
             info = {"role": "unknown"}
         info["id"] = mid
-        time = info.get("time") if isinstance(info.get("time"), Mapping) else {}
+        time = info.get("time") if isinstance(info.get("time"), dict) else {}
         key = (_num(time.get("created")), mid)
         old = self._key.get(mid)
         if old != key:
@@ -229,6 +239,7 @@ class OpenCodeReader:
         self._bad.pop(mid, None)
         self._converted.pop(mid, None)
         self._facts.pop(mid, None)
+        self._requests.pop(mid, None)
         self._rev.pop(mid, None)
         self._compacting.discard(mid)
 
@@ -258,14 +269,32 @@ class OpenCodeReader:
             return memo[1]
         info = self.infos[mid]
         parts = self._parts_of(mid)
-        compaction = next((p for p in parts if p.get("type") == "compaction"), None) if info.get("role") == "user" else None
-        facts = _Facts(_steps(info, parts) if info.get("role") == "assistant" else [], compaction)
+        role = info.get("role")
+        compaction = next((p for p in parts if p.get("type") == "compaction"), None) if role == "user" else None
+        steps = _steps(info, parts) if role == "assistant" else []
+        totals = tuple(sum(step.tokens[k] for step in steps) for k in ("input", "output", "reasoning", "cacheRead", "cacheWrite"))
+        sidebar = None
+        if role == "assistant":
+            tokens = step_tokens(info.get("tokens"))
+            if tokens["output"] > 0:
+                sidebar = tokens["input"] + tokens["output"] + tokens["reasoning"] + tokens["cacheRead"] + tokens["cacheWrite"]
+        facts = _Facts(steps, compaction, totals, sum(step.cost or 0.0 for step in steps),
+                       bool(info.get("summary")) or info.get("mode") == "compaction", sidebar)
         if compaction is not None:
             self._compacting.add(mid)
         else:
             self._compacting.discard(mid)
         self._facts[mid] = (rev, facts)
         return facts
+
+    def _requests_of(self, mid: str, facts: "_Facts", reply: int | None, first: int) -> list[Request]:
+        info = self.infos[mid]
+        time = info.get("time")
+        created = _num(time.get("created")) if type(time) is dict else 0
+        model = str(info["modelID"]) if info.get("modelID") else None
+        provider = str(info["providerID"]) if info.get("providerID") else None
+        return [Request(first + i, usage_of(step.tokens), mid, created / 1000.0 if created else None, model, provider,
+                        reply, sidechain=facts.summary, cost_usd=step.cost) for i, step in enumerate(facts.steps)]
 
     def context_ids(self, ordered: list[str]) -> list[str]:
         """The messages OpenCode sends now (`MessageV2.filterCompacted`, module doc)."""
@@ -327,7 +356,7 @@ class OpenCodeReader:
         ordered = self.ordered()
         infos = self.infos
         last_user = next((infos[m] for m in reversed(ordered) if infos[m].get("role") == "user"), None)
-        user_model = last_user.get("model") if last_user is not None and isinstance(last_user.get("model"), Mapping) else {}
+        user_model = last_user.get("model") if last_user is not None and isinstance(last_user.get("model"), dict) else {}
         last_reply = next((infos[m] for m in reversed(ordered) if infos[m].get("role") == "assistant"), None)
         provider = user_model.get("providerID") or (last_reply or {}).get("providerID") or _session_model(self.session)[0]
         model = user_model.get("modelID") or (last_reply or {}).get("modelID") or _session_model(self.session)[1]
@@ -345,33 +374,31 @@ class OpenCodeReader:
             metas += converted.metas
 
         requests: list[Request] = []
-        steps_total = {"input": 0, "output": 0, "reasoning": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0}
+        totals = [0, 0, 0, 0, 0]  # input, output, reasoning, cacheRead, cacheWrite
+        cost = 0.0
         last_step: tuple[str, dict[str, int]] | None = None
         sidebar: tuple[str, int] | None = None
+        made = self._requests
         for mid in ordered:
-            info = infos[mid]
             facts = self.facts(mid)  # (every message: a user message's compaction part is noted)
-            if info.get("role") != "assistant":
+            if not facts.steps:
+                if facts.sidebar is not None:
+                    sidebar = (mid, facts.sidebar)
                 continue
-            summary = bool(info.get("summary")) or info.get("mode") == "compaction"
-            for step in facts.steps:
-                tokens = step.tokens
-                for key in ("input", "output", "reasoning", "cacheRead", "cacheWrite"):
-                    steps_total[key] += tokens[key]
-                steps_total["cost"] += step.cost or 0.0
-                time = info.get("time") if isinstance(info.get("time"), Mapping) else {}
-                created = _num(time.get("created"))
-                requests.append(Request(
-                    len(requests), usage_of(tokens), mid, created / 1000.0 if created else None,
-                    str(info.get("modelID")) if info.get("modelID") else None,
-                    str(info.get("providerID")) if info.get("providerID") else None,
-                    reply_index.get(mid), sidechain=summary, cost_usd=step.cost))
-                if not summary:
-                    last_step = (mid, tokens)
-            tokens = step_tokens(info.get("tokens"))
-            if tokens["output"] > 0:  # the TUI sidebar's "Context": the last reply with output
-                sidebar = (mid, tokens["input"] + tokens["output"] + tokens["reasoning"] + tokens["cacheRead"]
-                           + tokens["cacheWrite"])
+            key = (self._rev.get(mid, 0), reply_index.get(mid), len(requests))
+            memo = made.get(mid)
+            if memo is None or memo[0] != key:
+                memo = made[mid] = (key, self._requests_of(mid, facts, key[1], key[2]))
+            requests += memo[1]
+            for i, value in enumerate(facts.totals):
+                totals[i] += value
+            cost += facts.cost
+            if not facts.summary:
+                last_step = (mid, facts.steps[-1].tokens)
+            if facts.sidebar is not None:  # the TUI sidebar's "Context": the last reply with output
+                sidebar = (mid, facts.sidebar)
+        steps_total = {"input": totals[0], "output": totals[1], "reasoning": totals[2], "cacheRead": totals[3],
+                       "cacheWrite": totals[4], "cost": cost}
 
         compactions, compaction_facts = self._compactions(ordered)
         limits = self.limits(provider, model)
@@ -468,7 +495,7 @@ class OpenCodeReader:
                     t = steps[0].tokens
                     after = t["input"] + t["cacheRead"] + t["cacheWrite"]
                     break
-            time = info.get("time") if isinstance(info.get("time"), Mapping) else {}
+            time = info.get("time") if isinstance(info.get("time"), dict) else {}
             created = _num(time.get("created"))
             auto = bool(part.get("auto"))
             out.append(Compaction(mid, created / 1000.0 if created else None, "auto" if auto else "manual", before))
@@ -491,7 +518,7 @@ def _session_model(session: Mapping[str, Any]) -> tuple[Any, Any]:
         model = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         model = None
-    if isinstance(model, Mapping):
+    if isinstance(model, dict):
         return model.get("providerID"), model.get("id") or model.get("modelID")
     return None, None
 
@@ -556,7 +583,7 @@ def _user(info: Mapping[str, Any], parts: list[dict[str, Any]]) -> _Converted:
             blocks.append({"type": "text", "text": SUBTASK_TEXT})
     if not blocks:
         return _Converted([], [], None)
-    time = info.get("time") if isinstance(info.get("time"), Mapping) else {}
+    time = info.get("time") if isinstance(info.get("time"), dict) else {}
     source = "compaction" if compaction else "prompt" if typed else "synthetic"
     message = {"role": "user", "content": blocks, "timestamp": _num(time.get("created")) or None}
     return _Converted([message], [MessageMeta(str(info["id"]), source=source)], None)
@@ -564,10 +591,10 @@ def _user(info: Mapping[str, Any], parts: list[dict[str, Any]]) -> _Converted:
 
 def _tool_result(part: Mapping[str, Any], state: Mapping[str, Any], text: str, error: bool) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    times = state.get("time") if isinstance(state.get("time"), Mapping) else {}
+    times = state.get("time") if isinstance(state.get("time"), dict) else {}
     if not error and not times.get("compacted"):
         for att in state.get("attachments") or ():
-            if isinstance(att, Mapping):
+            if isinstance(att, dict):
                 block = _file_block(att)
                 if block is not None:
                     content.append(block)
@@ -579,7 +606,7 @@ def _tool_result(part: Mapping[str, Any], state: Mapping[str, Any], text: str, e
 def _assistant(info: Mapping[str, Any], parts: list[dict[str, Any]], current: str | None) -> _Converted:
     error = info.get("error")
     if error:
-        aborted = isinstance(error, Mapping) and error.get("name") == "MessageAbortedError"
+        aborted = isinstance(error, dict) and error.get("name") == "MessageAbortedError"
         if not (aborted and any(p.get("type") not in ("step-start", "reasoning") for p in parts)):
             return _Converted([], [], None)
     changed = current is not None and current != f"{info.get('providerID')}/{info.get('modelID')}"
@@ -597,25 +624,25 @@ def _assistant(info: Mapping[str, Any], parts: list[dict[str, Any]], current: st
             elif part["text"]:
                 blocks.append({"type": "thinking", "thinking": part["text"]})
         elif kind == "tool":
-            state = part.get("state") if isinstance(part.get("state"), Mapping) else {}
+            state = part.get("state") if isinstance(part.get("state"), dict) else {}
             name = str(part.get("tool") or "?")
             tools.append(name)
             blocks.append({"type": "toolCall", "id": str(part.get("callID") or part.get("id")), "name": name,
-                           "arguments": state.get("input") if isinstance(state.get("input"), Mapping) else {}})
+                           "arguments": state.get("input") if isinstance(state.get("input"), dict) else {}})
             status = state.get("status")
             meta = MessageMeta(str(part["id"]), tool=name, source="part.tool")
-            times = state.get("time") if isinstance(state.get("time"), Mapping) else {}
+            times = state.get("time") if isinstance(state.get("time"), dict) else {}
             if status == "completed":
                 output = PRUNED_OUTPUT if times.get("compacted") else str(state.get("output") or "")
                 results.append((_tool_result(part, state, output, False), meta))
             elif status == "error":
-                metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+                metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
                 if metadata.get("interrupted") is True and isinstance(metadata.get("output"), str):
                     results.append((_tool_result(part, state, metadata["output"], False), meta))
                 else:
                     results.append((_tool_result(part, state, str(state.get("error") or ""), True), meta))
             # pending / running: the call is in the context, its result not yet
-    time = info.get("time") if isinstance(info.get("time"), Mapping) else {}
+    time = info.get("time") if isinstance(info.get("time"), dict) else {}
     summary = bool(info.get("summary"))
     message: dict[str, Any] = {"role": "assistant", "content": blocks, "timestamp": _num(time.get("created")) or None,
                                "provider": info.get("providerID"), "model": info.get("modelID")}
