@@ -295,10 +295,17 @@ def signature(conv: Any) -> tuple[Any, ...]:
             conv.extra["stepTotals"], conv.extra["sessionTotals"])
 
 
-def test_the_reader_follows_opencodes_writes_one_poll_each(oc: OpenCodeAgent, tmp_path: Path) -> None:
+@pytest.mark.parametrize("open_tail", [24, 2])
+def test_the_reader_follows_opencodes_writes_one_poll_each(oc: OpenCodeAgent, tmp_path: Path, open_tail: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The main session's 120-odd events replayed into a WAL copy, transaction by transaction:
     after each, one `refresh()` of the live session equals a fresh full read, and reads the new
-    rows only (the tail delivers what changed); at the end, equal to the real database."""
+    rows only (the tail delivers what changed); at the end, equal to the real database. (With
+    `open_tail` 2 the kept attribution covers nearly all of this short context, so extending it
+    is checked against counting from scratch at every write.)"""
+    from ds4sessions.agents.opencode import cockpit
+
+    monkeypatch.setattr(cockpit, "OPEN_TAIL", open_tail)
     db = tmp_path / "opencode.db"
     empty_copy(db)
     replayer = Replayer(db, MAIN)
@@ -314,6 +321,10 @@ def test_the_reader_follows_opencodes_writes_one_poll_each(oc: OpenCodeAgent, tm
         assert digest(db) == before  # reading changes no byte of the database or its -wal
         assert snap is not None, "no new snapshot after a write"
         assert signature(snap.conversation) == signature(read(oc, path))
+        fresh = oc.live(path).refresh()  # the kept attribution, extended, equals counting from scratch
+        assert snap.best.message_tokens == fresh.best.message_tokens and snap.best.segments == fresh.best.segments
+        assert [(r.id, r.tokens) for r in snap.best.rows] == [(r.id, r.tokens) for r in fresh.best.rows]
+        assert snap.provider == fresh.provider
         delivered += snap.session.last_line_no
     replayer.close()
     final = live.last.conversation
@@ -392,3 +403,22 @@ def test_the_watcher_wakes_on_the_write_ahead_log(oc: OpenCodeAgent, tmp_path: P
         assert woke.wait(5), "no wake-up for a write to the -wal"
         assert db.stat().st_mtime_ns == before  # (the database file itself did not change)
     replayer.close()
+
+
+def test_the_kept_attribution_is_dropped_when_an_earlier_message_changes(oc: OpenCodeAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message before the open tail rewritten in place (an edit, a pruned tool output): the
+    kept attribution is not extended, the counts are those of counting from scratch."""
+    from dataclasses import replace
+
+    from ds4sessions.agents.opencode import cockpit
+
+    monkeypatch.setattr(cockpit, "OPEN_TAIL", 1)
+    conv = read(oc, handle(MAIN))
+    memo: dict[str, Any] = {}
+    first = cockpit.account(conv, memo)
+    edited = {**conv.messages[0], "content": [{"type": "text", "text": "What did we do so far? " * 50}]}
+    changed = replace(conv, messages=(edited, *conv.messages[1:]))
+    kept = cockpit.account(changed, memo)
+    fresh = cockpit.account(changed, {})
+    assert kept.breakdown.message_tokens == fresh.breakdown.message_tokens != first.breakdown.message_tokens
+    assert kept.breakdown.segments == fresh.breakdown.segments
