@@ -422,3 +422,41 @@ def test_the_kept_attribution_is_dropped_when_an_earlier_message_changes(oc: Ope
     fresh = cockpit.account(changed, {})
     assert kept.breakdown.message_tokens == fresh.breakdown.message_tokens != first.breakdown.message_tokens
     assert kept.breakdown.segments == fresh.breakdown.segments
+
+
+def test_hostile_rows_are_counted_never_raised(oc: OpenCodeAgent, tmp_path: Path) -> None:
+    """Rows OpenCode would never write (not JSON, not an object, an unknown role or part type,
+    wrong field types) and an event that names no row: diagnostics and a full read, never an
+    exception; the rest of the session is read as usual."""
+    db = tmp_path / "opencode.db"
+    db.write_bytes(DB.read_bytes())
+    path = make_handle(db, SECOND)
+    live = oc.live(path)
+    before = live.refresh()
+    with sqlite3.connect(db) as conn:
+        mid = conn.execute("SELECT id FROM message WHERE session_id = ? ORDER BY time_created LIMIT 1", (SECOND,)).fetchone()[0]
+        reply = conn.execute("SELECT id FROM message WHERE session_id = ? AND data LIKE '%\"role\":\"assistant\"%' "
+                             "ORDER BY time_created DESC LIMIT 1", (SECOND,)).fetchone()[0]
+        rows = [("msg_zz1", "{not json"), ("msg_zz2", "[1, 2]"), ("msg_zz3", json.dumps({"role": "robot", "time": {"created": "x"}}))]
+        for rid, data in rows:
+            conn.execute("INSERT INTO message VALUES (?, ?, 9e15, 9e15, ?)", (rid, SECOND, data))
+        parts = [("prt_zz1", mid, json.dumps({"type": "hologram"})), ("prt_zz2", mid, "\"text\""),
+                 ("prt_zz3", reply, json.dumps({"type": "tool", "tool": 5, "state": {"status": "completed", "input": [1],
+                                                                                  "output": None, "time": "now"}})),
+                 ("prt_zz4", "msg_zz3", json.dumps({"type": "text", "text": 42}))]
+        for rid, owner, data in parts:
+            conn.execute("INSERT INTO part VALUES (?, ?, ?, 9e15, 9e15, ?)", (rid, owner, SECOND, data))
+        seq = conn.execute("SELECT seq FROM event_sequence WHERE aggregate_id = ?", (SECOND,)).fetchone()[0] + 1
+        conn.execute("UPDATE event_sequence SET seq = ? WHERE aggregate_id = ?", (seq, SECOND))
+        conn.execute("INSERT INTO event VALUES ('evt_zz', ?, ?, 'message.part.updated.1', '{oops')", (SECOND, seq))
+    snap = live.refresh()  # the event names no row: read again in full
+    assert snap is not None and len(snap.conversation.requests) == len(before.conversation.requests)
+    kinds = snap.session.diagnostics.counts
+    assert kinds == {"malformed": 1, "non_object": 2, "bad_field": 2}
+    assert any("unknown part type 'hologram'" in str(item) for item in snap.session.diagnostics.items)
+    assert "bad_field: 2" in snap.problems
+    assert len(snap.conversation.messages) == len(before.conversation.messages) + 1  # a tool part with odd fields: sent
+    assert snap.conversation.messages[-1] == {"role": "toolResult", "toolCallId": "prt_zz3", "toolName": "5",
+                                              "content": [{"type": "text", "text": ""}], "isError": False, "timestamp": None}
+    data = oc.map_json(path)
+    assert data["diagnostics"] == 5 and data["agent"] == "opencode"

@@ -201,7 +201,10 @@ class OpenCodeReader:
     def _message(self, mid: str, data: bytes) -> None:
         info = self._json(data, mid)
         if info is None:
-            info = {"role": "unknown"}
+            info = {"role": "unreadable"}
+        elif info.get("role") not in ("user", "assistant"):
+            self._bad[mid] = Diagnostic(Problem.BAD_FIELD, f"{mid}: unknown message role {str(info.get('role'))[:40]!r} "
+                                                           "(not sent)")
         info["id"] = mid
         time = info.get("time") if isinstance(info.get("time"), dict) else {}
         key = (_num(time.get("created")), mid)
@@ -345,7 +348,9 @@ class OpenCodeReader:
             return memo[1]
         info = self.infos[mid]
         parts = self._parts_of(mid)
-        converted = _user(info, parts) if info.get("role") == "user" else _assistant(info, parts, current_model)
+        role = info.get("role")
+        converted = _user(info, parts) if role == "user" else _assistant(info, parts, current_model) \
+            if role == "assistant" else _Converted([], [], None)  # (an unreadable or unknown message: not sent)
         self._converted[mid] = (token, converted)
         return converted
 

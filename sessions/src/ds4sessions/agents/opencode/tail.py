@@ -197,10 +197,11 @@ class OpenCodeTail:
             if name in _ROWS:
                 try:
                     data = _loads(event["data"])
-                except ValueError:
+                except (ValueError, RecursionError):
                     data = None
-                if not isinstance(data, dict):
-                    continue  # (the rows are read again below only by id; nothing to name)
+                if not isinstance(data, dict):  # it names no row: read the session again in full
+                    return self._full(conn, session, store.head_seq(conn, self.session_id), self._ident or (0, 0),
+                                      "rewritten")
                 if name == "message.updated" or name == "message.removed":
                     info = data.get("info")
                     mid = info.get("id") if isinstance(info, dict) else data.get("messageID")
