@@ -54,6 +54,14 @@ def opencode_parts(message: Mapping[str, Any]) -> list[tuple[str, str | None, An
     return parts
 
 
+def _short(path: Any) -> str:
+    """A path with the home folder as `~` (a legend line, not a place to act on)."""
+    import os
+
+    text, home = str(path), os.path.expanduser("~")
+    return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + os.sep) else text
+
+
 def _tokens(n: int | None) -> str:
     return f"{n:,}" if isinstance(n, int) else "?"
 
@@ -100,7 +108,7 @@ class OpenCodeExtras:
             lines.append(f"title generation: {titles['calls']} call{'s' if titles['calls'] != 1 else ''}, apart from the "
                          "conversation (OpenCode records no usage for it)")
         if window.get("context"):
-            lines.append(f"window {_tokens(window['context'])} from {window.get('source')}")
+            lines.append(f"window {_tokens(window['context'])} from {_short(window.get('source'))}")
         return lines
 
     def problems(self) -> list[str]:
