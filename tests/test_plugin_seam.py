@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -119,5 +120,92 @@ async def test_the_dashboard_shows_a_plugins_session(toy: dict[str, Path], monke
             await pilot.press("p")
             await pilot.pause()
             assert "refused, nothing written: Toy Chat sessions are read-only" in str(app.query_one(StatusLine).render())
+    finally:
+        registry.all_agents.cache_clear()
+
+
+# --- a session that is not a file: a handle (issue 35) ---------------------------------------
+
+BOX = {"sessions": {"s1": LINES, "s2": LINES[:3]}}
+
+
+def test_a_session_that_is_not_a_file_is_served_through_its_handle(toy: dict[str, Path]) -> None:
+    """The toy box plug-in keeps several sessions in one file, named `BOX.toybox#ID`: every
+    command takes the handle (the registry asks `claims_handle`), `sessions` lists one entry per
+    session, a handle whose session or box is missing is one line and exit 2, steering is
+    refused and the box is never written."""
+    box = toy["home"] / "two.toybox"
+    box.write_text(json.dumps(BOX), encoding="utf-8")
+    before = box.read_bytes()
+    handle = f"{box}#s1"
+    data = json.loads(run(toy, "map", "--json", handle).stdout)
+    assert data["agent"] == "toybox" and data["path"] == handle
+    assert data["provider"]["contextTokens"] == 1070 and len(data["turns"]) == 2
+    cache = json.loads(run(toy, "cache", "--json", handle).stdout)
+    assert cache["agent"] == "toybox" and cache["history"]["requests"] == 3
+    listed = sorted(s["path"] for s in json.loads(run(toy, "sessions", "--json").stdout) if s["agent"] == "toybox")
+    assert listed == [f"{box}#s1", f"{box}#s2"]
+    for bad, why in ((f"{box}#nope", "no session nope in this box"), (f"{toy['home']}/none.toybox#s1", "No such file")):
+        result = run(toy, "map", "--json", bad)
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and why in result.stderr
+    opened = run(toy, f"{box}#nope")  # `ds4tui HANDLE`: checked (`handle_stat`) before the dashboard starts
+    assert opened.returncode == 2 and opened.stderr.strip().splitlines() == [f"ds4tui: {box}: no session nope in this box"]
+    unknown = run(toy, "map", "--json", f"{toy['home']}/one.toychat.jsonl#s1")  # claimed by no plug-in
+    assert unknown.returncode == 2 and unknown.stderr.strip().endswith("no such file")
+    pin = run(toy, "pin", handle, "L3")
+    assert pin.returncode == 1 and "Toy Box sessions are read-only" in pin.stderr
+    assert box.read_bytes() == before
+
+
+def test_a_handle_is_watched_through_its_files_and_followed(toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the registry gives a handle to its plug-in and names the files to watch; the
+    session watcher wakes when the box changes; the live session reads the new row in one
+    refresh (through the plug-in's tailer); the overview lists, polls and updates it."""
+    import threading
+
+    from ds4sessions.agents import registry
+    from ds4sessions.ingest.watch import SessionWatcher
+    from ds4sessions.overview.index import OverviewIndex
+    from ds4sessions.overview.scanner import Overview
+
+    box = toy["home"] / "two.toybox"
+    box.write_text(json.dumps(BOX), encoding="utf-8")
+    handle = Path(f"{box}#s1")
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    monkeypatch.setenv("TOYCHAT_HOME", str(toy["home"]))
+    registry.all_agents.cache_clear()
+    try:
+        agent = registry.agent_for_path(handle)
+        assert agent is not None and agent.name == "toybox"
+        assert registry.agent_for_handle(box) is None  # an existing file is read by its head, never claimed
+        assert registry.watched_files(handle) == (box,)
+        assert registry.watched_files(toy["session"]) == (toy["session"],)
+        assert registry.session_stat(handle).st_size == sum(len(json.dumps(row)) for row in LINES)
+        with pytest.raises(FileNotFoundError):
+            registry.session_stat(Path(f"{box}#gone"))
+
+        live = agent.live(handle)
+        assert len(live.refresh().turns) == 2
+        overview = Overview(index=OverviewIndex(toy["tmp"] / "overview.sqlite3"))
+        summaries = {s.path: s for s in overview.load_all() if s.agent == "toybox"}
+        assert set(summaries) == {str(handle), f"{box}#s2"} and summaries[str(handle)].requests == 3
+
+        woke = threading.Event()
+        grown = {"sessions": {**BOX["sessions"], "s1": [*LINES, {"role": "user", "text": "and the docs", "t": 1767225800}]}}
+        with SessionWatcher(handle, woke.set, poll_interval=0.05):
+            time.sleep(0.2)
+            box.write_text(json.dumps(grown), encoding="utf-8")
+            assert woke.wait(5), "no wake-up for the handle's file"
+        snap = live.refresh()  # one poll catches up
+        assert snap is not None and [t.prompt for t in snap.turns][-1] == "and the docs"
+        changed = {s.path for s in overview.poll([str(handle)])}
+        assert changed == {str(handle)}
+
+        from ds4tui.screens.home import typed_file  # a handle typed into the home screen's box
+
+        assert typed_file(str(handle)) == (handle, None)
+        assert typed_file(f"{box}#nope") == (None, f"cannot open {box}#nope: no session nope in this box")
+        assert typed_file(f"{box}.jsonl#s1") == (None, f"no such file: {box}.jsonl#s1")
     finally:
         registry.all_agents.cache_clear()

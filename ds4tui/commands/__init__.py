@@ -35,8 +35,11 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def session_file(path: Path) -> Path:
-    """`path` when it names an existing regular file; otherwise a clear error and exit code 2
-    (missing, unreadable, a directory, a FIFO, a device or a socket: never opened)."""
+    """`path` when it names an existing regular file, or a session handle an agent plug-in
+    claims (a session that is not a file, e.g. `DB#ID`: `agents.registry.agent_for_handle`)
+    and can read (`agents.registry.session_stat`); otherwise a clear error and exit code 2
+    (missing, unreadable, a directory, a FIFO, a device or a socket: never opened; a handle its
+    plug-in cannot read, in the plug-in's words)."""
     import os
 
     from ds4sessions.safety import file_kind
@@ -44,6 +47,16 @@ def session_file(path: Path) -> Path:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
+        from ds4sessions.agents.registry import agent_for_handle, session_stat
+
+        if agent_for_handle(path) is not None:
+            try:
+                session_stat(path)  # its plug-in looks at it: one it cannot read is one line here
+            except OSError as error:
+                from ds4tui.errors import one_line
+
+                fail(one_line(error))
+            return path
         fail(f"{path}: no such file")
     except OSError as err:
         fail(f"{path}: {err.strerror or err}")

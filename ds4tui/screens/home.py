@@ -335,7 +335,8 @@ def looks_like_path(text: str) -> bool:
 
 def typed_file(text: str) -> tuple[Path | None, str | None]:
     """What Enter on `text` in the filter box can open: `(path, None)` for a session file (one an
-    agent recognizes, or an empty file: a session not written yet), else `(None, reason)` with a
+    agent recognizes, or an empty file: a session not written yet) or a session handle its
+    plug-in can read (`DB#ID`, `agents.registry.agent_for_handle`), else `(None, reason)` with a
     one-line reason (`no such file: PATH`, `is a directory: PATH`, a FIFO or device, `not a
     session file: PATH` when no agent recognizes its start, unreadable). Reads at most the
     file's first `HEAD_BYTES` (agent recognition); never raises."""
@@ -346,7 +347,15 @@ def typed_file(text: str) -> tuple[Path | None, str | None]:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return None, f"no such file: {shown}"
+        from ds4sessions.agents.registry import agent_for_handle, session_stat
+
+        if agent_for_handle(path) is None:
+            return None, f"no such file: {shown}"
+        try:  # a session that is not a file (e.g. `DB#ID`): its plug-in says whether it can read it
+            session_stat(path)
+        except OSError as err:
+            return None, f"cannot open {shown}: {getattr(err, 'strerror', None) or err}"
+        return path, None
     except (OSError, ValueError) as err:  # ENOTDIR, EACCES, ENAMETOOLONG, an embedded NUL
         return None, f"cannot open {shown}: {getattr(err, 'strerror', None) or err}"
     if stat.S_ISDIR(mode):

@@ -125,3 +125,100 @@ class ToyChatAgent(ConversationAgent):
 
     def reader(self, path: Path) -> ToyChatReader:
         return ToyChatReader(path)
+
+
+class ToyBoxTail:
+    """The tailer of one toybox session (`ingest.tailer.Tailer`'s interface): the session's rows
+    not delivered yet, re-read from the box file at each poll; a reset when the list shrank, a
+    "deleted" batch when the session or the box is gone."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        box, _, self.session = str(path).rpartition("#")
+        self.box = Path(box)
+        self.delivered = 0
+        self.size = 0
+        self.deleted = False
+
+    def rows(self) -> list[Any]:
+        data = json.loads(self.box.read_bytes())
+        rows = data.get("sessions", {}).get(self.session)
+        if not isinstance(rows, list):
+            raise FileNotFoundError(2, f"no session {self.session} in this box", str(self.box))
+        return rows
+
+    def polls(self, limit: int | None = None) -> Iterable[Any]:
+        yield self.poll(limit)
+
+    def poll(self, limit: int | None = None) -> Any:
+        from ds4sessions.ingest.tailer import TailBatch, TailLine
+
+        try:
+            rows = self.rows()
+        except FileNotFoundError:
+            if self.delivered == 0 and not self.deleted:
+                raise
+            first, self.deleted = not self.deleted, True
+            return TailBatch((), "deleted" if first else None, 0, self.size, self.size)
+        reset = None
+        if len(rows) < self.delivered or self.deleted:
+            reset, self.delivered = ("appeared" if self.deleted else "rewritten"), 0
+        self.deleted = False
+        raw = [json.dumps(row).encode() for row in rows]
+        lines = tuple(TailLine(i + 1, 0, line) for i, line in enumerate(raw) if i >= self.delivered)
+        self.delivered = len(rows)
+        self.size = sum(len(line) for line in raw)
+        return TailBatch(lines, reset, 0, self.size, self.size)
+
+    def pending_line(self) -> None:
+        return None
+
+
+class ToyBoxAgent(ToyChatAgent):
+    """Toy Chat sessions kept several to a file ("box"), as a database keeps them: a session is
+    named `BOX.toybox#ID` (a handle), the box holds `{"sessions": {ID: [toychat rows]}}`. It
+    proves the handle seam: `claims_handle`, `handle_files`, `handle_stat`, `tailer`."""
+
+    name = "toybox"
+    label = "Toy Box"
+    capabilities = Capabilities(ds4_plan=True, read_only_reason="Toy Box sessions are read-only (a test plug-in)")
+
+    def discover(self) -> list[SessionInfo]:
+        home = os.environ.get("TOYCHAT_HOME")
+        out = []
+        for box in sorted(Path(home).glob("*.toybox")) if home else ():
+            for sid in json.loads(box.read_bytes()).get("sessions", {}):
+                handle = Path(f"{box}#{sid}")
+                size, modified = self.handle_stat(str(handle)) or (0, 0.0)  # (a broken box: discovery fails, shown)
+                out.append(SessionInfo(agent=self.name, path=handle, session_id=sid, modified=modified, size=size))
+        return out
+
+    def recognizes(self, head: bytes) -> bool:
+        return False
+
+    def claims_handle(self, text: str) -> bool:
+        box, sep, sid = text.rpartition("#")
+        return bool(sep and sid) and box.endswith(".toybox")
+
+    def handle_files(self, text: str) -> tuple[Path, ...]:
+        return (Path(text.rpartition("#")[0]),)
+
+    def handle_stat(self, text: str) -> tuple[int, float] | None:
+        """Raises OSError (FileNotFoundError: no box, or no such session in it)."""
+        tail = ToyBoxTail(Path(text))
+        size = sum(len(json.dumps(row).encode()) for row in tail.rows())
+        return size, tail.box.stat().st_mtime
+
+    def tailer(self, path: Path) -> ToyBoxTail:
+        return ToyBoxTail(path)
+
+    def reader(self, path: Path) -> ToyChatReader:
+        reader = ToyChatReader(path)
+        reader.conversation = _as(reader.conversation, self.name)  # type: ignore[method-assign]
+        return reader
+
+
+def _as(make: Any, agent: str) -> Any:
+    from dataclasses import replace
+
+    return lambda: replace(make(), agent=agent)

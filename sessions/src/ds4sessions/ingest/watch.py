@@ -44,7 +44,10 @@ _WAKE_EVENTS = frozenset({EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MO
 class SessionWatcher:
     """Calls `on_change()` when the session file at `path` may have changed.
 
-    - `path`: the session file; it and its directory may not exist yet.
+    - `path`: the session file; it and its directory may not exist yet. A session that is not a
+      file (a handle, e.g. `DB#ID`: `agents.registry`) is watched through the files its plug-in
+      names (`agents.registry.watched_files`: a database and its write-ahead log), all in the
+      directory of the first; `files` holds what is watched.
     - `on_change`: a wake-up with no arguments; the consumer then calls `Tailer.poll()`. It may
       be called when no line changed (e.g. a write that completed no line) and one call may
       stand for many changes.
@@ -77,10 +80,13 @@ class SessionWatcher:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
         self.path = Path(path).absolute()
+        from ds4sessions.agents.registry import watched_files
+
+        self.files = tuple(Path(f).absolute() for f in watched_files(self.path))
         self.poll_interval = poll_interval
         self._on_change = on_change
         self._observer: BaseObserver | None = Observer() if use_events else None
-        self._handler = _FileEvents(str(self.path), self._wake)
+        self._handler = _FileEvents({str(f) for f in self.files}, self._wake)
         self._watch: ObservedWatch | None = None
         self._watched_dir: tuple[int, int] | None = None  # (st_dev, st_ino) of the watched dir
         self._wake_lock = threading.Lock()
@@ -96,7 +102,7 @@ class SessionWatcher:
             self._ensure_watch(self._observer)
         self._poller = threading.Thread(
             target=self._poll_loop,
-            args=(_signature(self.path),),  # taken now: a change right after start() is seen
+            args=(self._signatures(),),  # taken now: a change right after start() is seen
             name=f"SessionWatcher poll {self.path.name}",
             daemon=True,
         )
@@ -139,15 +145,18 @@ class SessionWatcher:
             except Exception:
                 log.exception("SessionWatcher on_change failed for %s", self.path)
 
-    def _poll_loop(self, last: tuple[int, int, int, int] | None) -> None:
+    def _signatures(self) -> tuple[tuple[int, int, int, int] | None, ...]:
+        return tuple(_signature(f) for f in self.files)
+
+    def _poll_loop(self, last: tuple[tuple[int, int, int, int] | None, ...]) -> None:
         """Every `poll_interval` s: keep the directory watch current; wake on a changed stat.
 
-        `last`: the file's `_signature` when `start()` ran.
+        `last`: the files' `_signature`s when `start()` ran.
         """
         while not self._stopping.wait(self.poll_interval):
             if self._observer is not None:
                 self._ensure_watch(self._observer)
-            current = _signature(self.path)
+            current = self._signatures()
             if current != last:
                 last = current
                 self._wake()
@@ -158,7 +167,7 @@ class SessionWatcher:
         Runs on the starting thread once, then on the poll thread only. A directory that cannot
         be watched (e.g. the inotify watch limit is reached) is logged once and left to the poll.
         """
-        directory = _signature(self.path.parent)
+        directory = _signature(self.files[0].parent)
         ident = directory[:2] if directory is not None else None
         if ident == self._watched_dir:
             return
@@ -169,26 +178,26 @@ class SessionWatcher:
         if ident is None:
             return
         try:
-            self._watch = observer.schedule(self._handler, str(self.path.parent), recursive=False)
+            self._watch = observer.schedule(self._handler, str(self.files[0].parent), recursive=False)
         except OSError as err:  # the directory vanished again, or no inotify watch is left
-            log.warning("SessionWatcher cannot watch %s (%s); polling only", self.path.parent, err)
+            log.warning("SessionWatcher cannot watch %s (%s); polling only", self.files[0].parent, err)
 
 
 class _FileEvents(FileSystemEventHandler):
-    """Forwards watchdog events that name one file (as source or destination) to `wake`."""
+    """Forwards watchdog events that name one of the files (as source or destination) to `wake`."""
 
-    def __init__(self, path: str, wake: Callable[[], None]) -> None:
-        """`path`: the file's absolute path as a string, as the observer reports it."""
+    def __init__(self, paths: set[str], wake: Callable[[], None]) -> None:
+        """`paths`: the files' absolute paths as strings, as the observer reports them."""
         super().__init__()
-        self._path = path
+        self._paths = paths
         self._wake = wake
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        """Wake on created / modified / moved / deleted events naming the file."""
+        """Wake on created / modified / moved / deleted events naming one of the files."""
         if event.event_type not in _WAKE_EVENTS:
             return
         names = {os.fsdecode(event.src_path), os.fsdecode(event.dest_path)}
-        if self._path in names:
+        if not names.isdisjoint(self._paths):
             self._wake()
 
 

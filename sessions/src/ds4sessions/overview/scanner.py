@@ -9,7 +9,9 @@
   (`Tailer` → `SessionReader.feed`), stored in the index. The reader and tailer of a *live* file
   are kept, so when it grows only the appended bytes are read (`update(path)`); idle files keep
   no reader (their summary lives in the index);
-- `poll()` stats every known file (one `os.stat` each) and updates the ones that changed;
+- `poll()` stats every known file (one `os.stat` each; a session that is not a file, named by a
+  handle, is asked of its plug-in: `agents.registry.session_stat`) and updates the ones that
+  changed;
 - `all()` returns every summary read so far.
 
 Not thread-safe: drive one `Overview` from one thread at a time (the app uses one worker group).
@@ -22,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ds4sessions.overview.index import OverviewIndex
 from ds4sessions.overview.summary import OverviewSettings, SessionSummary
@@ -33,6 +35,17 @@ if TYPE_CHECKING:  # imported where used: `cached()` (the first paint) needs non
     from ds4sessions.agents.base import Agent, SessionInfo, SessionReader
     from ds4sessions.ingest.tailer import Tailer
     from ds4sessions.overview.prices import PriceBook
+
+
+def session_stat(key: str) -> Any:
+    """`os.stat(key)`; for a path that is no file, its plug-in's answer when it names a session
+    that is not a file (`agents.registry.session_stat`: the agents are imported only then)."""
+    try:
+        return os.stat(key)
+    except FileNotFoundError:
+        from ds4sessions.agents.registry import session_stat as handle_stat
+
+        return handle_stat(key)
 
 
 @dataclass
@@ -178,7 +191,7 @@ class Overview:
         out: list[SessionSummary] = []
         for key, (size, mtime, summary) in self.index.load(self._key).items():
             try:
-                st = os.stat(key)
+                st = session_stat(key)
             except OSError:
                 continue
             if (st.st_size, st.st_mtime) != (size, mtime):
@@ -246,9 +259,9 @@ class Overview:
             if key not in {p.split(": ")[0] for p in self.problems}:
                 self.problems.append(f"{path}: no agent recognizes this file")
             return None
-        from ds4sessions.ingest.tailer import Tailer
+        from ds4sessions.agents.registry import tailer_for
 
-        opened = _Open(agent, Tailer(Path(path)), agent.reader(Path(path)), info)
+        opened = _Open(agent, tailer_for(agent, Path(path)), agent.reader(Path(path)), info)
         self._open[key] = opened
         return self._advance(key, opened)
 
@@ -263,7 +276,7 @@ class Overview:
                 if batch.lines:
                     opened.reader.feed(batch.lines)
             conversation = opened.reader.conversation()
-            st = os.stat(key)
+            st = session_stat(key)
         except Exception as exc:  # a reader bug or an unreadable file: one visible line
             self.problems.append(f"{key}: {type(exc).__name__}: {exc}")
             self._open.pop(key, None)
@@ -299,7 +312,7 @@ class Overview:
         keys = list(self._summaries) if paths is None else [str(p) for p in dict.fromkeys(paths)]
         for key in keys:
             try:
-                st = os.stat(key)
+                st = session_stat(key)
             except OSError:
                 self._summaries.pop(key, None)
                 self._open.pop(key, None)

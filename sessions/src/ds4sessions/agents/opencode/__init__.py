@@ -1,0 +1,1 @@
+"""OpenCode (`opencode-ai`): sessions read live from its SQLite database (`opencode.db`)."""
