@@ -88,7 +88,7 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
     if facts.agent:
         items.append(HeaderItem(Text(literal(facts.agent, keep_newlines=False), style="bold cyan"), 1))
     if facts.demo:
-        items.append(HeaderItem(Text("[demo]", style="bold reverse"), 1))
+        items.append(HeaderItem(Text("[demo]", style="bold reverse"), 0))  # never dropped: not a real session
     if facts.status == "loading":
         items.append(HeaderItem(Text("reading the session file…"), 0))
         return items

@@ -56,12 +56,13 @@ def _leader_line(label: str, value: str, width: int, indent: int, colour: str | 
 
 
 def category_lines(
-    breakdown: Breakdown | Calibrated, width: int = 46, max_children: int = MAX_CHILDREN, *, percent: bool = True
+    breakdown: Breakdown | Calibrated, width: int = 46, max_children: int = MAX_CHILDREN, *, percent: bool = True,
+    children: bool = True,
 ) -> list[Text]:
     """The category list with dotted leaders: one line per category with its tokens and, for a
     `Calibrated` list, its share of the window (as Claude Code's `/context`: "Tools … 14.7k
     7.3%"); its children (sorted by weight) indented below, at most `max_children` then
-    "+N more (tokens)"."""
+    "+N more (tokens)" (`children=False`: one line per category, no child lines)."""
     lines: list[Text] = []
     share = breakdown.percent if isinstance(breakdown, Calibrated) and percent else None
     source = breakdown.breakdown if isinstance(breakdown, Calibrated) else breakdown
@@ -71,6 +72,8 @@ def category_lines(
         if share is not None:
             value = f"{value} {_pct(share(row.tokens)):>6}"
         lines.append(_leader_line(row.label, value, width, 0, colour_of(row.id, roles)))
+        if not children:
+            continue
         shown = row.children[:max_children]
         for name, tokens in shown:
             lines.append(_leader_line(name, fmt_tokens(tokens) + ("       " if share is not None else ""), width, 2, None))
@@ -78,6 +81,42 @@ def category_lines(
         if rest:
             more = sum(t for _, t in rest)
             lines.append(Text(f"    +{len(rest)} more ({fmt_tokens(more)})", style="dim"))
+    return lines
+
+
+def fitted_category_lines(cal: Calibrated, *, width: int, room: int | None, extra: list[Text],
+                          max_children: int = MAX_CHILDREN, wrap: int | None = None) -> list[Text]:
+    """The category list (`category_lines`) and `extra` lines below it, fitted to `room` lines
+    (None: no limit). Where space is short, in order: the children go (each row one line), then
+    the `extra` lines that do not fit, then the rows are sorted by size, the largest first, with one last line
+    counting the smaller ones ("+3 smaller: 1.2k"); free space is a row like the others, so a
+    full window shows what fills it and an empty one how much is left. `room` counts screen
+    rows: a line wider than `wrap` cells (the panel's width; default `width` + 2) takes more."""
+    panel = wrap or width + 2
+
+    def rows(lines: list[Text]) -> int:
+        return sum(max(1, -(-line.cell_len // max(panel, 1))) for line in lines)
+
+    full = category_lines(cal, width=width, max_children=max_children) + extra
+    if room is None or rows(full) <= room:
+        return full
+    bare = category_lines(cal, width=width, max_children=0, children=False)
+    if rows(bare) <= room:
+        lines, left = list(bare), room - rows(bare)
+        for line in extra:  # the extra lines that fit, in order
+            if rows([line]) > left:
+                break
+            lines.append(line)
+            left -= rows([line])
+        return lines
+    keep = max(room - 1, 1)
+    ranked = sorted(range(len(cal.rows)), key=lambda i: -cal.rows[i].tokens)
+    shown = sorted(ranked[:keep])  # the largest, in the table's order
+    rest = ranked[keep:]
+    lines = [bare[i] for i in shown]
+    if rest:
+        tokens = sum(cal.rows[i].tokens for i in rest)
+        lines.append(Text(f"+{len(rest)} smaller: {fmt_tokens(tokens)}", style="dim"))
     return lines
 
 

@@ -27,7 +27,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, TabbedContent, TabPane, Tabs
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tabs
 
 from ds4sessions.derive.pipeline import Derived
 from ds4sessions.ingest.snapshot import Snapshot
@@ -36,7 +36,7 @@ from ds4tui.feed import FeedStatus, FileChanged, FirstViewReady, SessionFeed, Vi
 from ds4tui.screens.view_keys import SHARED_BINDINGS, quitting, toggle_help
 from ds4tui.widgets.cache import CacheCountdown, CachePanel
 from ds4tui.widgets.manifest import ManifestView
-from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, SessionHeader, StatusLine, TurnList
+from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, LegendScroll, SessionHeader, StatusLine, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
 from ds4tui.widgets.retrieval import RetrievalView
 
@@ -49,6 +49,11 @@ _FIRST_MESSAGE = attrgetter("first_message")
 MIN_MAP_HEIGHT = 20
 """Terminal rows below which the pixel map is hidden (the numbers stay)."""
 NARROW_WIDTH = 100
+MIN_SIZE = (60, 24)
+"""The smallest terminal the dashboard lays out (columns, rows): below it a notice says so."""
+SHORT_HEIGHT = 30
+"""Below this many rows a stacked (narrow) screen gives the map's rows to the Manifest, Cache,
+Retrieval and Diagnostics tabs while one of them is shown (80×24: 11 manifest rows, not 1)."""
 """Terminal columns below which the two panes stack."""
 
 BINDINGS = [
@@ -136,7 +141,7 @@ class DashboardScreen(Screen[None]):
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield PixelMap(id="map")
-                with VerticalScroll(id="categories-scroll"):
+                with LegendScroll(id="categories-scroll"):
                     yield CategoryList(id="categories")
             with Vertical(id="right"):
                 with TabbedContent(id="tabs"):
@@ -154,6 +159,7 @@ class DashboardScreen(Screen[None]):
                             yield DiagnosticsView(id="diagnostics-view")
                 with VerticalScroll(id="inspector-scroll"):
                     yield EntryInspector(id="inspector")
+        yield Static("", id="too-small")
         yield StatusLine("", id="status")
         yield Footer()
 
@@ -248,6 +254,13 @@ class DashboardScreen(Screen[None]):
         size = size or self.app.size
         self.set_class(size.width < NARROW_WIDTH, "-narrow")
         self.set_class(size.height < MIN_MAP_HEIGHT, "-no-map")
+        self.set_class(size.height < SHORT_HEIGHT, "-short")
+        small = size.width < MIN_SIZE[0] or size.height < MIN_SIZE[1]
+        self.set_class(small, "-too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"ds4tui needs at least {MIN_SIZE[0]}×{MIN_SIZE[1]} cells: this terminal is {size.width}×{size.height}.\n"
+                "Widen the pane or make the font smaller; q quits.")
         self.query_one(PixelMap).fit_height = size.width >= NARROW_WIDTH  # map above its legend
         if not getattr(self, "_inspector_sized", False):
             self._inspector_sized = True  # a short stacked screen starts without the inspector (`i` shows it)
@@ -369,6 +382,8 @@ class DashboardScreen(Screen[None]):
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if self.feed is not None:
             self.feed.manifest_shown = event.pane.id == "manifest"
+        # on a short stacked screen a table tab takes the map's rows (app.tcss: -short.-table-tab)
+        self.set_class(event.pane.id in ("manifest", "cache", "retrieval", "diagnostics"), "-table-tab")
         update = self._stale_tabs.pop(event.pane.id or "", None)
         if update is not None:
             update()

@@ -31,6 +31,15 @@ def toggle_help(app: App) -> None:
         app.action_hide_help_panel()
     else:
         app.action_show_help_panel()
+        app.call_after_refresh(_place_help, app)
+
+
+def _place_help(app: App) -> None:
+    """On a narrow screen the panel floats over the right side (app.tcss: `Screen.-narrow
+    HelpPanel`, absolute): move it to the right edge, whatever its width came out as."""
+    for panel in app.screen.query("HelpPanel"):
+        if panel.styles.position == "absolute":
+            panel.styles.offset = (max(app.screen.size.width - panel.outer_size.width, 0), 0)
 
 
 def reread_text(name: str, size: int, lines: int) -> str:

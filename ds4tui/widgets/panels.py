@@ -7,6 +7,8 @@ from typing import Any, Mapping
 
 from rich.console import Group
 from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static  # noqa: F401
 
 from ds4tui.widgets.lines import TextLines
@@ -14,7 +16,7 @@ from ds4tui.widgets.steady import SteadyStatic
 
 from ds4sessions.ingest.snapshot import Snapshot
 from ds4tui.header import HeaderFacts, compose_header
-from ds4tui.render import calibrated_of, calibration_line, category_lines
+from ds4tui.render import calibrated_of, calibration_line, category_lines, fitted_category_lines
 from ds4tui.text import fmt_bytes, fmt_tokens, literal, literal_text
 from ds4tui.widgets.turns import TurnList, plan_cell as _plan_cell  # noqa: F401  (the turn list lives in widgets.turns)
 from ds4tui.viewmodel import HeaderModel, LegendModel, TurnRow, ViewModel, turn_times  # noqa: F401  (turn_times: kept importable here)
@@ -105,6 +107,7 @@ class CategoryList(TextLines):
     `ds4tui.viewmodel.LegendModel`."""
 
     _legend: LegendModel | None = None
+    _room: int | None = None
 
     def on_resize(self) -> None:
         """Re-fit the dotted leaders to the new width (and lay out again: the scroll bar of the
@@ -121,19 +124,41 @@ class CategoryList(TextLines):
             return
         cal = legend.calibrated
         width = max((self.size.width or 46) - 2, 24)  # room for a vertical scroll bar
-        lines = category_lines(cal, width=width, max_children=3)
+        extra: list[Text] = []
         if legend.unknown_window:
-            lines.append(Text(legend.unknown_window, style="yellow"))
+            extra.append(Text(legend.unknown_window, style="yellow"))
         for note in legend.notes:
-            lines.append(Text(literal(note, keep_newlines=False), style="dim"))
-        lines.append(calibration_line(cal, legend.estimate.estimator))
+            extra.append(Text(literal(note, keep_newlines=False), style="dim"))
+        extra.append(calibration_line(cal, legend.estimate.estimator))
         if legend.provider and legend.provider.later_messages:
-            lines.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
+            extra.append(Text(f"+{legend.provider.later_messages} messages since the last reply are estimated", style="dim"))
         elif legend.provider:
             # the same height either way: a legend that grows and shrinks by a line with every
             # reply would lay the whole screen out again each time
-            lines.append(Text("every message is counted in the last reply's usage", style="dim"))
+            extra.append(Text("every message is counted in the last reply's usage", style="dim"))
+        self._room = self._available()
+        lines = fitted_category_lines(cal, width=width, room=self._room, extra=extra, max_children=3,
+                                      wrap=self.size.width or None)
         self.update(Group(*lines), layout=layout)
+
+    def _available(self) -> int | None:
+        """The lines the legend's panel shows without scrolling (None: not laid out yet)."""
+        parent = self.parent
+        height = parent.scrollable_content_region.height if isinstance(parent, Widget) else 0
+        return height if height > 0 else None
+
+    def refit(self) -> None:
+        """Fit again when the panel's height changed (its container was resized)."""
+        if self._legend is not None and self._available() != self._room:
+            self.show(self._legend, layout=True)
+
+
+class LegendScroll(VerticalScroll):
+    """The legend's panel: tells its `CategoryList` to fit its new height when resized."""
+
+    def on_resize(self) -> None:
+        for legend in self.query(CategoryList):
+            legend.refit()
 
 
 def _content_preview(message: Mapping[str, Any]) -> str:
