@@ -639,6 +639,9 @@ class DashboardScreen(Screen[None]):
         self._inspected = ()
         self._highlighted = None
         self.query_one(StatusLine).report("")
+        self.app.clear_notifications()  # (the other session's notices)
+        for widget in self.query("ManifestView, CacheCountdown"):
+            widget.reset()  # nothing of the other session stays: no plan diff across sessions
         self.query_one(SessionHeader).show(self.view.header, demo=self.demo, following=self.following)
         assert self.feed is not None
         self.feed.switch(Path(path))

@@ -93,6 +93,11 @@ class CacheCountdown(TextLines):
         self._view = view
         self.tick()
 
+    def reset(self) -> None:
+        """Forget the session's cache view (another session opens) and say it is waiting."""
+        self._view, self._why, self._alerted_for, self.state = None, "", None, None
+        self.tick()
+
     def waiting(self, why: str) -> None:
         """While there is no cache view yet: say what it waits for (`why`, e.g. "reading…" while
         a first read comes in slices, "after the plan…" while the derive pass runs); "" for the

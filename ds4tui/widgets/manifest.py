@@ -226,6 +226,17 @@ class ManifestView(Widget):
 
     # -- public API ------------------------------------------------------------------------
 
+    def reset(self) -> None:
+        """Forget the plans shown (another session opens: its first plan has nothing to be
+        compared with); the filter and sort stay, as the user set them."""
+        self._view = self._previous = self._settled = None
+        self._rows_of, self._all_rows, self._rows = (), (), []
+        if self.is_mounted:
+            self.query_one(DataTable).clear()
+            self.query_one("#manifest-diff", Static).update("")
+            self.query_one("#manifest-explain", Static).update("No plan yet: DS4 plans once the whole session is read.")
+            self.query_one("#manifest-detail", Static).update("")
+
     @property
     def view(self) -> PlanView | None:
         """The plan shown, if any."""

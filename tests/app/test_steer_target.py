@@ -116,3 +116,31 @@ async def test_p_and_c_act_on_the_highlighted_entry_or_say_nothing_is(tmp_path: 
         assert collapse.turns == len(prompts) - prompts.index(second)
         await _cancel(pilot, app)
     assert path.read_bytes() == before  # every dialog was cancelled: nothing written
+
+
+async def test_opening_another_session_forgets_the_first(tmp_path: Path, sample01: Path) -> None:
+    """Issue 31 item 4: after `o` (here `switch_session`, what the picker calls) the Manifest's
+    "since the previous plan" does not compare the new session's plan with the old one's, and
+    the old session's notices are gone."""
+    from tests.conftest import FIXTURES
+
+    other = FIXTURES / "pi" / "04-tree-branches-labels.jsonl"
+    app = Ds4App(sample01, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("M")
+        await pilot.pause(0.2)
+        app.notify("a notice about the first session")
+        await pilot.pause(0.1)
+        assert any("first session" in n.message for n in app._notifications)
+        first = app.derived.plan.session_id
+        app.dashboard.switch_session(other)
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if app.snapshot is not None and app.derived is not None and app.derived.plan is not None \
+                    and app.derived.plan.session_id != first:
+                break
+        await pilot.pause(0.3)
+        diff = str(app.dashboard.query_one("#manifest-diff").render())
+        assert "First plan" in diff and "→" not in diff
+        assert all("first session" not in n.message for n in app._notifications)

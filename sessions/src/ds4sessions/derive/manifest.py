@@ -408,9 +408,12 @@ class PlanView:
         )
 
     def diff(self, previous: PlanView | None) -> PlanDiff:
-        """What entered or left the sent context since `previous` (None: a first plan)."""
+        """What entered or left the sent context since `previous` (None, or a plan of another
+        session or agent: a first plan; a diff across sessions would compare unrelated entries)."""
         now = {i.key: i for i in self.items}
         pending = self.retrieval_pending
+        if previous is not None and (previous.session_id != self.session_id or previous.agent != self.agent):
+            previous = None
         if previous is None:
             return PlanDiff((), (), None, self.totals.estimated_input_tokens, None, self.mode, pending)
         before = {i.key: i for i in previous.items}
