@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 from ds4sessions.bridge import channel as bridge
 from ds4sessions.steering.steer import collapse, list_pins, pin
 from ds4sessions.steering.writer import Journal, WriteRefused, open_holders, read_state
-from ds4tui.widgets.steer import CollapseScreen, CompactionScreen, PinScreen, PinsScreen
+from ds4tui.widgets.steer import CollapseScreen, CompactionScreen, JournalScreen, PinScreen, PinsScreen
 
 
 class SteeringHost(Protocol):
@@ -155,6 +155,34 @@ class SteeringController:
             lambda: bridge.bridge_collapse(path, decision.turns, expected=decision.expected, model=model),
         ))
 
+    # --- the journal ---------------------------------------------------------------------------
+
+    def journal(self) -> None:
+        """List ds4tui's writes to this session; undo the one the user picks (the CLI's
+        `journal list PATH` and `journal undo N`, with the same checks)."""
+        if self._refused("journal"):
+            return
+        self._run(self._prepare_journal, "steer")
+
+    def _prepare_journal(self) -> None:
+        path = self.host.session_path
+        try:
+            journal = Journal()
+            records = journal.list(path)
+        except Exception as exc:  # an unusable journal: say so in one line
+            self._report(f"journal: {exc}", error=True)
+            return
+        screen = JournalScreen(records, path.name, str(journal.path))
+        self._ask(screen, lambda record_id: record_id is not None and self._write(
+            lambda: self._undo(record_id)))
+
+    @staticmethod
+    def _undo(record_id: int) -> Any:
+        from ds4sessions.steering.steer import undo
+
+        result = undo(record_id, journal=Journal())
+        return _Undone(record_id, result)
+
     # --- compaction --------------------------------------------------------------------------
 
     def compact(self) -> None:
@@ -222,6 +250,17 @@ class SteeringController:
         failed = getattr(result, "applied", True) is False
         self._report(result.describe(), error=failed)
         self.host.refresh_session()
+
+
+class _Undone:
+    """An undo's result, described with the record it undid."""
+
+    def __init__(self, record_id: int, result: Any) -> None:
+        self.record_id = record_id
+        self.result = result
+
+    def describe(self) -> str:
+        return f"undid #{self.record_id}: {self.result.describe()}"
 
 
 class _Direct:

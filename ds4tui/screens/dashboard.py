@@ -67,6 +67,7 @@ BINDINGS = [
     Binding("P", "pins", "Pins", id="pins", tooltip="List the pinned entries", show=False),
     Binding("c", "collapse", "Collapse", id="collapse", tooltip="Collapse finished turns into a summary (preview first)"),
     Binding("C", "compact", "Compact", id="compact", tooltip="Preview and trigger a cache-friendly compaction"),
+    Binding("J", "journal", "Journal (undo)", id="journal", tooltip="ds4tui's writes to this session; undo one (as `ds4tui journal undo N`)", show=False),
     Binding("t", "show_tab('turns')", "Turns", id="tab-turns", tooltip="Show the turn list", show=False),
     Binding("M", "show_tab('manifest')", "Manifest", id="tab-manifest", tooltip="Show the DS4 plan: every item and why"),
     Binding("K", "show_tab('cache')", "Cache", id="tab-cache", tooltip="Show the prompt-cache history and DS4's cache-aware decision"),
@@ -529,6 +530,10 @@ class DashboardScreen(Screen[None]):
     def action_collapse(self) -> None:
         """Collapse the last N finished turns into a branch summary, after a preview."""
         self.steering.collapse()
+
+    def action_journal(self) -> None:
+        """List ds4tui's writes to this session and undo one, after confirmation."""
+        self.steering.journal()
 
     def action_compact(self) -> None:
         """Preview Pi's compaction and, on confirmation, request the summary and append it."""

@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ds4core.models import ModelInfo
 from ds4sessions.steering.steer import CollapsePlan, Pin, plan_collapse
@@ -223,6 +223,75 @@ class PinsScreen(ModalScreen):
         table = self.query_one(DataTable)
         if self.pins:
             self.dismiss(self.pins[table.cursor_row].target_id)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class JournalScreen(ModalScreen):
+    """ds4tui's writes to this session (`J`), newest first: number, time, action, target and
+    whether it is in force, undone, or wrote nothing (the CLI's `journal list` for one file).
+    `u` (or Enter) on a row asks to undo it and, on `y`, returns its number (the same checks
+    as `ds4tui journal undo N` run then); Escape returns None."""
+
+    DEFAULT_CSS = DIALOG_CSS.format(name="JournalScreen") + "JournalScreen DataTable { height: auto; max-height: 16; }"
+    BINDINGS = [
+        Binding("escape,n", "close", "Close"),
+        Binding("u,enter", "ask", "Undo"),
+        Binding("y", "confirm", "Yes", show=False),
+    ]
+
+    def __init__(self, records: Sequence[Any], path_label: str, journal_path: str = "") -> None:
+        super().__init__()
+        self.records = tuple(sorted(records, key=lambda r: -r.id))
+        self.path_label = path_label
+        self.journal_path = journal_path
+        self._asked: int | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(f"Journal: ds4tui's writes to {self.path_label} ({len(self.records)})", style="bold"), id="title")
+            yield DataTable(id="journal", cursor_type="row")
+            yield Static("", id="facts")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("#", "Time", "Action", "Target", "State")
+        for r in self.records:
+            target = next((str(e.get("targetId")) for e in r.entries if e.get("targetId")), None) or \
+                (r.entry_ids[-1] if r.entry_ids else "")
+            table.add_row(str(r.id), r.time[:19].replace("T", " "), r.action, literal_text(target, keep_newlines=False),
+                          self._state(r), key=str(r.id))
+        self._hint()
+        table.focus()
+
+    @staticmethod
+    def _state(record: Any) -> str:
+        if record.status == "abandoned":
+            return "wrote nothing"
+        if record.undone_by:
+            return f"undone by #{record.undone_by}"
+        if record.status != "done":
+            return record.status
+        if record.undoes:
+            return f"in force (undoes #{record.undoes})"
+        return "in force" if record.undo is not None else "in force (no undo)"
+
+    def _hint(self, text: str | None = None) -> None:
+        default = ("u: undo the highlighted write   Esc: close" if self.records
+                   else f"No writes recorded for this session ({self.journal_path}).")
+        self.query_one("#facts", Static).update(Text(text or default, style="dim" if text is None else "bold"))
+
+    def action_ask(self) -> None:
+        if not self.records:
+            return
+        record = self.records[self.query_one(DataTable).cursor_row]
+        self._asked = record.id
+        self._hint(f"Undo #{record.id} ({record.action})? It appends its counter-entry. y: yes   n/Esc: no")
+
+    def action_confirm(self) -> None:
+        if self._asked is not None:
+            self.dismiss(self._asked)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -144,3 +144,69 @@ async def test_opening_another_session_forgets_the_first(tmp_path: Path, sample0
         diff = str(app.dashboard.query_one("#manifest-diff").render())
         assert "First plan" in diff and "→" not in diff
         assert all("first session" not in n.message for n in app._notifications)
+
+
+async def _wait(pilot, until, tries: int = 300) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(tries):
+        await pilot.pause(0.02)
+        if until():
+            return
+    raise AssertionError("timed out")
+
+
+async def test_the_tui_journal_undoes_a_pin_and_a_collapse(tmp_path: Path, sample01: Path) -> None:
+    """Issue 31 item 6: `J` lists ds4tui's writes to the session and undoes the highlighted one
+    (`u`, then `y`), with the CLI's checks; a pin and a collapse written from the keyboard are
+    undone from it, newest first, and the file only ever grows."""
+    import os
+    import time
+
+    from ds4sessions.agents.pi import read_session
+    from ds4sessions.steering.writer import Journal
+    from ds4tui.widgets.steer import JournalScreen
+
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(sample01, path)
+    old = time.time() - 60
+    os.utime(path, (old, old))  # an idle session (the writer refuses a file written seconds ago)
+    original = path.read_bytes()
+    app = Ds4App(path, watch=False, retrieval=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await settle(pilot, app)
+        target = app.snapshot.context.message_entry_ids[3]
+        app.dashboard._select_message(3, sync_turns=True)
+        assert await _dialog(pilot, app, "p", PinScreen) is not None
+        await pilot.press("y")
+        await _wait(pilot, lambda: len(Journal().list(path)) == 1)
+        app.refresh_session()
+        await _wait(pilot, lambda: target in app.snapshot.context.labels)
+        os.utime(path, (old, old))
+        collapse = await _dialog(pilot, app, "c", CollapseScreen)
+        assert collapse is not None
+        await pilot.press("y")
+        await _wait(pilot, lambda: len(Journal().list(path)) == 2)
+        assert read_session(path).entries[-1].type == "branch_summary"
+
+        for expected in ("collapse", "pin"):  # newest first
+            os.utime(path, (old, old))
+            screen = await _dialog(pilot, app, "J", JournalScreen)
+            assert screen is not None
+            live = [r for r in screen.records if not r.undone_by and r.action != "undo"]
+            assert live[0].action == expected
+            table = screen.query_one("#journal")
+            table.move_cursor(row=screen.records.index(live[0]))
+            await pilot.press("u")
+            await pilot.press("y")
+            await _wait(pilot, lambda: Journal().get(live[0].id).undone_by is not None)
+            assert "undid #" in _status(app)
+        from ds4sessions.agents.pi.context import build_context
+
+        session = read_session(path)
+        assert target not in session.labels  # the pin is undone
+        now = build_context(session)
+        before = build_context(read_session(sample01))
+        assert now.messages == before.messages  # the collapse is undone: the context is the original's
+    data = path.read_bytes()
+    assert data.startswith(original)  # append-only
+    records = Journal().list(path)
+    assert [r.action for r in records] == ["pin", "collapse", "undo", "undo"]
