@@ -283,6 +283,9 @@ class ViewModel:
     excluded_entry_ids: frozenset[str] = frozenset()
     pinned_entry_ids: frozenset[str] = frozenset()
     calibration: Calibration = Calibration("chars-v1", None)
+    plan_sends: int | None = None
+    """What `plan` sends: its fixed tokens plus its selected items' (DS4's estimator tokens),
+    for the DS4 view's title; None without a plan."""
     plan_version: int | None = None
     """The snapshot version `plan` was made for: below `version` while the plan of this
     snapshot is being computed (the previous plan is shown; rows of new turns say nothing)."""
@@ -709,11 +712,20 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
         pinned_entry_ids=pins,
         calibration=cal,
         plan_version=plan_version,
+        plan_sends=None if plan is None else base.plan_sends if base is not None and base.plan is plan else _sends(plan),
         _turn_inputs=snap.turns,
         _message_ids=(ids, positions),
         _times=times,
         _lineage=lineage,
     )
+
+
+def _sends(plan: Any) -> int | None:
+    """Tokens `plan` (a PlanView) would send: fixed + the selected items' (O(selected))."""
+    core = getattr(plan, "plan", None)
+    if core is None:
+        return None
+    return int(plan.fixed_tokens or 0) + sum(item.tokens for item in core.selected)
 
 
 class _Positions(dict):  # type: ignore[type-arg]

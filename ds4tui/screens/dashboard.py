@@ -306,6 +306,7 @@ class DashboardScreen(Screen[None]):
         self.query_one(TurnList).show(view)
         if new_version:
             self._tab_update("diagnostics", partial(self.query_one(DiagnosticsView).show, snap))
+            self._label_diagnostics(view.header.problems)
         derived = message.derived
         if derived is not None and derived is not previous_derived and derived.version == snap.version:
             self._show_derived(derived, previous_derived)
@@ -330,6 +331,13 @@ class DashboardScreen(Screen[None]):
         else:
             self.query_one(EntryInspector).show(snap, None)
         self.call_after_refresh(self.feed.painted, snap.version)
+
+    def _label_diagnostics(self, problems: int) -> None:
+        """The Diagnostics tab's label says when there are findings ("Diagnostics ⚠ 3")."""
+        label = f"Diagnostics ⚠ {problems}" if problems else "Diagnostics"
+        if label != getattr(self, "_diagnostics_label", "Diagnostics"):
+            self._diagnostics_label = label
+            self.query_one(TabbedContent).get_tab("diagnostics").label = label
 
     def _follow_selected(self) -> None:
         """Show the selected message (the newest, while following) in the inspector and the
@@ -399,7 +407,7 @@ class DashboardScreen(Screen[None]):
             status = state.status if state is not None else None
         self.query_one(PixelMap).set_overlays(
             excluded=overlays.excluded, pinned=overlays.pinned, cached_end=overlays.cached_end, cache_status=status,
-            planned=self.view.plan is not None or self.view.version == 0,
+            planned=self.view.plan is not None or self.view.version == 0, sends=self.view.plan_sends,
         )
 
     # --- selection --------------------------------------------------------------------------
@@ -408,12 +416,18 @@ class DashboardScreen(Screen[None]):
     def _cell_selected(self, event: PixelMap.CellSelected) -> None:
         if self.snapshot is None:
             return
+        if event.inspect and self.has_class("-no-inspector"):
+            self.remove_class("-no-inspector")  # Enter ("Inspect") shows the hidden inspector
         if event.message_index is None:
             self.query_one(EntryInspector).show_cell(self.snapshot, event.category, event.map.tokens_per_cell)
             label = self.snapshot.best.table.label(event.category)
             self._nothing, self._outside = f"the map's cursor is on {label.lower()}, not an entry", None
             return
         self._select_message(event.message_index, sync_turns=True)
+
+    @on(TurnList.InspectRequested)
+    def _inspect_turn(self, _: TurnList.InspectRequested) -> None:
+        self.remove_class("-no-inspector")  # Enter ("Inspect") shows the hidden inspector
 
     @on(TurnList.TurnHighlighted)
     def _turn_highlighted(self, event: TurnList.TurnHighlighted) -> None:

@@ -31,6 +31,7 @@ from textual.widget import Widget
 from textual.geometry import Region
 
 from ds4core.categories import Cell, tokens_per_cell
+from ds4core.tokens import fmt_tokens
 from ds4tui.palette import BOUNDARY, EXCLUDED, FILLED, FREE, PINNED, UNCACHED, colour_of
 
 _NO_INDEX = -(1 << 40)
@@ -61,6 +62,7 @@ class PixelMap(Widget, can_focus=True):
         message_index: int | None
         map: "PixelMap"
         category: str = ""
+        inspect: bool = False  # Enter: the user asked to inspect it (show the inspector)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -72,6 +74,7 @@ class PixelMap(Widget, can_focus=True):
         self._cells: list[Cell] = []
         self._per_cell = 1
         self._highlight: int | None = None
+        self._sends: int | None = None  # what the DS4 plan sends (tokens), for the DS4 view's title
         self._excluded: frozenset[int] = frozenset()
         self._pinned: frozenset[int] = frozenset()
         self._cached_end: int | None = None
@@ -125,7 +128,7 @@ class PixelMap(Widget, can_focus=True):
 
     def set_overlays(
         self, *, excluded: frozenset[int] | set[int], pinned: frozenset[int] | set[int], cached_end: int | None,
-        cache_status: str | None, planned: bool = True,
+        cache_status: str | None, planned: bool = True, sends: int | None = None,
     ) -> None:
         """Marks on top of the categories, by context message index: `excluded` by the DS4 plan
         (▒ in the "ds4" view), `pinned` (◆ in the "ds4" view), and the cached prefix of the last
@@ -134,8 +137,8 @@ class PixelMap(Widget, can_focus=True):
         `planned=False`: no plan yet (the "ds4" view's title says "planning…", not ▒/◆)."""
         excluded = excluded if isinstance(excluded, frozenset) else frozenset(excluded)
         pinned = pinned if isinstance(pinned, frozenset) else frozenset(pinned)
-        if planned != self._planned:
-            self._planned = planned
+        if planned != self._planned or sends != self._sends:
+            self._planned, self._sends = planned, sends
             self._set_title()
         if (excluded == self._excluded and pinned == self._pinned and cached_end == self._cached_end
                 and cache_status == self._cache_status):
@@ -187,16 +190,22 @@ class PixelMap(Widget, can_focus=True):
         width = max(self.size.width, 10)
         scale = f"1 cell = {self._per_cell:,} tok"
         model = self._model
+        per = f"{self._per_cell:,}/cell"
         if self._view == "agent":
             name = f"What {getattr(model, 'agent', 'Pi')} sends"
+            candidates = [f"{name} · {scale}", f"{name} · {per}", f"{name.removeprefix('What ')} · {per}"]
         else:
-            plan = "What DS4 would send" if getattr(model, "what_if", False) else "DS4 plan"
-            name = f"{plan} (▒ out ◆ pinned)" if self._planned else f"{plan} (planning…)"
-        short = name.split(" (")[0]
-        for title in (f"{name} · {scale}", f"{short} · {scale}", f"{short} · {self._per_cell:,}/cell",
-                      f"{short.removeprefix('What ')} · {self._per_cell:,}/cell", f"1 cell = {self._per_cell:,}"):
-            if len(title) + 4 <= width:
-                break
+            what_if = getattr(model, "what_if", False)
+            plan = "What DS4 would send" if what_if else "DS4 plan"
+            if self._planned and self._sends is not None:  # what it sends, beside the header's "now"
+                plan = f"DS4 would send {fmt_tokens(self._sends)}" if what_if else f"DS4 sends {fmt_tokens(self._sends)}"
+            if not self._planned:
+                candidates = [f"{plan} (planning…) · {scale}", f"{plan} (planning…) · {per}", f"{plan} · {per}"]
+            else:  # the marks' key matters more than the scale's words
+                candidates = [f"{plan} (▒ out ◆ pinned) · {scale}", f"{plan} (▒ out ◆ pinned) · {per}",
+                              f"{plan} (▒ out ◆ pin) · {per}", f"{plan} ▒ out ◆ pin", f"{plan} · {per}"]
+        candidates.append(f"1 cell = {self._per_cell:,}")
+        title = next((t for t in candidates if len(t) + 4 <= width), candidates[-1])
         legend = self._cache_legend()
         shown = (title, legend.plain, legend.style, tuple(legend.spans))
         if shown != self._titles:  # Textual repaints the whole widget on every title assignment
@@ -208,9 +217,20 @@ class PixelMap(Widget, can_focus=True):
         """The bottom border: how to read the cache overlay (the boundary cell's style, the
         cache state in words, □ when some cells are not cached yet), shortened to fit."""
         status = self._cache_status
-        if self._cached_end is None or status is None or self._boundary is None:
+        if self._cached_end is None or status is None:
             return Text("")
         words = {"warm": "cache warm", "expiring": "cache expiring", "cold": "cache cold"}.get(status, "cache unknown")
+        if self._boundary is None:
+            if not any(c.message_index is not None for c in self._cells):
+                return Text("")  # no message yet: nothing to say about caching them
+            # no cell of this context is in the cached prefix (e.g. right after a compaction:
+            # the cache holds the old context's prefix, every cell here is □ until the next request)
+            room = max(self.size.width - 4, 8)
+            for tail in (f"{UNCACHED} none of this context cached yet · {words}", f"{UNCACHED} none cached · {words}",
+                         f"{UNCACHED} none cached"):
+                if len(tail) <= room:
+                    break
+            return Text(tail)
         uncached = any(c.message_index is not None and c.message_index >= self._cached_end for c in self._cells)
         swatch = Text(FILLED, style=Style(color="#ffffff", bgcolor=BOUNDARY.get(status, BOUNDARY["unknown"])))
         room = max(self.size.width - 4, 8)
@@ -425,10 +445,10 @@ class PixelMap(Widget, can_focus=True):
         self.cursor = min(max(target, 0), len(self._cells) - 1)
 
     def action_select(self) -> None:
-        """Re-announce the cell under the cursor (Enter)."""
+        """Re-announce the cell under the cursor, asking to inspect it (Enter)."""
         if 0 <= self.cursor < len(self._cells):
             cell = self._cells[self.cursor]
-            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self, cell.category))
+            self.post_message(self.CellSelected(cell.entry_id, cell.message_index, self, cell.category, inspect=True))
 
     def on_click(self, event) -> None:  # type: ignore[no-untyped-def]
         """Clicking a cell moves the cursor there."""

@@ -95,6 +95,7 @@ class TurnList(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "cursor_to(0)", "First", show=False),
         Binding("end", "cursor_to(-1)", "Last", show=False),
+        Binding("enter", "inspect", "Inspect", show=False),
     ]
 
     class TurnHighlighted(Message):
@@ -109,6 +110,13 @@ class TurnList(ScrollView, can_focus=True):
         @property
         def control(self) -> "TurnList":
             return self.turn_list
+
+    class InspectRequested(Message):
+        """Enter on a turn: the user asked to inspect its entry (the screen shows the inspector)."""
+
+    def action_inspect(self) -> None:
+        """Ask the screen to show the inspector on the highlighted turn (Enter)."""
+        self.post_message(self.InspectRequested())
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
