@@ -51,7 +51,7 @@ def looks_like_claude(head: bytes) -> bool:
         if not isinstance(row, dict):
             continue
         kind = row.get("type")
-        if kind not in CLAUDE_TYPES:
+        if not isinstance(kind, str) or kind not in CLAUDE_TYPES:
             continue
         if kind in ("queue-operation", "last-prompt", "file-history-snapshot", "ai-title"):
             return True

@@ -123,6 +123,15 @@ KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_resul
 """Content block types this reader knows; others are counted as unknown."""
 
 
+def _name(value: Any) -> Any:
+    """A JSON `type`/`subtype` value as a name safe to look up in a set: the string itself, None
+    for a missing one, else "(object)"/"(array)"/… (a hostile row's `{"type": {}}` is counted
+    as an unknown format, never a TypeError)."""
+    if value is None or isinstance(value, str):
+        return value
+    return f"({type(value).__name__})"
+
+
 def _int(value: Any) -> int:
     """A usage count: a positive int up to 2**53 (`ds4core.models.MAX_COUNT`), else 0 (a
     400-digit integer overflowed the pricing's float: issue 30)."""
@@ -335,7 +344,7 @@ class ClaudeReader:
             s.cost_state = {"totalCostUSD": row.get("totalCostUSD"), "modelUsage": row.get("modelUsage"),
                             "hasUnknownModelCost": row.get("hasUnknownModelCost")}
             s.cost_states += 1
-        elif kind == "system" and row.get("subtype") not in KNOWN_SYSTEM_SUBTYPES:
+        elif kind == "system" and _name(row.get("subtype")) not in KNOWN_SYSTEM_SUBTYPES:
             self._unknown("systemSubtypes", str(row.get("subtype")), len(json.dumps(row, ensure_ascii=False)))
         elif kind == "attachment" and isinstance(row.get("attachment"), dict):
             att = row["attachment"]
@@ -372,12 +381,12 @@ class ClaudeReader:
                     continue
                 inner = block.get("content") if block.get("type") == "tool_result" else None
                 for b in [block, *(inner if isinstance(inner, list) else ())]:
-                    if isinstance(b, dict) and b.get("type") not in KNOWN_BLOCKS:
+                    if isinstance(b, dict) and _name(b.get("type")) not in KNOWN_BLOCKS:
                         self._unknown("contentBlocks", str(b.get("type")), len(json.dumps(b, ensure_ascii=False)))
 
     def _row(self, row: dict[str, Any], line_no: int) -> None:
         s = self._s
-        kind = row.get("type")
+        kind = _name(row.get("type"))
         s.entries += 1
         self._formats(row, kind)
         if kind == "last-prompt":
@@ -715,7 +724,7 @@ def attachment_text(att: Mapping[str, Any], rendered: Any = None) -> str | None:
     agent types…" lines, skill listings as their content, a file as "Called the Read tool with the
     following input: … Result: …". None for a kind that is never sent (`NOT_SENT_ATTACHMENTS`);
     "[other: <type>]" for a kind this reader does not know (never its raw JSON)."""
-    kind = att.get("type")
+    kind = _name(att.get("type"))
     if kind in NOT_SENT_ATTACHMENTS:
         return None
     if isinstance(rendered, list):
@@ -789,7 +798,7 @@ class Converter:
     def add(self, row: Mapping[str, Any]) -> None:
         """Convert one row of the chain (rows in chain order)."""
         messages = self.messages
-        kind = row.get("type")
+        kind = _name(row.get("type"))
         uuid = row.get("uuid")
         message = row.get("message") if isinstance(row.get("message"), dict) else None
         if kind == "assistant" and message is not None:
@@ -798,7 +807,7 @@ class Converter:
             for block in message.get("content") or () if isinstance(message.get("content"), list) else ():
                 if not isinstance(block, dict):
                     continue
-                btype = block.get("type")
+                btype = _name(block.get("type"))
                 if btype == "text" and isinstance(block.get("text"), str):
                     blocks.append({"type": "text", "text": block["text"]})
                 elif btype == "thinking":

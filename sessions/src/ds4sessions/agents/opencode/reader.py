@@ -226,7 +226,7 @@ class OpenCodeReader:
         part["id"] = pid
         self.parts.setdefault(mid, {})[pid] = part
         kind = part.get("type")
-        if kind not in KNOWN_PARTS and kind != "unreadable":
+        if not isinstance(kind, str) or (kind not in KNOWN_PARTS and kind != "unreadable"):
             self._bad[pid] = Diagnostic(Problem.BAD_FIELD, f"{pid}: unknown part type {str(kind)[:40]!r} (not sent)")
         self._touch(mid)
 
