@@ -49,9 +49,41 @@ class Ds4App(App[None]):
                  config_file: Path | None = None, retrieval: bool = True, now: Callable[[], float] = time.time,
                  first_view: FirstView | None = None) -> None:
         super().__init__()
+        self._frame_waiters: list[Callable[[], Any]] = []
+        self._frame_timer: Any = None
         self._now = now
         self._dashboard = DashboardScreen(path, demo=demo, models=models, watch=watch, config_file=config_file,
                                           retrieval=retrieval, now=now, first_view=first_view)
+
+    FRAME_FALLBACK_S = 0.1
+    """How long `after_frame` waits for a frame before it runs its callbacks anyway (seconds):
+    an update that changed nothing on screen makes no frame."""
+
+    def after_frame(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run `callback(*args)` on the UI thread once the next frame has been written to the
+        terminal (after Textual's `App._display`), or after `FRAME_FALLBACK_S` when no frame comes.
+
+        Textual's `call_after_refresh` can run before the frame of the widgets just updated: a
+        widget posts its repaint to the screen from its own idle handler, and the screen may go
+        idle (and run the callback) first. Work that must not delay the frame (the feed's
+        `painted`, which lets a derive pass take the GIL; freeing the previous snapshot) waits
+        for the frame itself here."""
+        if not self._frame_waiters:
+            self._frame_timer = self.set_timer(self.FRAME_FALLBACK_S, self._frame_done, name="after_frame")
+        self._frame_waiters.append(partial(callback, *args))
+
+    def _frame_done(self) -> None:
+        waiters, self._frame_waiters = self._frame_waiters, []
+        if self._frame_timer is not None:
+            self._frame_timer.stop()
+            self._frame_timer = None
+        for waiter in waiters:
+            waiter()
+
+    def _display(self, screen: Screen[Any], renderable: Any) -> None:  # Textual's frame writer
+        super()._display(screen, renderable)
+        if self._frame_waiters and renderable is not None:
+            self._frame_done()
 
     def get_default_screen(self) -> Screen[Any]:
         """The dashboard."""

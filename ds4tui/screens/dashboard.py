@@ -330,7 +330,7 @@ class DashboardScreen(Screen[None]):
             self._select_message(self._selected, sync_turns=True, refresh=False)
         else:
             self.query_one(EntryInspector).show(snap, None)
-        self.call_after_refresh(self.feed.painted, snap.version)
+        self._after_frame(self.feed.painted, snap.version)
 
     def _label_diagnostics(self, problems: int) -> None:
         """The Diagnostics tab's label says when there are findings ("Diagnostics ⚠ 3")."""
@@ -371,10 +371,16 @@ class DashboardScreen(Screen[None]):
             if previous is None or (stage, error) not in previous.errors:
                 self.notify(f"{stage}: {error}", title="ds4tui", severity="error", timeout=8)
 
+    def _after_frame(self, callback: Callable[..., Any], *args: Any) -> None:
+        """`callback(*args)` once the frame of this update is on the terminal (`Ds4App.after_frame`;
+        Textual's `call_after_refresh` in another app)."""
+        after_frame = getattr(self.app, "after_frame", None)
+        (after_frame or self.call_after_refresh)(callback, *args)
+
     def _retire(self, *values: object) -> None:
         """Keep `values` until the screen has painted (then drop them: freeing happens there)."""
         if not self._retired:
-            self.call_after_refresh(self._retired.clear)
+            self._after_frame(self._retired.clear)
         self._retired.append(values)
 
     def _tab_update(self, tab: str, update: Callable[[], None]) -> None:
