@@ -117,7 +117,8 @@ def _agent_sessions() -> list[Path]:
 
 def _grow_and_compare(source: Path, work: Path) -> tuple[int, int]:
     """Feed `source` into `work` line by line through the agent's live session; after every
-    line the view model built on the previous one equals the one built from nothing, and when
+    line the snapshot equals one read from nothing (turns, per-message tokens, map segments, rows,
+    provider count, requests), the view model built on the previous one equals the one built from nothing, and when
     the lineage is kept the claims it makes hold; every other line is read with copies prepared
     ahead (`ConversationLive.prepare`, as the feed calls it). Returns (snapshots, kept lineages)."""
     from ds4sessions.agents.registry import agent_for_path
@@ -135,6 +136,12 @@ def _grow_and_compare(source: Path, work: Path) -> tuple[int, int]:
         if snap is None:
             continue
         snaps += 1
+        fresh = agent.live(work).refresh()  # the same file read from nothing: what the appends must equal
+        assert snap.turns == fresh.turns
+        assert list(snap.breakdown.message_tokens) == list(fresh.breakdown.message_tokens)
+        assert list(snap.breakdown.segments) == list(fresh.breakdown.segments)
+        assert snap.breakdown.rows == fresh.breakdown.rows and snap.provider == fresh.provider
+        assert list(snap.session.conversation.requests) == list(fresh.session.conversation.requests)
         built = vm.build(snap, None, previous=model)
         assert _shown(built) == _shown(vm.build(snap))
         if previous is not None and previous.lineage is not None and previous.lineage == snap.lineage:

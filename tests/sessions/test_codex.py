@@ -242,7 +242,7 @@ def test_info_null_rows_carry_rate_limits_only() -> None:
     reader = feed([meta(), {"timestamp": "2026-12-02T00:00:00.100Z", "type": "event_msg",
                             "payload": {"type": "token_count", "info": None, "rate_limits": limits}}])
     conv = reader.conversation()
-    assert conv.requests == () and conv.extra["rateLimitRows"] == 1
+    assert list(conv.requests) == [] and conv.extra["rateLimitRows"] == 1
     assert conv.extra["rateLimits"]["limits"] == limits
 
 

@@ -173,11 +173,13 @@ def inferred_fixed(conv: base.Conversation, message_tokens: Sequence[int]) -> in
 
 
 def provider_view(conv: base.Conversation, message_tokens: Sequence[int], fixed: int = 0,
-                  context_tokens: int | None = None) -> Any:
+                  context_tokens: int | None = None, cum: Sequence[int] | None = None) -> Any:
     """The provider's count of `conv`'s context (`ingest.snapshot.ProviderView`), anchored at
     the last real main-chain request whose reply is in the context: its prompt + output, plus
     the estimate (`message_tokens`) of the messages after the reply; `context_tokens` replaces
-    that total when the agent records its own (e.g. Codex). None without such a request."""
+    that total when the agent records its own (e.g. Codex). `cum`: the prefix sums of
+    `message_tokens` (length + 1) when the caller keeps them (O(1) instead of two sums over the
+    context). None without such a request."""
     from ds4sessions.ingest.snapshot import ProviderView
 
     anchor = None
@@ -189,8 +191,12 @@ def provider_view(conv: base.Conversation, message_tokens: Sequence[int], fixed:
     if anchor is None or anchor.message_index is None:
         return None
     index = min(anchor.message_index, len(message_tokens) - 1) if message_tokens else 0
-    before = fixed + sum(message_tokens[:index])
-    later = sum(message_tokens[index + 1:])
+    if cum is not None and len(cum) == len(message_tokens) + 1:
+        before = fixed + cum[index]
+        later = cum[-1] - cum[min(index + 1, len(message_tokens))]
+    else:
+        before = fixed + sum(message_tokens[:index])
+        later = sum(message_tokens[index + 1:])
     usage = anchor.usage
     total = context_tokens if context_tokens is not None else usage.prompt_tokens + usage.output + later
     return ProviderView(

@@ -68,7 +68,10 @@ class Accounting:
     - `model`: the model's facts the screen needs (context window; `model_info` makes one),
       None when unknown; `model_key`: `provider/model` as recorded;
     - `system_inferred`: the system prompt and tools are inferred (not in the file);
-    - `extras`: the agent's own facts (`ingest.snapshot.AgentExtras`), or None.
+    - `extras`: the agent's own facts (`ingest.snapshot.AgentExtras`), or None;
+    - `tokens_kept`: how many leading `message_tokens` are those of the previous accounting of
+      the same live session (the accountant extended its list), None when not known: the turn
+      index then compares them (O(messages)).
     """
 
     breakdown: Breakdown
@@ -77,6 +80,7 @@ class Accounting:
     model_key: str | None
     system_inferred: bool = False
     extras: Any = None
+    tokens_kept: int | None = None
 
 
 def model_info(provider: str | None, model: str | None, window: int | None, *, models: ModelTable | None = None,
@@ -342,15 +346,18 @@ class TurnIndex:
         self._turns: list[Turn] = []
         self._ends: list[int] = []  # each turn's last message + 1
 
-    def turns(self, conv: base.Conversation, tokens: Sequence[int]) -> tuple[Turn, ...]:
-        """The turns of `conv` (see `conversation_turns`)."""
+    def turns(self, conv: base.Conversation, tokens: Sequence[int], tokens_kept: int | None = None) -> tuple[Turn, ...]:
+        """The turns of `conv` (see `conversation_turns`). `tokens_kept`: how many leading
+        `tokens` equal the previous call's (`Accounting.tokens_kept`); None: compared here."""
         from bisect import bisect_right
 
         messages, metas = conv.messages, conv.meta
         keep = min(conv.stable, len(self._objects))
         if keep and (messages[0] is not self._objects[0] or messages[keep - 1] is not self._objects[keep - 1]):
             keep = 0
-        if keep and list(tokens[:keep]) != list(self._tokens[:keep]):  # (C: the same int objects compare at once)
+        if tokens_kept is not None and len(self._tokens) >= tokens_kept:
+            keep = min(keep, tokens_kept)
+        elif keep and not _same_prefix(tokens, self._tokens, keep):
             keep = next(i for i, (a, b) in enumerate(zip(tokens, self._tokens)) if a != b)
         self.tokens_kept = keep  # leading messages whose tokens are the previous call's
         del self._objects[keep:], self._opens[keep:], self._calls[keep:]
@@ -391,6 +398,14 @@ class TurnIndex:
         return Turn(number, to_datetime(ms / 1000) if ms is not None else None,
                     self.preview(first) if opens else "(before the first prompt)", sum(self._calls[start:end]),
                     sum(tokens[start:end]), start, end - 1, tuple(dict.fromkeys(ids)))
+
+
+def _same_prefix(a: Sequence[int], b: Sequence[int], n: int) -> bool:
+    """Whether the first `n` items of `a` and `b` are equal: when both are lists, their slices
+    compared in C (the same int objects compare at once); else as lists."""
+    if type(a) is list and type(b) is list:
+        return a[:n] == b[:n]
+    return list(a[:n]) == list(b[:n])
 
 
 # --- the live session -----------------------------------------------------------------------
@@ -518,7 +533,7 @@ class ConversationLive:
         conv = self._reader.conversation()
         accounting: Accounting = self.agent.account(conv, self._memo.state, self.models)
         tokens = accounting.breakdown.message_tokens
-        turns = self._turn_index.turns(conv, tokens)
+        turns = self._turn_index.turns(conv, tokens, accounting.tokens_kept)
         self._version += 1
         keep = min(conv.stable, len(self._entry_ids))
         fresh = [m.entry_id for m in conv.meta[keep:]]

@@ -133,6 +133,7 @@ class _MapLists:
         self.tokens: list[int] | None = None
         self.starts: list[int] = []  # per message: where its segments start (after the fixed ones)
         self.n_fixed = 0
+        self.kept = 0  # how many leading message tokens the last `update` kept from the list before
         self.spares = Spares()
 
     def prepare(self) -> None:
@@ -152,6 +153,7 @@ class _MapLists:
             del segments[self.n_fixed + cut:], self.starts[keep:], tokens[keep:]
             segments[:self.n_fixed] = fixed
         self.n_fixed = len(fixed)
+        self.kept = keep
         cum, parts, metas = tally.cum, tally.parts, conv.meta
         for i in range(keep, len(conv.messages)):
             entry_id = metas[i].entry_id
@@ -227,7 +229,7 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
     model = model_info(conv.provider or "anthropic", conv.model, window, models=models, source="Claude Code")
     key = f"{conv.provider or 'anthropic'}/{conv.model}" if conv.model else None
     return Accounting(bd, provider, model, key, system_inferred=bool(data.get("systemInferred")),
-                      extras=ClaudeExtras(data))
+                      extras=ClaudeExtras(data), tokens_kept=lists.kept)
 
 
 def cache_facts(snapshot: Any, now: float, memo: dict[str, Any] | None = None) -> Any:

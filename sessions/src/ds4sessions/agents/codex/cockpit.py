@@ -79,17 +79,17 @@ def account(conv: Conversation, memo: dict[str, Any], models: ModelTable | None 
         state = memo["map"] = view.MapState(exact=True)
         memo["ids"] = MessageMemo(lambda _message, meta: meta.entry_id)
         memo["opaque"] = view.opaque_memo()
-    entry_ids = list(memo["ids"].values(conv))
-    attribution = state.attribute(conv.messages, entry_ids)
+    entry_ids = memo["ids"].values(conv)  # (read during the call only: `attribute` keeps none of it)
+    attribution = state.attribute(conv.messages, entry_ids, stable=conv.stable)
     context = conv.extra.get("contextTokens")
     context = int(context) if isinstance(context, int) and not isinstance(context, bool) else None
-    bd, _ = view.codex_breakdown(conv, attribution)
-    provider = provider_view(conv, attribution.message_tokens, context_tokens=context) if context is not None else None
+    bd, _ = view.codex_breakdown(conv, attribution, state.cum)
+    provider = provider_view(conv, attribution.message_tokens, context_tokens=context, cum=state.cum) if context is not None else None
     model = model_info(conv.provider or "openai", conv.model, conv.context_window, models=models, source="Codex")
     key = f"{conv.provider or 'openai'}/{conv.model}" if conv.model else None
     diagnostics = {str(d) for d in conv.diagnostics}
     notes = tuple(line for line in view.problems(conv, memo["opaque"]) if line not in diagnostics)
-    return Accounting(bd, provider, model, key, extras=CodexExtras(conv.extra, notes))
+    return Accounting(bd, provider, model, key, extras=CodexExtras(conv.extra, notes), tokens_kept=state.kept)
 
 
 def pricing_of(model: str | None) -> Pricing | None:

@@ -227,6 +227,9 @@ class CodexReader:
         self._req_out: list[Request] = []
         self._req_calls: set[int] = set()
         self._turn_copies: list[dict[str, Any]] = []
+        self._req_list: list[Request] | None = None  # the `_requests` list `_frozen_requests` saw last
+        self._req_handed: list[Request] | None = None  # the requests list the last conversation holds
+        self._turns_handed: list[dict[str, Any]] | None = None  # its turns list
         # the lists the last conversation holds (never changed once handed out), and copies of
         # them made ahead of the next append (`prepare`)
         self._handed: tuple[list[Any], list[Any]] | None = None
@@ -737,31 +740,53 @@ class CodexReader:
         """Copy now the lists the next append extends (the last conversation's messages and
         meta: O(messages), while nothing waits; `ConversationLive.prepare`)."""
         if self._handed is not None:
-            self._spares.prepare(self._handed)
+            self._spares.prepare([*self._handed, self._req_handed, self._turns_handed])
 
-    def _frozen_requests(self) -> tuple[Request, ...]:
+    def _frozen_requests(self) -> list[Request]:
         """The requests as the conversation gives them (a compaction call's made synthetic),
-        converting only those not converted last time (the same objects, compared in C)."""
+        converting only those not converted last time: `_requests` only grows between two
+        calls unless a compaction replaced the list (another object) or marked a call. The list
+        handed out is never changed; the next one is its copy (made ahead by `prepare`) plus the
+        new requests: O(new)."""
         src, out = self._req_src, self._req_out
+        calls = self._compaction_calls
         k = min(len(src), len(self._requests))
-        if k and (src[:k] != self._requests[:k] or self._req_calls != self._compaction_calls):
+        if k and (self._requests is not self._req_list or self._req_calls != calls):
             k = 0
         del src[k:], out[k:]
-        calls = self._compaction_calls
         for i in range(k, len(self._requests)):
             r = self._requests[i]
             src.append(r)
             out.append(_replace_synthetic(r) if i in calls else r)
-        self._req_calls = set(calls)
-        return tuple(out)
+        self._req_list = self._requests
+        if self._req_calls != calls:
+            self._req_calls = set(calls)
+        handed = self._req_handed
+        if handed is not None and len(handed) <= len(out) and k >= len(handed):
+            handed = self._spares.copy(handed)  # (the previous conversation keeps its list)
+            handed.extend(out[len(handed):])
+        else:
+            handed = list(out)
+        self._req_handed = handed
+        return handed
 
     def _frozen_turns(self) -> list[dict[str, Any]]:
-        """Copies of the turns (the last one is updated in place by later rows: copied again)."""
+        """Copies of the turns (the last one is updated in place by later rows: copied again),
+        as a list that is never changed once handed out (the next is its copy, then the tail)."""
         copies = self._turn_copies
         if copies:
             copies.pop()
-        copies.extend(dict(t) for t in self.turns[len(copies):])
-        return list(copies)
+        kept = len(copies)
+        copies.extend(dict(t) for t in self.turns[kept:])
+        handed = self._turns_handed
+        if handed is not None and len(handed) >= kept:
+            handed = self._spares.copy(handed)
+            del handed[kept:]
+            handed.extend(copies[kept:])
+        else:
+            handed = list(copies)
+        self._turns_handed = handed
+        return handed
 
     def conversation(self) -> Conversation:
         """The frozen state after everything fed so far."""

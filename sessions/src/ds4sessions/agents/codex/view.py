@@ -25,6 +25,7 @@ from importlib import resources
 from typing import Any, Mapping
 
 from ds4core.categories import Attribution, Breakdown, attribute, compose_breakdown, message_parts
+from ds4core.spare import Spares
 from ds4core.tokens import CharsV1Counter, Cl100kCounter, TokenLedger
 from ds4sessions.agents.base import Conversation, MessageMemo, Request
 from ds4sessions.agents.codex.tokens import usable_window, window_note
@@ -137,22 +138,48 @@ class MapState:
     """What `map_json` keeps between calls on one live session: the token ledger, and the last
     attribution with the message objects it covered, so an append counts only the new messages
     (`ds4core.categories.attribute(previous=...)`). A compaction or rollback (a changed prefix)
-    starts over."""
+    starts over. `cum`: the prefix sums of the last attribution's per-message tokens
+    (`cum[i]` = tokens of messages `[0, i)`, length messages + 1), extended in O(new)."""
 
     def __init__(self, exact: bool = True) -> None:
         self.ledger = new_ledger(exact)
         self.messages: tuple[Mapping[str, Any], ...] = ()
         self.attribution: Attribution | None = None
+        self.cum: list[int] = [0]
+        self.kept = 0  # how many leading message tokens the last `attribute` kept from the one before
+        self._spares = Spares()
 
-    def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None]) -> Attribution:
-        """The attribution of `messages`, extending the previous one when it covers a prefix
-        (the same objects, compared in C: a tuple comparison checks identity first)."""
+    def prepare(self) -> None:
+        """Copy the last attribution's lists now, for the next append's `attribute` (called by
+        `ingest.conversation.ConversationLive.prepare` once the screen painted; `ds4core.spare`)."""
+        if self.attribution is not None:
+            self._spares.prepare([self.attribution.segments, self.attribution.message_tokens])
+
+    def attribute(self, messages: tuple[Mapping[str, Any], ...], entry_ids: list[str | None],
+                  stable: int | None = None) -> Attribution:
+        """The attribution of `messages`, extending the previous one when it covers a prefix.
+        `stable` (`Conversation.stable`): how many leading messages are the previous call's very
+        objects (checked at both ends); without it the prefix is compared (a tuple comparison in
+        C that checks identity first: O(messages))."""
         old = self.messages
         previous = self.attribution
-        if previous is None or len(old) > len(messages) or tuple(old) != tuple(messages[:len(old)]):
-            previous = None
-        self.attribution = attribute(messages, entry_ids, self.ledger, previous)
+        if previous is not None:
+            if stable is not None:
+                keep = min(stable, len(old), len(messages))
+                if keep < len(old) or (keep and (messages[0] is not old[0] or messages[keep - 1] is not old[keep - 1])):
+                    previous = None
+            elif len(old) > len(messages) or tuple(old) != tuple(messages[:len(old)]):
+                previous = None
+        self.kept = len(previous.message_tokens) if previous is not None else 0
+        self.attribution = attribute(messages, entry_ids, self.ledger, previous, copy=self._spares.copy)
         self.messages = messages
+        cum, tokens = self.cum, self.attribution.message_tokens
+        if previous is None:
+            del cum[1:]
+        running = cum[-1]
+        for n in tokens[len(cum) - 1:]:
+            running += n
+            cum.append(running)
         return self.attribution
 
 
@@ -160,7 +187,7 @@ FIRST_REQUEST_REMAINDER = "first-request remainder (inferred)"
 """The child of the Tools row holding `first_request_remainder`."""
 
 
-def first_request_remainder(conv: Conversation, message_tokens: list[int]) -> int | None:
+def first_request_remainder(conv: Conversation, message_tokens: list[int], cum: list[int] | None = None) -> int | None:
     """Tokens the first request of the current context carried beyond our estimate of the messages
     it carried (`message_tokens`: per message, the same counter; the system message holds the tool
     definitions): what the rollout does not record — how Codex frames the tool definitions and the
@@ -172,10 +199,11 @@ def first_request_remainder(conv: Conversation, message_tokens: list[int]) -> in
     first = next((r for r in conv.requests if not r.synthetic and r.message_index is not None), None)
     if first is None or first.message_index is None:
         return None
-    return max(first.usage.prompt_tokens - sum(message_tokens[: first.message_index]), 0)
+    before = cum[min(first.message_index, len(cum) - 1)] if cum is not None else sum(message_tokens[: first.message_index])
+    return max(first.usage.prompt_tokens - before, 0)
 
 
-def codex_breakdown(conv: Conversation, attribution: Attribution) -> tuple[Breakdown, int | None]:
+def codex_breakdown(conv: Conversation, attribution: Attribution, cum: list[int] | None = None) -> tuple[Breakdown, int | None]:
     """The context of a Codex conversation by Codex's categories (`categories.CODEX_TABLE`):
     the attribution of its messages, calibrated against Codex's own count (`contextTokens`), with
     the first request's remainder (`first_request_remainder`: Codex's framing of the tools and
@@ -186,7 +214,7 @@ def codex_breakdown(conv: Conversation, attribution: Attribution) -> tuple[Break
     context = conv.extra.get("contextTokens")
     context = context if isinstance(context, int) and not isinstance(context, bool) else None
     bd = compose_breakdown(attribution, context_window=conv.context_window, provider_tokens=context, table=CODEX_TABLE)
-    remainder = first_request_remainder(conv, attribution.message_tokens)
+    remainder = first_request_remainder(conv, attribution.message_tokens, cum)
     if remainder and context is not None:
         moved = min(remainder, bd.unattributed)
         if moved > 0:
