@@ -227,7 +227,8 @@ class CodexReader:
         self._req_out: list[Request] = []
         self._req_calls: set[int] = set()
         self._turn_copies: list[dict[str, Any]] = []
-        self._req_list: list[Request] | None = None  # the `_requests` list `_frozen_requests` saw last
+        self._req_changes = 0  # bumped when earlier requests change (a compaction clears their indexes)
+        self._req_seen = -1  # `_req_changes` when `_frozen_requests` last ran
         self._req_handed: list[Request] | None = None  # the requests list the last conversation holds
         self._turns_handed: list[dict[str, Any]] | None = None  # its turns list
         # the lists the last conversation holds (never changed once handed out), and copies of
@@ -608,6 +609,7 @@ class CodexReader:
         self._after_compaction = True
         self.codex_estimate = None
         # requests before a compaction are no longer on the current context
+        self._req_changes += 1
         self._requests = [r if r.message_index is None else _replace_index(r, None) for r in self._requests]
 
     def _event(self, p: Mapping[str, Any], when: float | None, line_no: int, offset: int) -> None:
@@ -745,20 +747,20 @@ class CodexReader:
     def _frozen_requests(self) -> list[Request]:
         """The requests as the conversation gives them (a compaction call's made synthetic),
         converting only those not converted last time: `_requests` only grows between two
-        calls unless a compaction replaced the list (another object) or marked a call. The list
+        calls unless a compaction changed earlier ones (`_req_changes`) or marked a call. The list
         handed out is never changed; the next one is its copy (made ahead by `prepare`) plus the
         new requests: O(new)."""
         src, out = self._req_src, self._req_out
         calls = self._compaction_calls
         k = min(len(src), len(self._requests))
-        if k and (self._requests is not self._req_list or self._req_calls != calls):
+        if k and (self._req_changes != self._req_seen or self._req_calls != calls):
             k = 0
         del src[k:], out[k:]
         for i in range(k, len(self._requests)):
             r = self._requests[i]
             src.append(r)
             out.append(_replace_synthetic(r) if i in calls else r)
-        self._req_list = self._requests
+        self._req_seen = self._req_changes
         if self._req_calls != calls:
             self._req_calls = set(calls)
         handed = self._req_handed
