@@ -44,6 +44,7 @@ AGENTS: dict[str, Path] = {
     "pi": FIXTURES / "pi" / "01-tools-and-image.jsonl",
     "claude-code": FIXTURES / "claude" / "manual-compact-diagnostics.jsonl",
     "codex": FIXTURES / 'codex/sample/sessions/2026/12/02/rollout-2026-12-02T01-10-23-01a2344d-7ef9-7e61-a841-8556539ac489.jsonl',
+    "gemini-cli": FIXTURES / "gemini/main/home/.gemini/tmp/proj-gemini/chats/session-2026-12-07T19-24-3adf0510.jsonl",
 }
 
 HOSTILE = st.one_of(
@@ -245,3 +246,4 @@ def test_every_read_command_on_each_agents_seed(tmp_path: Path, monkeypatch: Any
 test_fuzz_pi = _fuzz("pi")
 test_fuzz_claude_code = _fuzz("claude-code")
 test_fuzz_codex = _fuzz("codex")
+test_fuzz_gemini_cli = _fuzz("gemini-cli")
