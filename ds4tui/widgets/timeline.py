@@ -188,7 +188,7 @@ class TimelinePanel(Vertical, can_focus=True):
         x0, x1 = xs[0] - widths[0], xs[-1]
         for label, value, colour in lines:
             if value <= limit:
-                plot.plot([x0, x1], [value, value], line_style=colour, label=label)
+                plot.plot([x0, x1], [value, value], line_style=colour, hires_mode=_braille(), label=label)
         for n in cols.compactions:
             plot.add_v_line(float(n) - 0.5, "cyan")
         x = self._x_of(cols, cursor)
@@ -207,7 +207,7 @@ class TimelinePanel(Vertical, can_focus=True):
         plot.bar(xs, shares, width=widths, bar_style="#5f87d7", label="cache read %")
         top = cols.cost[-1] if cols.cost else 0.0
         if top > 0:
-            plot.plot(xs, [100.0 * c / top for c in cols.cost], line_style="#ffd75f",
+            plot.plot(xs, [100.0 * c / top for c in cols.cost], line_style="#ffd75f", hires_mode=_braille(),
                       label=f"cost, % of ${top:.2f}")
         for n in cols.misses:
             plot.add_v_line(float(n), "#d75f5f")
@@ -313,3 +313,10 @@ class TimelinePanel(Vertical, can_focus=True):
 
         i = min(bisect_left(ns, round(x)), len(ns) - 1)
         self._move(i)
+
+
+def _braille() -> Any:
+    """textual-plot's braille mode (2×4 dots per cell: thin lines)."""
+    from textual_plot import HiResMode
+
+    return HiResMode.BRAILLE
