@@ -95,18 +95,21 @@ def _probe(agent: Any, name: str, data: bytes, end: int, models: Any, folder: Pa
 
 def cut_after_request(agent: Any, path: Path, entry_id: str | None, models: Any = None) -> int:
     """The byte offset (a line end) of `path` right after request `entry_id`: the shortest
-    prefix of whole lines whose reader has read that request, extended by the lines that still
-    belong to its reply (a streamed reply's next content blocks: neither a message, a request nor
-    a compaction is added). Found by bisection over line ends with reads of prefixes, so a few
+    prefix of whole lines whose cache history (the timeline's rows) has that request, extended
+    by the lines that still belong to its reply (a streamed reply's next content blocks: neither
+    a message, a request nor a compaction is added). Found by bisection over line ends with reads of prefixes, so a few
     reads of the file (`ds4tui map --at`, not the dashboard's path). Raises ValueError when the
     request is not in the file."""
     data = Path(path).read_bytes()
     ends = _lines(data)
 
+    from ds4sessions.derive.cache import session_cache_view
+
     def facts(snap: Any) -> tuple[bool, int, int, int]:
-        conv = snap.conversation
-        has = any(r.entry_id == entry_id for r in conv.requests)
-        return has, len(conv.requests), len(snap.context.messages), len(conv.compactions)
+        # the timeline's rows are the cache history's (replies, and Pi's cache warms)
+        records = session_cache_view(agent, snap, 0.0, models).history.records
+        has = any(r.event.entry_id == entry_id for r in records)
+        return has, len(records), len(snap.context.messages), len(snap.conversation.compactions)
 
     with tempfile.TemporaryDirectory(prefix="ds4tui-at-") as tmp:
         folder = Path(tmp)
