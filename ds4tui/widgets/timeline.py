@@ -23,11 +23,11 @@ from textual import events
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Static
 
 from ds4core.tokens import fmt_tokens
 from ds4tui.palette import colour_of
 from ds4tui.timeline_model import UNKNOWN, Columns, columns, marker_text
+from ds4tui.widgets.lines import TextLines
 
 PLOT_COLUMNS_MAX = 400
 """Columns computed for the plot at most (its width in cells bounds it further)."""
@@ -41,8 +41,9 @@ class TimelinePanel(Vertical, can_focus=True):
     TimelinePanel { height: 1fr; }
     TimelinePanel > #tl-title { height: 1; }
     TimelinePanel > #tl-plot { height: 1fr; min-height: 6; }
+    TimelinePanel > #tl-caret { height: 1; }
     TimelinePanel > #tl-cache { height: 9; }
-    TimelinePanel > #tl-cursor { height: auto; max-height: 3; }
+    TimelinePanel > #tl-cursor { height: 2; }
     TimelinePanel:focus > #tl-title { text-style: bold; }
     """
 
@@ -73,10 +74,12 @@ class TimelinePanel(Vertical, can_focus=True):
         self._ready = False
 
     def compose(self):  # type: ignore[no-untyped-def]
-        yield Static("Timeline: waiting for the first requests…", id="tl-title")
+        # (one-line TextLines of fixed height: a scrub step repaints them without a layout)
+        yield TextLines("Timeline: waiting for the first requests…", wrap=False, id="tl-title")
         yield Vertical(id="tl-plot")
+        yield TextLines("", wrap=False, id="tl-caret")
         yield Vertical(id="tl-cache")
-        yield Static("", id="tl-cursor")
+        yield TextLines("", id="tl-cursor")
 
     # --- data -------------------------------------------------------------------------------
 
@@ -130,23 +133,25 @@ class TimelinePanel(Vertical, can_focus=True):
     def _draw(self) -> None:
         """Draw the plots (when the timeline or the width changed) and the cursor."""
         tl = self.timeline
-        title = self.query_one("#tl-title", Static)
+        title = self.query_one("#tl-title", TextLines)
         if tl is None or not tl.rows:
-            title.update("Timeline: no request yet" if tl is not None else "Timeline: waiting for the first requests…")
-            self.query_one("#tl-cursor", Static).update("")
+            title.update("Timeline: no request yet" if tl is not None else "Timeline: waiting for the first requests…", layout=False)
+            self.query_one("#tl-cursor", TextLines).update("", layout=False)
             return
         width = self._plot_width()
         key = (id(tl), width)
         if key != self._drawn[:2] or self._columns is None:
             self._columns = columns(tl, width)
         cols = self._columns
-        title.update(self._title(tl))
+        title.update(self._title(tl), layout=False)
         cursor = self.cursor
-        if self._ready:
+        if self._ready and key != self._drawn[:2]:
             self._draw_context(tl, cols, cursor)
             self._draw_cache(tl, cols, cursor)
+            self.call_after_refresh(self._draw_caret)
         self._drawn = (id(tl), width, cursor)
-        self.query_one("#tl-cursor", Static).update(self._cursor_text(tl, cursor))
+        self._draw_caret()
+        self.query_one("#tl-cursor", TextLines).update(self._cursor_text(tl, cursor), layout=False)
 
     def _title(self, tl: Any) -> Text:
         text = Text()
@@ -191,9 +196,6 @@ class TimelinePanel(Vertical, can_focus=True):
                 plot.plot([x0, x1], [value, value], line_style=colour, hires_mode=_braille(), label=label)
         for n in cols.compactions:
             plot.add_v_line(float(n) - 0.5, "cyan")
-        x = self._x_of(cols, cursor)
-        if x is not None:
-            plot.add_v_line(x, "bold magenta" if self.index is not None else "bold white")
         plot.set_xlimits(x0, x1 + 0.5)
         plot.set_ylimits(0, limit)
         plot.set_ylabel("tokens")
@@ -211,12 +213,32 @@ class TimelinePanel(Vertical, can_focus=True):
                       label=f"cost, % of ${top:.2f}")
         for n in cols.misses:
             plot.add_v_line(float(n), "#d75f5f")
-        x = self._x_of(cols, cursor)
-        if x is not None:
-            plot.add_v_line(x, "bold magenta" if self.index is not None else "bold white")
         plot.set_xlimits(xs[0] - widths[0], xs[-1] + 0.5)
         plot.set_ylimits(0, 105)
         plot.set_ylabel("% read · cost")
+
+    def _draw_caret(self) -> None:
+        """The cursor: a caret under the plot at the request's column (the plots are redrawn only
+        when the timeline changes, so a scrub step repaints this line, the cursor's words and the
+        dashboard's panels, not the plots)."""
+        caret = self.query_one("#tl-caret", TextLines)
+        tl, cursor, plot = self.timeline, self.cursor, self._plot
+        if tl is None or cursor is None or plot is None or not self._ready:
+            caret.update("", layout=False)
+            return
+        try:
+            canvas = plot.query_one("#plot")
+            px, _ = plot.get_pixel_from_coordinate(float(tl.rows[cursor].n), 0.0)
+        except Exception:
+            caret.update("", layout=False)
+            return
+        column = canvas.region.x - self.region.x + px
+        label = f"▲ #{tl.rows[cursor].n}" + ("" if self.index is not None else " live")
+        width = self.size.width or 80
+        start = max(0, min(column, width - len(label)))
+        text = Text(" " * start)
+        text.append(label, style="bold magenta" if self.index is not None else "bold green")
+        caret.update(text, layout=False)
 
     def _cursor_text(self, tl: Any, cursor: int | None) -> Text:
         if cursor is None:
