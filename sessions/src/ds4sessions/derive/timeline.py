@@ -38,6 +38,8 @@ from typing import Any, Mapping, Sequence
 
 from ds4core.categories import calibrate, calibrated
 
+from ds4sessions.agents import base
+
 __all__ = ["Marker", "TimelineRow", "Timeline", "TimelineBuilder", "request_time_label", "session_timeline",
            "timeline_json", "timeline_threshold"]
 
@@ -264,7 +266,16 @@ class TimelineBuilder:
         key = lineage[0] if lineage is not None else ("ctx", id(snapshot.context))
         if key != self._compaction_key:
             self._compaction_key = key
-            self._compactions = tuple(snapshot.conversation.compactions)
+            # a context after a compaction starts with its summary (a `compactionSummary`
+            # message): without one there is none to mark, and Pi's neutral conversation (O(n)
+            # to make: ~1 s at 10,000 turns) is not needed
+            head = snapshot.context.messages[:8]
+            summarized = any(isinstance(m, Mapping) and m.get("role") == "compactionSummary" for m in head)
+            made = snapshot._conversation
+            if summarized or isinstance(made, base.Conversation):
+                self._compactions = tuple(snapshot.conversation.compactions)
+            else:
+                self._compactions = ()
         return self._compactions
 
     def _composition(self, snapshot: Any, message_index: int) -> dict[str, int]:
