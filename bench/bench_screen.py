@@ -198,11 +198,13 @@ class Probe:
         self._undo.clear()
 
 
-async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, more: Any = None) -> tuple[list[float], float, int]:
+async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, more: Any = None,
+                tab: str | None = None) -> tuple[list[float], float, int]:
     """Open `path` (a copy) in the app, append `appends` lines at `pace` seconds apart (Pi
     entries, or `more`: the lines of another agent, bytes each); returns the latencies
     (seconds, one per line; a line never shown counts as the whole wait), the first-paint time
-    (seconds) and the snapshot's context message count."""
+    (seconds) and the snapshot's context message count. `tab`: the key that shows a tab before
+    the appends (e.g. "T": the Timeline tab, which then redraws with every derived pass)."""
     from ds4tui.app import Ds4App
 
     if more is None:
@@ -236,6 +238,9 @@ async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, 
                     break
                 await asyncio.sleep(0.02)
             await pilot.pause()
+            if tab:
+                await pilot.press(tab)
+                await asyncio.sleep(1.0)
             await asyncio.sleep(0.5)
             messages = len(app.snapshot.context.messages) if app.snapshot else 0
             with path.open("ab") as f:
@@ -267,6 +272,7 @@ def main() -> int:
     parser.add_argument("--pace", default="0.1,0.3", help="seconds between appends: min,max")
     parser.add_argument("--sizes", default="99-large,1000,10000")
     parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--tab", default=None, help="a key pressed before the appends (T: the Timeline tab)")
     args = parser.parse_args()
     pace = tuple(float(x) for x in args.pace.split(","))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -294,7 +300,7 @@ def main() -> int:
             else:
                 synthetic_session(path, int(size))
                 label = f"{int(size):,} turns"
-            latencies, first, messages = asyncio.run(drive(path, args.appends, pace, args.seed, more))
+            latencies, first, messages = asyncio.run(drive(path, args.appends, pace, args.seed, more, args.tab))
             ms = [x * 1000 for x in latencies]
             print(f"{label:>20} ({messages:,} messages): append→screen median {statistics.median(ms):.1f} ms "
                   f"p95 {p95(ms):.1f} ms (max {max(ms):.1f}, n={len(ms)}) · first paint {first * 1000:.0f} ms")

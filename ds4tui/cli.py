@@ -4,7 +4,8 @@
     ds4tui sessions [--json]      list every agent's sessions (context, prompt cache)
     ds4tui usage [--by day|…]     tokens and cost across agents (like ccusage)
     ds4tui home                   start on the home screen (every session of every agent, live)
-    ds4tui map PATH [--json]      print the context map's numbers (Rich panel, or JSON)
+    ds4tui map PATH [--json]      print the context map's numbers (Rich panel, or JSON; --at N: as at request N)
+    ds4tui timeline PATH [--json] the context over time, one row per request
     ds4tui context PATH --json    print the context the agent sends (Pi: in Pi's `.context.json` shape)
     ds4tui demo [--speed X]       replay the bundled demo session into a temp file and watch it
 """
@@ -134,8 +135,19 @@ def map_cmd(
     path: Annotated[Path, typer.Argument(help="A session file of any agent (Pi, Claude Code, Codex, ...)")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON")] = False,
     exact: Annotated[bool, typer.Option("--exact/--fast", help="cl100k counts (default) or chars-v1")] = True,
+    at: Annotated[Optional[int], typer.Option("--at", help="The map as it was at request N (1-based, as `timeline` numbers them; with --json)")] = None,
 ) -> None:
     """Print the context map panel (categories, totals), or its numbers as JSON."""
+    if at is not None:  # the file as it was right after request N (ds4tui.commands.timeline.map_at)
+        from ds4tui.commands import fail
+        from ds4tui.commands.timeline import map_at
+        from ds4tui.mapdata import dumps_map
+
+        if not as_json:
+            fail("map --at: only with --json")
+        agent_of(path)
+        typer.echo(dumps_map(map_at(path, at, exact=exact)))
+        return
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4sessions.agents.plugin import read_snapshot
     from ds4tui.mapdata import dumps_map

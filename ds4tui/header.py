@@ -80,6 +80,8 @@ class HeaderFacts:
     reading: tuple[int, int] | None = None
     agent: str = ""
     note: str = ""
+    as_of: str = ""
+    """The scrubbed request's words ("as of request 57 · 14:02"), shown before the fill; "" live."""
 
 
 def header_items(facts: HeaderFacts) -> list[HeaderItem]:
@@ -104,6 +106,8 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
         items.append(HeaderItem(Text("file deleted", style="bold red"), 0))
     if facts.paused:
         items.append(HeaderItem(Text("paused", style="bold yellow"), 0))
+    if facts.as_of:
+        items.append(HeaderItem(Text(facts.as_of, style="bold reverse magenta"), 0))
     if facts.used is not None:
         fill = Text()
         fill.append(fmt_tokens(facts.used), style="bold")

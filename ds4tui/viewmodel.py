@@ -122,6 +122,8 @@ class HeaderModel:
     note: str = ""
     """`agent`: the agent's label when it is not the default one (Pi); `note`: the agent's own
     header item (`AgentExtras.header_note`)."""
+    as_of: str = ""
+    """The scrubbed request ("as of request 57 · 14:02": the Timeline tab's cursor); "" live."""
 
 
 @dataclass(frozen=True)

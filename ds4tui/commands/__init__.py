@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-MODULES = ("plan", "cache", "retrieve", "steer", "bridge", "state", "overview")
+MODULES = ("plan", "cache", "retrieve", "steer", "bridge", "state", "overview", "timeline")
 
 
 def register_all(app: typer.Typer) -> set[str]:

@@ -39,6 +39,7 @@ from ds4tui.widgets.manifest import ManifestView
 from ds4tui.widgets.panels import CategoryList, DiagnosticsView, EntryInspector, LegendScroll, SessionHeader, StatusLine, TurnList
 from ds4tui.widgets.pixel_map import PixelMap
 from ds4tui.widgets.retrieval import RetrievalView
+from ds4tui.widgets.timeline import TimelinePanel
 
 if TYPE_CHECKING:
     from ds4tui.actions.steering import SteeringController
@@ -73,6 +74,7 @@ BINDINGS = [
     Binding("K", "show_tab('cache')", "Cache", id="tab-cache", tooltip="Show the prompt-cache history and DS4's cache-aware decision"),
     Binding("R", "show_tab('retrieval')", "Retrieval", id="tab-retrieval", tooltip="Show DS4's historical retrieval for the current request"),
     Binding("d", "show_tab('diagnostics')", "Diagnostics", id="tab-diagnostics", tooltip="Show problems found in the file", show=False),
+    Binding("T", "show_tab('timeline')", "Timeline", id="tab-timeline", tooltip="Show the context over time; scrub it with ← → [ ] { } (End or f: live)"),
 ]
 """The dashboard's keys (the palette offers each by its description)."""
 
@@ -120,6 +122,9 @@ class DashboardScreen(Screen[None]):
         self._stale_tabs: dict[str, Callable[[], None]] = {}
         self._retired: list[tuple[object, ...]] = []
         """Updates of the hidden tabs (manifest, cache, retrieval, diagnostics), run when shown."""
+        self._scrub: int | None = None
+        """The Timeline tab's scrubbed row (the header, legend, map and inspector show that
+        request); None: live."""
 
     @property
     def session_path(self) -> Path:
@@ -158,6 +163,8 @@ class DashboardScreen(Screen[None]):
                     with TabPane("Diagnostics", id="diagnostics"):
                         with VerticalScroll():
                             yield DiagnosticsView(id="diagnostics-view")
+                    with TabPane("Timeline", id="timeline"):
+                        yield TimelinePanel(id="timeline-panel")
                 with VerticalScroll(id="inspector-scroll"):
                     yield EntryInspector(id="inspector")
         yield Static("", id="too-small")
@@ -330,6 +337,8 @@ class DashboardScreen(Screen[None]):
             self._select_message(self._selected, sync_turns=True, refresh=False)
         else:
             self.query_one(EntryInspector).show(snap, None)
+        if self._scrub is not None:
+            self._show_scrub()  # the session tails on; the screen stays on the scrubbed request
         self._after_frame(self.feed.painted, snap.version)
 
     def _label_diagnostics(self, problems: int) -> None:
@@ -359,6 +368,8 @@ class DashboardScreen(Screen[None]):
         if previous is None or previous.cache is not derived.cache:
             self._tab_update("cache", partial(self.query_one(CachePanel).show, derived.cache))
             self.query_one(CacheCountdown).show(derived.cache)
+        if derived.timeline is not None and (previous is None or previous.timeline is not derived.timeline):
+            self._tab_update("timeline", partial(self.query_one(TimelinePanel).show, derived.timeline))
         caps = derived.capabilities
         if caps is not None and not caps.retrieval and (previous is None or previous.capabilities != caps):
             label = viewmodel.agent_label(self.snapshot) if self.snapshot is not None else "this agent"
@@ -398,7 +409,7 @@ class DashboardScreen(Screen[None]):
         if self.feed is not None:
             self.feed.manifest_shown = event.pane.id == "manifest"
         # on a short stacked screen a table tab takes the map's rows (app.tcss: -short.-table-tab)
-        self.set_class(event.pane.id in ("manifest", "cache", "retrieval", "diagnostics"), "-table-tab")
+        self.set_class(event.pane.id in ("manifest", "cache", "retrieval", "diagnostics", "timeline"), "-table-tab")
         update = self._stale_tabs.pop(event.pane.id or "", None)
         if update is not None:
             update()
@@ -415,6 +426,46 @@ class DashboardScreen(Screen[None]):
             excluded=overlays.excluded, pinned=overlays.pinned, cached_end=overlays.cached_end, cache_status=status,
             planned=self.view.plan is not None or self.view.version == 0, sends=self.view.plan_sends,
         )
+
+    # --- the timeline's scrub cursor ---------------------------------------------------------
+
+    @on(TimelinePanel.Scrubbed)
+    def _scrubbed(self, event: TimelinePanel.Scrubbed) -> None:
+        """The Timeline tab's cursor moved: show that request (None: back to live)."""
+        self._scrub = event.index
+        if event.index is None:
+            self._show_live()
+        else:
+            self._show_scrub()
+
+    def _show_scrub(self) -> None:
+        """Header, legend, map and inspector as of the scrubbed request
+        (`ds4tui.timeline_model.scrubbed`: O(categories), from the timeline's rows)."""
+        from ds4tui.timeline_model import row_lines, scrubbed
+
+        timeline = self.query_one(TimelinePanel).timeline
+        index = self._scrub
+        if timeline is None or index is None or index >= len(timeline.rows):
+            return
+        header, legend, map_model = scrubbed(self.view, timeline, index)
+        self.query_one(SessionHeader).show(header, demo=self.demo, following=self.following)
+        self.query_one(CategoryList).show(legend)
+        self.query_one(PixelMap).set_data(map_model)
+        self.query_one(PixelMap).set_overlays(excluded=frozenset(), pinned=frozenset(), cached_end=None, cache_status=None)
+        self.query_one(EntryInspector).update("\n".join(row_lines(timeline, index)))
+
+    def _show_live(self) -> None:
+        """Back to the context now: the view model on screen, drawn again."""
+        view = self.view
+        self.query_one(SessionHeader).show(view.header, demo=self.demo, following=self.following)
+        self.query_one(CategoryList).show(view.legend)
+        self.query_one(PixelMap).set_data(view.map)
+        self._apply_overlays()
+        self._inspected = ()
+        if self._selected is not None:
+            self._select_message(self._selected, sync_turns=False)
+        elif self.snapshot is not None:
+            self.query_one(EntryInspector).show(self.snapshot, None)
 
     # --- selection --------------------------------------------------------------------------
 
@@ -614,8 +665,8 @@ class DashboardScreen(Screen[None]):
         """Switch the right-hand tabs and move the focus into the tab (its table, when any)."""
         self.query_one(TabbedContent).active = tab
         pane = self.query_one(f"#{tab}", TabPane)
-        focusable = [w for w in pane.query("DataTable, TurnList, Input") if w.focusable]
-        tables = [w for w in focusable if isinstance(w, (DataTable, TurnList))]
+        focusable = [w for w in pane.query("DataTable, TurnList, Input, TimelinePanel") if w.focusable]
+        tables = [w for w in focusable if isinstance(w, (DataTable, TurnList, TimelinePanel))]
         target = (tables or focusable or [None])[0]
         if target is None:
             # A tab with nothing to focus (cache, diagnostics): focus the tab bar, so the focus
@@ -665,8 +716,9 @@ class DashboardScreen(Screen[None]):
         self._highlighted = None
         self.query_one(StatusLine).report("")
         self.app.clear_notifications()  # (the other session's notices)
-        for widget in self.query("ManifestView, CacheCountdown"):
+        for widget in self.query("ManifestView, CacheCountdown, TimelinePanel"):
             widget.reset()  # nothing of the other session stays: no plan diff across sessions
+        self._scrub = None
         self.query_one(SessionHeader).show(self.view.header, demo=self.demo, following=self.following)
         assert self.feed is not None
         self.feed.switch(Path(path))

@@ -67,6 +67,7 @@ def facts_of(header: HeaderModel, *, demo: bool, following: bool, bridge: str = 
         reading=header.reading,
         agent=header.agent,
         note=header.note,
+        as_of=header.as_of,
     )
 
 

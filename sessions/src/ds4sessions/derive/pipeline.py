@@ -15,7 +15,7 @@ The stages after the snapshot, in order, each run once per step:
     snapshot → PlannerInputs (LivePlanner.inputs: native messages, fixed tokens, pins, task,
     calibrated budget) → nominal plan (LivePlanner.plan, planner run 1) → cache view
     (CacheMonitor.view with that plan: the extended-tail candidate, and once per new request the
-    previous request's plan) → retrieval (LiveRetrieval.retrieve with the same inputs, committed =
+    previous request's plan) → timeline (TimelineBuilder.update: the new requests' rows) → retrieval (LiveRetrieval.retrieve with the same inputs, committed =
     the nominal plan's entries, no plan of its own) → final plan with the supplements (planner
     run 2, only when retrieval supplies evidence) → Derived
 
@@ -89,6 +89,9 @@ class Derived:
     inputs: PlannerInputs | None = None
     capabilities: Capabilities | None = None
     final: bool = True
+    timeline: Any = None
+    """The context over time (`derive.timeline.Timeline`, one row per request of `cache`'s
+    history), None when the cache stage failed."""
 
 
 class SessionPipeline:
@@ -122,6 +125,7 @@ class SessionPipeline:
         self._planner: LivePlanner | None = None
         self._cache: CacheMonitor | RequestCacheMonitor | None = None
         self._retrieval: LiveRetrieval | None = None
+        self._timeline: Any = None  # derive.timeline.TimelineBuilder, made with the first timeline
         self._step_lock = threading.Lock()
         self._again = False
 
@@ -222,10 +226,12 @@ class SessionPipeline:
                 plan = stage("plan", errors, lambda: planner.plan(snap, inputs=inputs, checkpoint=checkpoint))
         at = time.time() if now is None else now
         cache = stage("cache", errors, lambda: monitor.view(snap, at, plan, decide=plan is not None, checkpoint=checkpoint))
+        timeline = stage("timeline", errors, lambda: self._timeline_of(snap, cache, plan)) if cache is not None else None
         retrieval_follows = self._retrieval is not None and capabilities.retrieval and plan is not None
         first = plan if plan is None or not retrieval_follows else replace(plan, retrieval_pending=True)
         derived = Derived(
-            snap.version, first, cache, None, tuple(errors), self._config, inputs, capabilities, final=not retrieval_follows
+            snap.version, first, cache, None, tuple(errors), self._config, inputs, capabilities, final=not retrieval_follows,
+            timeline=timeline,
         )
         yield derived
         if not retrieval_follows:
@@ -241,6 +247,16 @@ class SessionPipeline:
         if retrieval is not None and final is not None:
             retrieval = with_final_plan(retrieval, final)
         yield replace(derived, plan=final, retrieval=retrieval, errors=tuple(errors), final=True)
+
+    def _timeline_of(self, snap: Snapshot, cache: CacheView, plan: PlanView | None) -> Any:
+        """The timeline stage: the session's `TimelineBuilder` extended by the requests `cache`'s
+        history gained (O(new requests + new messages))."""
+        from ds4sessions.derive.timeline import TimelineBuilder, timeline_threshold
+
+        if self._timeline is None:
+            self._timeline = TimelineBuilder()
+        return self._timeline.update(snap, cache.history, threshold=timeline_threshold(snap, plan),
+                                     ttl_s=cache.clock.lifetime_s)
 
     def _retrieve(
         self, snap: Snapshot, inputs: PlannerInputs, plan: PlanView, checkpoint: Callable[[], None] | None
