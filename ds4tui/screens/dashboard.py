@@ -416,7 +416,11 @@ class DashboardScreen(Screen[None]):
 
     def _apply_overlays(self) -> None:
         """Mark on the map what the plan excludes or pins and where the cached prefix ends; the
-        boundary takes the countdown's cache status (it ticks while the session is idle)."""
+        boundary takes the countdown's cache status (it ticks while the session is idle). Not while
+        the timeline is scrubbed: the map shows a past request, which the plan's and the cache's
+        marks of the context now do not describe."""
+        if self._scrub is not None:
+            return
         overlays = self.view.map.overlays
         status = None
         if self.derived is not None and self.derived.cache is not None:

@@ -29,11 +29,9 @@ def _cache_count(path: Path) -> int:
     out = CliRunner().invoke(app, ["cache", str(path), "--json", "--last"])
     assert out.exit_code == 0, out.output
     history = json.loads(out.stdout)["history"]
-    # Codex's remote compaction call is listed by `cache --json` (`compactionCall`), but it is
-    # the compaction itself (a marker on the timeline), not a request of the conversation; Claude
-    # Code's `<synthetic>` rows are no provider requests
-    return sum(1 for r in history["records"]
-               if not r.get("synthetic") and not r.get("sidechain") and not r.get("compactionCall"))
+    # (Codex's remote compaction call, `compactionCall`, is a billed request: a row too; Claude
+    # Code's `<synthetic>` rows are no provider requests)
+    return sum(1 for r in history["records"] if not r.get("synthetic") and not r.get("sidechain"))
 
 
 def _context_of_map(data: dict) -> int:
@@ -66,7 +64,9 @@ def test_timeline_rows_match_cache_and_map(path: Path) -> None:
             assert i == len(rows) - 1
             continue
         assert m["tokensAfter"] == row["inputTokens"] + row["cacheReadTokens"] + row["cacheWriteTokens"]
-        before = rows[i - 1] if i else None
+        # the row before: the last request of the conversation before it (a billed compaction
+        # call, Codex's, is a row of its own between them)
+        before = next((r for r in reversed(rows[:i]) if r["kind"] != "compaction_call"), None)
         if before is not None and agent.name != "claude-code":
             # Pi and Codex record the provider's count of the last request (Claude Code its own /context count)
             assert before["contextTokens"] == m["tokensBefore"]

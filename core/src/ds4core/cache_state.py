@@ -85,14 +85,16 @@ class CacheEvent:
     - `time_s`: when the request was made, seconds since the epoch (an assistant message's
       `timestamp`, which Pi sets at request start; a `usage` entry's entry timestamp);
     - `usage`: its normalised usage (tokens; `usage.partial` for aborted/error replies);
-    - `kind`: `"reply"` (assistant message) or `"cache_warm"` (a `usage` entry; other usage kinds
-      are treated alike, Pi session format §5);
+    - `kind`: `"reply"` (assistant message), `"cache_warm"` (a `usage` entry; other usage kinds
+      are treated alike, Pi session format §5) or `"compaction_call"` (a billed request that made
+      a compaction, e.g. Codex's remote compaction: it may refresh the cache, it is never judged
+      as a hit or a miss);
     - `entry_id`: the session entry; `model_key`: `provider/model` of the request (None if unknown).
     """
 
     time_s: float
     usage: Usage
-    kind: Literal["reply", "cache_warm"]
+    kind: Literal["reply", "cache_warm", "compaction_call"]
     entry_id: str | None
     model_key: str | None
 

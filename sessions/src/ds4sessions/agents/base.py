@@ -126,7 +126,10 @@ class Request:
       sets the context anchor or the cache countdown;
     - `cost_usd`: the cost the agent recorded, None when it records none;
     - `miss_reason`: the cache-miss cause the agent itself recorded (Claude Code's
-      `message.diagnostics.cache_miss_reason.type`), None when not recorded.
+      `message.diagnostics.cache_miss_reason.type`), None when not recorded;
+    - `billed`: a `synthetic` request that is still a real, billed provider request (Codex's
+      remote compaction call): never the context anchor, but in the prompt cache's history and
+      its cost, as `cache --json` lists it.
     """
 
     index: int
@@ -140,6 +143,7 @@ class Request:
     synthetic: bool = False
     cost_usd: float | None = None
     miss_reason: str | None = None
+    billed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,7 +225,7 @@ def request_cache_facts(snapshot: Any, now: float, models: ModelTable | None = N
                        memo: dict[str, Any] | None = None) -> Any:
     """The `ds4core.cache_state.CacheFacts` of `snapshot`'s conversation from its requests.
 
-    Every real request once (synthetic ones left out), in file order, as `ds4core.cache_state`
+    Every real request once (synthetic ones left out unless `billed`), in file order, as `ds4core.cache_state`
     events: the countdown from the last refresh of the current model, the read share per
     request, misses explained by `ds4core.cache_state` (first request, TTL lapse, prefix changed
     by a compaction or a model switch, unexplained). `lifetimes`: prompt-cache lifetime in
@@ -258,9 +258,10 @@ def request_cache_facts(snapshot: Any, now: float, models: ModelTable | None = N
     del made[keep:]
     for request in requests[keep:]:
         event = None
-        if not (request.synthetic or request.timestamp is None):
+        if not ((request.synthetic and not request.billed) or request.timestamp is None):
             key = f"{request.provider or conv.provider}/{request.model or conv.model}"
-            event = CacheEvent(request.timestamp, core_usage(request.usage, cost=request.cost_usd), "reply", request.entry_id, key)
+            event = CacheEvent(request.timestamp, core_usage(request.usage, cost=request.cost_usd),
+                               "compaction_call" if request.synthetic else "reply", request.entry_id, key)
             by_event[id(event)] = request
         made.append(event)
     events = [e for e in made if e is not None]

@@ -80,7 +80,9 @@ class TimelineRow:
     """One request of the timeline (see the module doc for each field's source and unit).
     `categories`: tokens per category, aligned with the `Timeline.category_ids` it belongs to
     (a shorter tuple: the missing categories are 0); None when not known. `message_index`: where
-    the request's reply was in the context it was counted on (None: not on a context read)."""
+    the request's reply was in the context it was counted on (None: not on a context read).
+    `kind`: the cache event's kind: "reply", "cache_warm" (Pi) or "compaction_call" (a billed
+    request that made a compaction: Codex's remote compaction; its marker is on the next request)."""
 
     n: int
     time: float | None
@@ -99,6 +101,7 @@ class TimelineRow:
     markers: tuple[Marker, ...] = ()
     entry_id: str | None = None
     message_index: int | None = None
+    kind: str = "reply"
 
     @property
     def prompt_tokens(self) -> int:
@@ -157,7 +160,7 @@ def timeline_json(tl: Timeline) -> dict[str, Any]:
         "categories": [{"id": cid, "label": tl.labels.get(cid, cid)} for cid in tl.category_ids],
         "requests": [
             {
-                "n": r.n, "time": r.time, "model": r.model, "entryId": r.entry_id,
+                "n": r.n, "kind": r.kind, "time": r.time, "model": r.model, "entryId": r.entry_id,
                 "inputTokens": r.input, "cacheReadTokens": r.cache_read, "cacheWriteTokens": r.cache_write,
                 "outputTokens": r.output, "contextTokens": r.context_tokens,
                 "categories": tl.categories_of(r), "costUsd": r.cost_usd, "cumulativeUsd": r.cumulative_usd,
@@ -353,7 +356,7 @@ class TimelineBuilder:
                 cost_usd=cost, cumulative_usd=cumulative, share=record.share,
                 cache="miss" if record.cold else ("hit" if event.counted else "uncounted"),
                 miss_cause=record.miss.cause if record.miss is not None else None, markers=tuple(markers),
-                entry_id=event.entry_id, message_index=mi if on_context else None,
+                entry_id=event.entry_id, message_index=mi if on_context else None, kind=event.kind,
             )
             if i < len(records) - 1:
                 self._rows.append(row)

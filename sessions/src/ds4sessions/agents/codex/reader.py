@@ -885,7 +885,7 @@ def _replace_index(request: Request, index: int | None) -> Request:
 def _replace_synthetic(request: Request) -> Request:
     """The compaction call: a real, billed request, flagged `synthetic` so it never anchors the context."""
     return Request(request.index, request.usage, request.entry_id, request.timestamp, request.model, request.provider,
-                   None, request.sidechain, True, request.cost_usd, request.miss_reason)
+                   None, request.sidechain, True, request.cost_usd, request.miss_reason, billed=True)
 
 
 def iter_lines(data: bytes) -> list[tuple[int, int, bytes]]:
