@@ -82,6 +82,14 @@ def main() -> None:
         import tracemalloc
 
         tracemalloc.start(1)
+    try:  # what `ds4tui.launch.run_tui` does first (issue 32: cl100k without tiktoken's Python ranks)
+        from ds4tui.launch import run_tui  # noqa: F401
+        from ds4tui.mapjson import _load_cl100k_lean
+
+        if "_load_cl100k_lean" in open(run_tui.__code__.co_filename).read():
+            _load_cl100k_lean()
+    except ImportError:
+        pass
     from ds4sessions.derive.pipeline import SessionPipeline
     from ds4sessions.runtime import GcPacer
     from ds4tui import viewmodel

@@ -25,7 +25,11 @@ def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     """Run the dashboard on the session `path` of any agent (`demo` marks the bundled demo;
     `config` replaces the user's DS4 configuration)."""
     from ds4sessions.agents.pi.discovery import load_model_table
+    from ds4tui.mapjson import _load_cl100k_lean
 
+    # cl100k for the C count from the token cache, tiktoken's encoding built only if a text
+    # needs it and without its Python copy of the ranks (this process's own: ~12 MiB, issue 32)
+    _load_cl100k_lean()
     models = load_model_table()
     # a large file is read for the first paint by a copy of this process, forked before Textual
     # is imported (`ds4tui.firstview`)
