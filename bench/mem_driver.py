@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import sys
 import time
@@ -112,7 +113,9 @@ def main() -> None:
             return
         for derived in pipeline.derive(snap, now=time.time(), checkpoint=pacer.at_checkpoint):
             publish(derived=derived)
-        pacer.after_pass()
+        found = pacer.after_pass()
+        if os.environ.get("MEM_DRIVER_GC_TRACE"):
+            print("pass", pacer._passes, "found", found, "full", gc.collect(), "rss", _rss_now() >> 20, file=sys.stderr)
 
     limit: int | None = FIRST_SLICE_BYTES
     while True:
