@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 
+LEAN_CL100K = False
+"""Set by the `ds4tui` console script (`ds4tui.mapjson.main`): the process is ds4tui's own, so
+`run_tui` may load cl100k lean (`mapjson._load_cl100k_lean`, which trims the process's shared
+tiktoken encoding for good; not done for a caller in another program's process, e.g. tests)."""
+
+
 def dashboard(path: Path, models: Any = None, **options: Any) -> Any:
     """`ds4tui.app.Ds4App(path, models=models, first_view=firstview.start(path, models),
     **options)`: the copy that reads a large file for the first paint (`ds4tui.firstview`) is
@@ -27,9 +33,10 @@ def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     from ds4sessions.agents.pi.discovery import load_model_table
     from ds4tui.mapjson import _load_cl100k_lean
 
-    # cl100k for the C count from the token cache, tiktoken's encoding built only if a text
-    # needs it and without its Python copy of the ranks (this process's own: ~12 MiB, issue 32)
-    _load_cl100k_lean()
+    if LEAN_CL100K:
+        # cl100k for the C count from the token cache, tiktoken's encoding built only if a text
+        # needs it and without its Python copy of the ranks (~12 MiB + its Rust tables, issue 32)
+        _load_cl100k_lean()
     models = load_model_table()
     # a large file is read for the first paint by a copy of this process, forked before Textual
     # is imported (`ds4tui.firstview`)
