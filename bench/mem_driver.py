@@ -87,7 +87,7 @@ def main() -> None:
         from ds4tui.launch import run_tui  # noqa: F401
         from ds4tui.mapjson import _load_cl100k_lean
 
-        if "_load_cl100k_lean" in open(run_tui.__code__.co_filename).read():
+        if "LEAN_CL100K()" in open(run_tui.__code__.co_filename).read():  # (as the ds4tui script sets it)
             _load_cl100k_lean()
     except ImportError:
         pass

@@ -108,7 +108,7 @@ def main() -> None:
     if fast is None:
         from ds4tui import launch
 
-        launch.LEAN_CL100K = True  # (this process is the `ds4tui` script's: see `launch.run_tui`)
+        launch.LEAN_CL100K = _load_cl100k_lean  # (this process is the `ds4tui` script's: `launch.run_tui`)
         pi_path = _fast_open_path(sys.argv[1:])
         if pi_path is not None:  # the dashboard without Typer's start-up (~0.1 s of the first paint)
             from ds4tui.errors import run_guarded
