@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+
+LEAN_CL100K: Callable[[], None] | None = None
+"""Set by the `ds4tui` console script (`ds4tui.mapjson.main`) to `mapjson._load_cl100k_lean`:
+the process is ds4tui's own, so `run_tui` loads cl100k lean (which trims the process's shared
+tiktoken encoding for good: not done for a caller in another program's process, e.g. tests)."""
 
 
 def dashboard(path: Path, models: Any = None, **options: Any) -> Any:
@@ -26,6 +32,10 @@ def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
     `config` replaces the user's DS4 configuration)."""
     from ds4sessions.agents.pi.discovery import load_model_table
 
+    if LEAN_CL100K is not None:
+        # cl100k for the C count from the token cache, tiktoken's encoding built only if a text
+        # needs it and without its Python copy of the ranks (~12 MiB + its Rust tables, issue 32)
+        LEAN_CL100K()
     models = load_model_table()
     # a large file is read for the first paint by a copy of this process, forked before Textual
     # is imported (`ds4tui.firstview`)

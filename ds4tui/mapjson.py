@@ -106,6 +106,9 @@ def main() -> None:
     """Console entry point: `map --json` directly, everything else through `ds4tui.cli.main`."""
     fast = _fast_map_args(sys.argv[1:])
     if fast is None:
+        from ds4tui import launch
+
+        launch.LEAN_CL100K = _load_cl100k_lean  # (this process is the `ds4tui` script's: `launch.run_tui`)
         pi_path = _fast_open_path(sys.argv[1:])
         if pi_path is not None:  # the dashboard without Typer's start-up (~0.1 s of the first paint)
             from ds4tui.errors import run_guarded

@@ -1,7 +1,8 @@
 """The planner inputs' chars-v1 cache (`derive.inputs._TokenCache`): its estimates are
 `message_tokens`' own, a rebuilt summary (a new dict of the same field objects) is found by
-value, and no value key is kept for the reader's own message dicts (assistant, tool results,
-system: found by identity; their keys held ~180 MiB at 50,000 turns)."""
+value in the previous index's lists, the reader's own message dicts (assistant, tool results,
+system) by identity only (their value keys held ~180 MiB at 50,000 turns), and nothing is kept
+between builds (issue 32)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ def test_estimates_hits_and_kept_keys(sample01: Path) -> None:
     first = cache.estimate(messages + [summary])
     assert first == [message_tokens(m) for m in messages + [summary]]
     assert cache.misses == len(messages) + 1
-    rebuildable = [m for m in messages + [summary] if m.get("role") not in _STABLE_ROLES]
-    assert set(cache._by_value) == {_value_key(m) for m in rebuildable}
-    assert len(rebuildable) < len(messages)  # (the sample has assistant and tool-result messages)
+    assert vars(cache) == {"misses": len(messages) + 1}  # nothing kept between builds (issue 32)
     rebuilt = dict(summary)  # what the next context build makes: a new dict, the same field objects
-    again = cache.estimate(messages + [rebuilt])
+    known = messages + [summary]  # the previous index's messages and estimates
+    again = cache.estimate(messages + [rebuilt], known, first)
     assert again == first and cache.misses == len(messages) + 1  # all found (by identity, or by value)
+    # the reader's own dicts (assistant, tool results, system) are found by identity only
+    stable = next(m for m in messages if m.get("role") in _STABLE_ROLES)
+    assert cache.estimate([dict(stable)], known, first) == [message_tokens(stable)]
+    assert cache.misses == len(messages) + 2
+    assert _value_key(rebuilt) == _value_key(summary)
+    # an append's new messages are estimated
+    assert cache.extend([rebuilt]) == [message_tokens(rebuilt)] and cache.misses == len(messages) + 3

@@ -174,52 +174,44 @@ only be estimated again: the same number."""
 
 
 class _TokenCache:
-    """chars-v1 estimates per message, kept for the messages of the latest plan only."""
+    """chars-v1 estimates per message, reused at a rebuild from the previous index.
+
+    It keeps nothing of its own between builds (issue 32: an identity memo and a value key per
+    message held 14 MiB at 10,000 turns): the messages and estimates of the latest planned
+    context are the index's own lists (`_ContextIndex.native`, `.tokens`), and a rebuild (a
+    compaction, a branch switch, an edit) looks the new context's messages up in those, by
+    identity, or by value for the roles `build_context` may rebuild (`_STABLE_ROLES`), through
+    dicts made for that rebuild only. An append estimates its new messages (new objects)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[int, Any]] = {}
-        self._by_value: dict[tuple[Any, ...], tuple[int, Any]] = {}
         self.misses = 0
 
-    def estimate(self, messages: Sequence[Any]) -> list[int]:
-        """Estimates of `messages`; the cache then holds these messages only."""
-        by_id: dict[int, tuple[int, Any]] = {}
-        by_value: dict[tuple[Any, ...], tuple[int, Any]] = {}
-        out = self._estimate(messages, by_id, by_value)
-        self._by_id, self._by_value = by_id, by_value
+    def estimate(self, messages: Sequence[Any], known: Sequence[Any] = (), known_tokens: Sequence[int] = ()) -> list[int]:
+        """Estimates of `messages`, reusing those of `known` (the previous index's messages,
+        `known_tokens` their estimates) for the same objects, or equal rebuilt ones."""
+        by_id: dict[int, int] = {}
+        by_value: dict[tuple[Any, ...], int] = {}
+        for i, message in enumerate(known):
+            by_id[id(message)] = i
+            if isinstance(message, dict) and message.get("role") not in _STABLE_ROLES:
+                by_value.setdefault(_value_key(message), i)
+        out: list[int] = []
+        for message in messages:
+            i = by_id.get(id(message))
+            if i is None or known[i] is not message:
+                i = (by_value.get(_value_key(message))
+                     if by_value and isinstance(message, dict) and message.get("role") not in _STABLE_ROLES else None)
+            if i is None:
+                self.misses += 1
+                out.append(message_tokens(message))
+            else:
+                out.append(known_tokens[i])
         return out
 
     def extend(self, messages: Sequence[Any]) -> list[int]:
-        """Estimates of messages appended to the latest ones; the cache holds both."""
-        return self._estimate(messages, self._by_id, self._by_value)
-
-    def forget(self, messages: Sequence[Any]) -> None:
-        """Drop `messages` (cut from the latest ones) from the cache by identity."""
-        for message in messages:
-            hit = self._by_id.get(id(message))
-            if hit is not None and hit[1] is message:
-                del self._by_id[id(message)]
-
-    def _estimate(
-        self,
-        messages: Sequence[Any],
-        by_id: dict[int, tuple[int, Any]],
-        by_value: dict[tuple[Any, ...], tuple[int, Any]],
-    ) -> list[int]:
-        out: list[int] = []
-        for message in messages:
-            hit = self._by_id.get(id(message))
-            if hit is None or hit[1] is not message:
-                key = _value_key(message) if isinstance(message, dict) and message.get("role") not in _STABLE_ROLES else None
-                hit = self._by_value.get(key) if key is not None else None
-                if hit is None:
-                    self.misses += 1
-                    hit = (message_tokens(message), message)
-                if key is not None:
-                    by_value[key] = hit
-            by_id[id(message)] = (hit[0], message)
-            out.append(hit[0])
-        return out
+        """Estimates of messages appended to the latest ones (new objects: each estimated)."""
+        self.misses += len(messages)
+        return [message_tokens(message) for message in messages]
 
 
 class _SystemReplay(SystemReplay):
@@ -286,11 +278,14 @@ class _ContextIndex:
             kept = self._cut(messages, entry_ids)
             if kept is not None:
                 extended, start = True, kept
+        known: tuple[Sequence[Any], Sequence[int]] = ((), ())
         if not extended:
+            known = (self.native, self.tokens)  # (reused by the rebuild's estimates, then dropped)
             self.reset()
             start = 0
         new_native = [m for m in messages[start:] if m.get("role") != "system"]
-        tokens = iter((self._cache.extend if extended else self._cache.estimate)(new_native))
+        tokens = iter(self._cache.extend(new_native) if extended else self._cache.estimate(new_native, *known))
+        del known
         for index in range(start, len(messages)):
             message, entry_id = messages[index], entry_ids[index]
             n = self._occurrence.get(entry_id, 0)
@@ -345,7 +340,6 @@ class _ContextIndex:
                 self._occurrence[eid] = left
             else:
                 self._occurrence.pop(eid, None)
-        self._cache.forget(self.native[native:])
         self.messages, self.entry_ids, self.before = self.messages[:p], self.entry_ids[:p], self.before[:p]
         self.native, self.tokens, self.keys = self.native[:native], self.tokens[:native], self.keys[:native]
         self.native_entry_ids, self.roles = self.native_entry_ids[:native], self.roles[:native]

@@ -247,9 +247,13 @@ class LazyItems:
         ctx_index: Sequence[int | None],
         pi_rows: Sequence[ManifestItem],
     ) -> None:
-        self.items: Lazy[tuple[ManifestItem, ...]] = Lazy(make)
+        items: Lazy[tuple[ManifestItem, ...]] = Lazy(make)
+        self.items = items
+        # (the totals' function holds `items`, not `self`: a closure over `self` made a reference
+        # cycle, so every replaced plan, its PlanItems included, waited for an older generation's
+        # collection: 40,000-90,000 objects a derive pass at 10,000 turns, issue 32)
         self.totals: Lazy[PlanTotals] = Lazy(lambda: _totals(
-            [i for i in self.items() if i.included], [i for i in self.items() if not i.included]
+            [i for i in items() if i.included], [i for i in items() if not i.included]
         ))
         self._selected, self._excluded = selected, excluded
         self._entry_ids, self._ctx_index, self._pi_rows = entry_ids, ctx_index, pi_rows

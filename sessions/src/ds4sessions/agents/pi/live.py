@@ -494,8 +494,9 @@ class LiveSession:
         self._replies: list[Entry] = []  # assistant message entries of `_reader`, append-only
         self._generation = 0  # one number per reader (a reset starts a new one)
         # lines checked and parsed, messages counted in C when the extension is built (`slim`)
-        self._fast: TokenLedger = CountingLedger(CharsV1Counter())
-        self._exact: TokenLedger = CountingLedger(Cl100kCounter())
+        # (no identity memo: a message is counted once, again only at a full rebuild; issue 32)
+        self._fast: TokenLedger = CountingLedger(CharsV1Counter(), memo=False)
+        self._exact: TokenLedger = CountingLedger(Cl100kCounter(), memo=False)
         self._version = 0
         self._exact_share: tuple[int, _Counted] | None = None  # (epoch, cl100k share) of the last refine
         self._spares = Spares()  # copies for the next append, made by `prepare` (off the latency path)
