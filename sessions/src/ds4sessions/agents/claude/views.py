@@ -418,14 +418,17 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
             message = conv.messages[tally.skills[-1]]
             text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
             skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+    last_skill = None  # (only the latest skill listing counts: each one lists every skill)
     for i, (message, meta) in enumerate(zip(conv.messages, conv.meta) if tally is None else ()):
         if meta is not None and meta.category == "skills":
-            text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
-            skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+            last_skill = message
         later = cut is not None and i > cut
         part = after if later else before
         for cid, tool, tokens in message_children(message, meta, rough_after[i - cut - 1] if later else None):
             part[(cid, tool)] = part.get((cid, tool), 0) + tokens
+    if last_skill is not None:
+        text = "".join(str(b.get("text", "")) for b in last_skill.get("content") or () if isinstance(b, Mapping))
+        skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
     skills = sum(tok for _, tok in skill_items)
     rec = recorded_rows(conv, skills)
     if rec is not None:
