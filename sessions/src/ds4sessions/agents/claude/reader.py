@@ -226,6 +226,9 @@ REC_LINE, REC_OFFSET, REC_LENGTH, REC_PARENT, REC_ASSISTANT, REC_TIME = range(6)
 length in the file (to read it again), `parentUuid` (a string, else None), whether it is an
 `assistant` row, and its `timestamp` as written (parsed only when a request's time needs it)."""
 
+SHARED_TEXT_CHARS = 256
+"""Texts of at least this many characters are held once per context (`Converter._share`)."""
+
 SETTLE_ROWS = 2048
 """Rows kept whole between two settles (`ClaudeReader._settle`): a longer feed converts the rows
 read so far onto the context and then keeps of them only their records (issue 36: a reader's
@@ -993,6 +996,20 @@ class Converter:
         self._uuids: list[Any] = []
         self._tool_log: list[tuple[str, str | None]] = []
         self._key_log: list[str] = []
+        self._texts: dict[str, str] = {}  # long texts, one object each (`_share`)
+
+    def _share(self, text: Any) -> Any:
+        """`text` itself, or an equal long text this context already holds (sessions repeat
+        skill and agent listings, file reads, tool outputs: one copy in memory, issue 36)."""
+        if type(text) is str and len(text) >= SHARED_TEXT_CHARS:
+            return self._texts.setdefault(text, text)
+        return text
+
+    def _shared_blocks(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for block in blocks:  # (`_text_blocks` made these dicts: changed before anyone sees them)
+            if "text" in block:
+                block["text"] = self._share(block["text"])
+        return blocks
 
     def mark(self) -> None:
         """Start counting changes afresh (`first_changed` = the current length)."""
@@ -1058,9 +1075,9 @@ class Converter:
                     continue
                 btype = _name(block.get("type"))
                 if btype == "text" and isinstance(block.get("text"), str):
-                    blocks.append({"type": "text", "text": block["text"]})
+                    blocks.append({"type": "text", "text": self._share(block["text"])})
                 elif btype == "thinking":
-                    blocks.append({"type": "thinking", "thinking": str(block.get("thinking", ""))})
+                    blocks.append({"type": "thinking", "thinking": self._share(str(block.get("thinking", "")))})
                 elif btype == "redacted_thinking":
                     blocks.append({"type": "thinking", "thinking": str(block.get("data", "")), "redacted": True})
                 elif btype == "tool_use":
@@ -1101,7 +1118,7 @@ class Converter:
                     tool_id = str(block.get("tool_use_id", ""))
                     name = self.tool_names.get(tool_id, "?")
                     cleared = tool_id in self.cleared_tools
-                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if cleared else _text_blocks(block.get("content"))
+                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if cleared else self._shared_blocks(_text_blocks(block.get("content")))
                     result = row.get("toolUseResult") if isinstance(row.get("toolUseResult"), dict) else {}
                     source = f"subagent:{result['agentId']}" if isinstance(result.get("agentId"), str) else None
                     if cleared:
@@ -1110,14 +1127,14 @@ class Converter:
                                   "isError": block.get("is_error") is True, "timestamp": row.get("timestamp")},
                                  MessageMeta(uuid, tool=name, source=source))
                 else:
-                    texts.extend(_text_blocks([block] if isinstance(block, dict) else block))
+                    texts.extend(self._shared_blocks(_text_blocks([block] if isinstance(block, dict) else block)))
             if texts:
                 self._append({"role": "user", "content": texts, "timestamp": row.get("timestamp")},
                              MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
             return
         if kind == "system" and row.get("subtype") == LOCAL_COMMAND and isinstance(row.get("content"), str):
             if row["content"]:
-                self._append({"role": "user", "content": [{"type": "text", "text": row["content"]}],
+                self._append({"role": "user", "content": [{"type": "text", "text": self._share(row["content"])}],
                               "timestamp": row.get("timestamp")}, MessageMeta(uuid, source=LOCAL_COMMAND_SOURCE))
             return
         if kind == "attachment" and isinstance(row.get("attachment"), dict):
@@ -1129,7 +1146,7 @@ class Converter:
             if text is None:
                 return  # a state record, never sent (NOT_SENT_ATTACHMENTS)
             other = atype not in SENT_ATTACHMENTS
-            self._append({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": row.get("timestamp")},
+            self._append({"role": "user", "content": [{"type": "text", "text": self._share(text)}], "timestamp": row.get("timestamp")},
                          MessageMeta(uuid, category=attachment_category(att),
                                      source=f"attachment:other: {atype}" if other else f"attachment:{atype}"))
 
