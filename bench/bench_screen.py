@@ -213,7 +213,7 @@ async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, 
         leaf, usage = _last_entry(lines)
         new = [raw for _, raw in synthetic_lines(leaf, usage, appends)]
     else:
-        new = list(more)[:appends]
+        new = list(itertools.islice(more, appends))
     ends, offset = [], path.stat().st_size
     for raw in new:
         offset += len(raw)
