@@ -27,11 +27,20 @@ def transcripts() -> list[Path]:
 
 
 def kept_whole(path: Path) -> ClaudeReader:
-    """A reader that keeps every row (its lines carry no file offsets)."""
+    """A reader that keeps every row (as for lines fed without the file's offsets)."""
+    reader = ClaudeReader(path)
+    reader._reread = False
+    reader.feed(read_lines(path))
+    return reader
+
+
+def test_lines_fed_without_the_files_offsets_are_kept_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(claude_reader, "SETTLE_ROWS", 1)
+    path = transcripts()[0]
     reader = ClaudeReader(path)
     reader.feed([(n, 0, raw) for n, _, raw in read_lines(path)])
     assert not reader._reread
-    return reader
+    _same(reader.conversation(), kept_whole(path).conversation())
 
 
 @pytest.mark.parametrize("every", [1, 2, 3, 7])
@@ -88,3 +97,56 @@ def test_a_changed_file_gives_no_row_instead_of_another(tmp_path: Path, monkeypa
     assert reader._row_of(first) is not None
     path.write_bytes(b"x" * path.stat().st_size)  # (the tailer would start the reader over)
     assert reader._row_of(first) is None
+
+
+def test_mutated_transcripts_read_in_settles_equal_rows_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows dropped, repeated, moved and re-parented at random (rewinds, retries, branches,
+    parents read later, cycles, duplicate uuids), read with a settle after every 1–5 rows, and
+    read a few lines at a time with a conversation after each: the same conversation as the
+    reader that keeps every row and builds once."""
+    import json
+    import random
+
+    rng = random.Random(36)
+    sources = [p for p in transcripts() if p.stat().st_size < 400_000]
+    for case in range(150):
+        lines = rng.choice(sources).read_bytes().splitlines()
+        rows = [json.loads(line) if line.strip() else None for line in lines]
+        uuids = [r["uuid"] for r in rows if isinstance(r, dict) and isinstance(r.get("uuid"), str)]
+        out = list(lines)
+        for _ in range(rng.randint(1, 6)):
+            i = rng.randrange(len(out))
+            op = rng.random()
+            if op < 0.25:
+                del out[i]
+            elif op < 0.45:
+                out.insert(rng.randrange(len(out) + 1), out[i])  # a repeated row (same uuid)
+            elif op < 0.6:
+                out.insert(rng.randrange(len(out) + 1), out.pop(i))  # a row read out of order
+            else:
+                try:
+                    row = json.loads(out[i])
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and uuids:
+                    row["parentUuid"] = rng.choice([*uuids, None, "not-a-row"])
+                    if rng.random() < 0.3:
+                        row["uuid"] = rng.choice(uuids) + "-b"  # a new branch row
+                    out[i] = json.dumps(row).encode()
+        path = tmp_path / f"m{case}.jsonl"
+        path.write_bytes(b"\n".join(out) + b"\n")
+        monkeypatch.setattr(claude_reader, "SETTLE_ROWS", rng.randint(1, 5))
+        reader = ClaudeReader(path)
+        reader.feed(read_lines(path))
+        whole = kept_whole(path).conversation()
+        _same(reader.conversation(), whole)
+        # as the dashboard reads it: a few lines, a conversation, a few more lines…
+        live = ClaudeReader(path)
+        lines = list(read_lines(path))
+        at = 0
+        while at < len(lines):
+            step = rng.randint(1, 7)
+            live.feed(lines[at:at + step])
+            live.conversation()
+            at += step
+        _same(live.conversation(), whole)

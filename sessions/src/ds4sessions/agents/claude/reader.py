@@ -285,6 +285,8 @@ class _Last:
     boundary_uuid: str | None
     missing: int = 0
     post_tokens: Any = None
+    awaited: frozenset[str] = frozenset()  # uuids the chain names but the file did not hold yet
+    reorder: tuple[bool, Any] | None = None  # `_chain`'s (nothing after the boundary, anchor not read yet)
 
 
 class ClaudeReader:
@@ -326,6 +328,7 @@ class ClaudeReader:
         self._file: Any = None  # the file's descriptor, open while a settle reads rows again (`_row_of`)
         self._in_settle = False
         self._linear = True
+        self._awaited = set()
 
     # ---- feeding -------------------------------------------------------------------------
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
@@ -567,6 +570,14 @@ class ClaudeReader:
                 os.close(self._file)
                 self._file = None
         s.touched.clear()
+        if self._reread and s.fresh:
+            # the rows are dropped only when the file holds the last of them where it was fed
+            # (lines fed from elsewhere, or offsets not the file's: every row is kept whole)
+            last = next(reversed(s.fresh))
+            kept = s.fresh.pop(last)
+            if self._row_of(last) is None:
+                self._reread = False
+            s.fresh[last] = kept
         if self._reread:
             s.fresh.clear()
         self._settled = True
@@ -593,8 +604,8 @@ class ClaudeReader:
         if row is not None:
             return row
         rec = s.recs.get(uuid)
-        if rec is None or not self._reread:
-            return None
+        if rec is None:
+            return None  # (a row not kept is one dropped while the offsets were the file's: read it)
         raw = b""
         try:
             fd = self._file if self._file is not None else os.open(self.path, os.O_RDONLY)
@@ -625,6 +636,8 @@ class ClaudeReader:
         if last is None:
             return None
         s = self._s
+        if last.awaited and any(u in s.recs for u in last.awaited):
+            return None  # a row the context's start waited for came (a parent written later)
         leaf = self._leaf()
         collected: list[dict[str, Any]] = []
         uuid = leaf
@@ -644,13 +657,17 @@ class ClaudeReader:
                 return None
             collected.append(row)
             uuid = row.get("parentUuid")
+        if last.reorder is not None and collected:
+            empty, anchor = last.reorder
+            if empty or (isinstance(anchor, str) and any(r.get("uuid") == anchor for r in collected)):
+                return None  # (the preserved rows would sit elsewhere among these rows: `_chain`)
         converter.mark()
         if back is not None:
             converter.rewind(back)
         for row in reversed(collected):
             converter.add(row)
         requests = last.requests
-        redo = s.touched | converter.changed_keys
+        redo = s.touched | converter.changed_keys | self._open_times  # (open: a parent may have come since)
         if redo or len(requests) < len(s.reply_order):
             requests = self._spares.copy(requests)  # (the previous conversation keeps its list)
             for key in redo:
@@ -659,9 +676,13 @@ class ClaudeReader:
                     requests[index] = self._request(index, key, converter.reply_at, last.start_line)
             for index in range(len(requests), len(s.reply_order)):
                 requests.append(self._request(index, s.reply_order[index], converter.reply_at, last.start_line))
+        # (the session's first request may have come since, or the rows before it: as `_build`;
+        # cached while it is the same request and its rows reached the root)
+        anchor = self._start_anchor() if last.boundary_uuid is not None else None
         self._last = _Last(leaf, s.last_row_line if s.row_count else last.line, s.row_count, converter,
-                           last.start_line, requests, last.start_anchor, last.boundary_uuid, last.missing,
-                           last.post_tokens)
+                           last.start_line, requests, anchor, last.boundary_uuid, last.missing,
+                           last.post_tokens, last.awaited,
+                           None if last.reorder is None else (last.reorder[0] and not collected, last.reorder[1]))
         return converter.first_changed
 
     def _requests_for(self, converter: Converter, start_line: int) -> list[Request]:
@@ -714,6 +735,8 @@ class ClaudeReader:
         parents. (`self._linear`: False when a compaction's preserved rows were inserted, so the
         rows are not in parent order and a rewind cannot go back along them.)"""
         self._linear = True
+        self._reorder: tuple[bool, Any] | None = None
+        self._awaited: set[str] = set()
         s = self._s
         leaf = self._leaf()
         chain: list[dict[str, Any]] = []
@@ -724,23 +747,32 @@ class ClaudeReader:
             row = self._row_of(uuid)
             if row is None:
                 missing += 1
+                self._awaited.add(uuid)
                 break
             seen.add(uuid)
             chain.append(row)
             if row.get("type") == "system" and row.get("subtype") == "compact_boundary":
                 break
             uuid = row.get("parentUuid")
+        if isinstance(uuid, str) and uuid in seen:
+            self._linear = False  # (a cycle of parents: another leaf on it would start elsewhere)
         chain.reverse()
         boundary = chain[0] if chain and chain[0].get("subtype") == "compact_boundary" else None
         if boundary is not None:
             meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
             kept = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
             preserved = [self._row_of(u) for u in kept.get("uuids") or () if isinstance(u, str) and u in s.recs]
+            self._awaited.update(u for u in kept.get("uuids") or () if isinstance(u, str) and u not in s.recs)
             rest = chain[1:]
             anchor = kept.get("anchorUuid")
-            at = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), 1 if rest and rest[0].get("isCompactSummary") else 0)
+            found = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), None)
+            at = found if found is not None else 1 if rest and rest[0].get("isCompactSummary") else 0
             chain = [boundary, *rest[:at], *(r for r in preserved if r is not None), *rest[at:]]
-            self._linear = not any(r is not None for r in preserved)
+            if any(r is not None for r in preserved):
+                self._linear = False
+                # where the preserved rows go may move with later rows: with nothing after the
+                # boundary yet, or an anchor not read yet (`_extend` then rebuilds)
+                self._reorder = (not rest, anchor if found is None else None)
         return chain, boundary, missing
 
     def _build(self) -> None:
@@ -767,9 +799,11 @@ class ClaudeReader:
         start_anchor = self._start_anchor() if boundary is not None else None
         post_tokens = ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None
         self._cached_micro = micro
-        self._last = _Last(chain[-1].get("uuid") if chain else None, s.last_row_line if s.row_count else 0,
+        # (the leaf the chain was walked from: with preserved rows inserted, the last row of the
+        # context is not the one later rows extend)
+        self._last = _Last(self._leaf() if chain else None, s.last_row_line if s.row_count else 0,
                            s.row_count, converter, start_line, requests, start_anchor, boundary_uuid, missing,
-                           post_tokens)
+                           post_tokens, frozenset(self._awaited), self._reorder)
 
     def _conversation(self, converter: Converter, requests: list[Request], leaf: str | None, *,
                       stable: int) -> Conversation:
