@@ -153,9 +153,12 @@ def _int(value: Any) -> int:
 def usage_of(raw: Any) -> Usage:
     """`message.usage` → `Usage` (disjoint buckets; `cache_creation_input_tokens` → cache_write
     with the `ephemeral_5m/1h` split). Anything malformed counts as 0."""
-    if not isinstance(raw, Mapping):
+    # (`type(...) is dict` first: `isinstance` against `typing.Mapping` costs ~1.5 µs)
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         return Usage()
-    split = raw.get("cache_creation") if isinstance(raw.get("cache_creation"), Mapping) else {}
+    split = raw.get("cache_creation")
+    if type(split) is not dict and not isinstance(split, Mapping):
+        split = {}
     return Usage(
         input=_int(raw.get("input_tokens")),
         cache_read=_int(raw.get("cache_read_input_tokens")),
@@ -167,14 +170,18 @@ def usage_of(raw: Any) -> Usage:
 
 
 def _max_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(*(max(x, y) for x, y in zip(
-        (a.input, a.cache_read, a.cache_write, a.output, a.cache_write_5m, a.cache_write_1h, a.reasoning),
-        (b.input, b.cache_read, b.cache_write, b.output, b.cache_write_5m, b.cache_write_1h, b.reasoning))))
+    if a == b:
+        return a  # (a reply's rows usually repeat one usage)
+    return Usage(max(a.input, b.input), max(a.cache_read, b.cache_read), max(a.cache_write, b.cache_write),
+                 max(a.output, b.output), max(a.cache_write_5m, b.cache_write_5m),
+                 max(a.cache_write_1h, b.cache_write_1h), max(a.reasoning, b.reasoning))
 
 
 def miss_reason_of(message: Mapping[str, Any]) -> str | None:
     """`message.diagnostics.cache_miss_reason.type`, None when absent or null."""
     diag = message.get("diagnostics")
+    if diag is None:
+        return None
     if isinstance(diag, Mapping):
         reason = diag.get("cache_miss_reason")
         if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
@@ -450,12 +457,18 @@ class ClaudeReader:
                 self._unknown("attachmentTypes", atype, len(json.dumps(att, ensure_ascii=False)))
         elif kind in ("user", "assistant") and isinstance(row.get("message"), dict):
             content = row["message"].get("content")
-            for block in content if isinstance(content, list) else ():
-                if not isinstance(block, dict):
+            for block in content if type(content) is list else ():
+                if type(block) is not dict:
                     continue
-                inner = block.get("content") if block.get("type") == "tool_result" else None
-                for b in [block, *(inner if isinstance(inner, list) else ())]:
-                    if isinstance(b, dict) and _name(b.get("type")) not in KNOWN_BLOCKS:
+                btype = block.get("type")
+                if btype == "tool_result" and type(block.get("content")) is list:
+                    blocks: Iterable[Any] = [block, *block["content"]]
+                elif type(btype) is str and btype in KNOWN_BLOCKS:
+                    continue  # (the usual block: known, nothing inside to look at)
+                else:
+                    blocks = (block,)
+                for b in blocks:
+                    if type(b) is dict and _name(b.get("type")) not in KNOWN_BLOCKS:
                         self._unknown("contentBlocks", str(b.get("type")), len(json.dumps(b, ensure_ascii=False)))
 
     def _row(self, row: dict[str, Any], line_no: int, offset: int = 0, length: int = 0) -> None:
