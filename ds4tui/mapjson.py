@@ -26,6 +26,35 @@ JSON whitespace, e.g. Python's `json.dumps` spacing): Claude Code and Codex file
 def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     """(path, exact) when `args` is exactly `map` + one path + `--json` (+ `--fast`/`--exact`)
     and the path is an existing non-directory file; None for anything else."""
+    parsed = _map_args(args)
+    return parsed if parsed is not None and _plain_pi_file(parsed[0]) else None
+
+
+def _agent_map_args(args: list[str]) -> tuple[Any, Path, bool] | None:
+    """(agent, path, exact) when `args` is `map` + one path + `--json` (+ `--fast`/`--exact`) on a
+    regular file that another agent than Pi reads (Claude Code, Codex, …: issue 36, ~0.3 s of
+    Typer's start-up out of their `map --json`); None for anything else (the Typer CLI then
+    decides, errors included)."""
+    parsed = _map_args(args)
+    if parsed is None:
+        return None
+    path, exact = parsed
+    try:
+        if not path.is_file():
+            return None
+        from ds4sessions.agents.registry import agent_for_path, default_agent
+
+        agent = agent_for_path(path)
+    except (OSError, ValueError):
+        return None
+    if agent is None or agent is default_agent():
+        return None
+    return agent, path, exact
+
+
+def _map_args(args: list[str]) -> tuple[Path, bool] | None:
+    """(path, exact) when `args` is exactly `map` + one path + `--json` (+ `--fast`/`--exact`,
+    the last one wins, as Typer reads them); None for anything else."""
     if len(args) < 3 or args[0] != "map":
         return None
     paths = [a for a in args[1:] if not a.startswith("-")]
@@ -36,8 +65,7 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     for flag in flags:
         if flag in ("--fast", "--exact"):
             exact = flag == "--exact"
-    path = Path(paths[0])
-    return (path, exact) if _plain_pi_file(path) else None
+    return Path(paths[0]), exact
 
 
 def _plain_pi_file(path: Path) -> bool:
@@ -102,9 +130,42 @@ def _lean(encoding: Any) -> Any:
     return encoding
 
 
+def _agent_map(agent: Any, path: Path, exact: bool) -> None:
+    """`ds4tui map --json PATH` for another agent than Pi, as the Typer CLI prints it
+    (`cli.map_cmd`: `dumps_map(agent.map_json(...))` and a newline), without Typer and Rich."""
+    import gc
+
+    from ds4sessions.agents.pi.discovery import load_model_table
+
+    gc.disable()  # (a one-shot process: see `main`)
+    if exact:
+        _load_cl100k_lean()
+    _write(dumps_map(agent.map_json(path, exact=exact, models=load_model_table())))
+
+
+def _write(text: str) -> None:
+    """`text` and a newline on stdout: its UTF-8 bytes in one write when stdout is UTF-8 (no
+    copy of the whole text), else through the text layer."""
+    if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def main() -> None:
     """Console entry point: `map --json` directly, everything else through `ds4tui.cli.main`."""
     fast = _fast_map_args(sys.argv[1:])
+    other = _agent_map_args(sys.argv[1:]) if fast is None else None
+    if other is not None:
+        from ds4tui.errors import run_guarded
+
+        run_guarded(lambda: _agent_map(*other))
+        os._exit(0)  # (as below: nothing to clean up)
     if fast is None:
         pi_path = _fast_open_path(sys.argv[1:])
         if pi_path is not None:  # the dashboard without Typer's start-up (~0.1 s of the first paint)
