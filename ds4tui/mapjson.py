@@ -156,8 +156,8 @@ def _agent_map(agent: Any, path: Path, exact: bool) -> None:
 
 
 def _write(text: str) -> None:
-    """`text` and a newline on stdout: its UTF-8 bytes in one write when stdout is UTF-8 (no
-    copy of the whole text), else through the text layer."""
+    """`text` and a newline on stdout: its UTF-8 bytes when stdout is UTF-8 (the same bytes the
+    text layer writes, without copies of the whole text), else through the text layer."""
     if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
         sys.stdout.flush()
         sys.stdout.buffer.write(text.encode("utf-8"))
@@ -211,16 +211,7 @@ def main() -> None:
         del snap  # nothing else needs the snapshot: its memory is reused for the text
         text = dumps_map(data)
         del data
-        if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
-            sys.stdout.flush()  # the same bytes the text layer writes, without copies of the whole text
-            sys.stdout.buffer.write(text.encode("utf-8"))
-            del text
-            sys.stdout.buffer.write(b"\n")
-            sys.stdout.buffer.flush()
-        else:
-            sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _write(text)
 
     run_guarded(run)  # any failure: one line `ds4tui: <reason>`, exit 2 (as the Typer CLI)
     # Nothing is left to clean up (no thread, no file open for writing): skip the interpreter's
