@@ -141,12 +141,16 @@ def test_mutated_transcripts_read_in_settles_equal_rows_kept_whole(tmp_path: Pat
         whole = kept_whole(path).conversation()
         _same(reader.conversation(), whole)
         # as the dashboard reads it: a few lines, a conversation, a few more lines…
+        from ds4sessions.agents.claude.views import MessageTally, context_map
+
         live = ClaudeReader(path)
         lines = list(read_lines(path))
+        tally = MessageTally()
         at = 0
         while at < len(lines):
             step = rng.randint(1, 7)
             live.feed(lines[at:at + step])
-            live.conversation()
+            conv = live.conversation()
+            assert context_map(conv, {}, tally=tally) == context_map(conv, {})  # (the live map's memos too)
             at += step
         _same(live.conversation(), whole)

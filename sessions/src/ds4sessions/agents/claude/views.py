@@ -295,6 +295,8 @@ class MessageTally:
         self.kept = 0
         self._requests: Sequence[Request] = ()
         self._synthetic = [0]  # synthetic requests among the first i of `_requests`
+        self._anchor_memo: tuple[Sequence[Request], int | None] = ((), None)
+        self._compactions_memo: tuple[Sequence[Compaction], list[dict[str, Any]] | None] = ((), None)
 
     def sync(self, conv: Conversation) -> None:
         """Count `conv`'s messages: the first `min(conv.stable, counted)` are kept when they are
@@ -329,6 +331,33 @@ class MessageTally:
             self.cum.append(self.cum[-1] + total)
             if meta is not None and meta.category == "skills":
                 self.skills.append(i)
+
+    def anchor_request(self, requests: Sequence[Request]) -> Request | None:
+        """`anchor_request` of a conversation with these `requests`, kept from the last call
+        while the requests up to the anchor are the very objects of last time (compared in C:
+        a long session's requests before its last compaction are not scanned at each append)."""
+        seen, at = self._anchor_memo
+        if at is not None and at < len(requests) and requests[at] is seen[at] and list(requests[:at]) == list(seen[:at]):
+            self._anchor_memo = (requests, at)
+            return requests[at]
+        if at is None and seen:  # (none among the previous requests: look only at those changed or new)
+            k = min(len(seen), len(requests))
+            start = k if list(requests[:k]) == list(seen[:k]) else 0
+        else:
+            start = 0
+        found = next((i for i in range(start, len(requests)) if not requests[i].synthetic
+                      and not requests[i].sidechain and requests[i].message_index is not None), None)
+        self._anchor_memo = (requests, found)
+        return requests[found] if found is not None else None
+
+    def compactions_json(self, compactions: Sequence[Compaction]) -> list[dict[str, Any]]:
+        """`compactions_json(compactions)`, its rows kept while the compactions are those of
+        last time (a session compacted 2,000 times: 2,000 dicts at every append otherwise)."""
+        seen, rows = self._compactions_memo
+        if rows is None or len(seen) != len(compactions) or list(seen) != list(compactions):
+            rows = compactions_json(compactions)
+            self._compactions_memo = (compactions, rows)
+        return list(rows)
 
     def request_count(self, requests: Sequence[Request]) -> int:
         """`request_count` of a conversation with these `requests`, counting only the requests
@@ -393,7 +422,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     ac = autocompact_for(conv, env, window)
     cpt = rough_chars_per_token(conv.model)
     last, total = context_now(conv)
-    anchor = anchor_request(conv)
+    anchor = anchor_request(conv) if tally is None else tally.anchor_request(conv.requests)
     fixed = None
     fixed_from = anchor.entry_id if anchor is not None else None
     if anchor is not None and anchor.message_index is not None:
@@ -508,8 +537,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "categories": [t.to_json() for t in terms.terms],
         "autocompact": {**ac.to_json(), "tokensUntil": ac.tokens_until(used),
                         "predictedAfterCompaction": predicted_after_compaction(fixed, summary_tokens)},
-        "compactions": [{"entryId": c.entry_id, "kind": c.kind, "tokensBefore": c.tokens_before, "time": c.timestamp}
-                        for c in conv.compactions],
+        "compactions": compactions_json(conv.compactions) if tally is None else tally.compactions_json(conv.compactions),
         "messages": len(conv.messages),
         "diagnostics": len(conv.diagnostics),
         "problems": [str(d) for d in conv.diagnostics],
@@ -528,6 +556,12 @@ def window_facts(conv: Conversation, ac: Autocompact) -> dict[str, Any]:
     known = window.get("windowKnown", conv.model is not None)
     return {"windowSource": window.get("windowSource", "assumed"), "windowKnown": known,
             "windowNote": window.get("windowNote") or (None if known else "window unknown: assumed 200k")}
+
+
+def compactions_json(compactions: Sequence[Compaction]) -> list[dict[str, Any]]:
+    """`context_map`'s `compactions`: `{entryId, kind, tokensBefore, time}` per compaction."""
+    return [{"entryId": c.entry_id, "kind": c.kind, "tokensBefore": c.tokens_before, "time": c.timestamp}
+            for c in compactions]
 
 
 def request_count(conv: Conversation) -> int:
@@ -732,7 +766,7 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
     return conv_or_reason.capabilities.read_only_reason
 
 
-__all__ = ["MESSAGE_CHILDREN", "context_map", "recorded_rows", "window_facts", "request_count", "recorded_cost", "shown_category", "cache_report", "context_messages", "context_now",
+__all__ = ["MESSAGE_CHILDREN", "compactions_json", "context_map", "recorded_rows", "window_facts", "request_count", "recorded_cost", "shown_category", "cache_report", "context_messages", "context_now",
            "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens",
            "autocompact_for", "steering_refusal"]
 
