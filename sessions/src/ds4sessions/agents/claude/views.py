@@ -600,21 +600,23 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
         keep = next(itertools.compress(itertools.count(), map(operator.is_not, requests[:keep], seen[:keep])), keep)
     records: list[dict[str, Any]] = memo.get("records") or []
     states: list[_CacheRun] = memo.get("states") or []
-    miss_at: list[int] = memo.get("missAt") or []
-    share_at: list[int] = memo.get("shareAt") or []
+    misses: list[dict[str, Any]] = memo.get("misses") or []  # the records that are misses, in order
+    shares: list[Any] = memo.get("shares") or []  # the main-chain read shares, in order
     del records[keep:], states[keep:]
     run = states[-1] if states else _CacheRun()
-    del miss_at[run.misses:], share_at[run.shares:]
+    del misses[run.misses:], shares[run.shares:]
     compactions = conv.compactions
     for request in requests[keep:]:
         run, record = _cache_step(run, request, compactions)
-        if run.misses > len(miss_at):
-            miss_at.append(len(records))
-        if run.shares > len(share_at):
-            share_at.append(len(records))
+        if run.misses > len(misses):
+            misses.append(record)
+        if run.shares > len(shares):
+            shares.append(record["share"])
         records.append(record)
         states.append(run)
-    memo.update(requests=list(requests), records=records, states=states, missAt=miss_at, shareAt=share_at,
+    # (the lists kept whole between appends, each copied once at the end: O(new requests) in
+    # Python, the copies in C; a 95 MiB session has 20,000 requests, issue 36)
+    memo.update(requests=list(requests), records=records, states=states, misses=misses, shares=shares,
                 compactions=conv.compactions)
     last_write = next((r for r in reversed(requests) if not r.synthetic and not r.sidechain and r.usage.cache_write > 0), None)
     last_main, tier = run.last_main, run.tier
@@ -625,8 +627,6 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
     else:
         ttl = cache_ttl(anchor, 0, 0, tier_before=tier)
     now = at if at is not None else anchor
-    misses = [records[i] for i in miss_at]
-    shares = [records[i]["share"] for i in share_at]
     unpriced = run.unpriced
     return {
         "agent": conv.agent,
@@ -637,9 +637,9 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
                   "remainingSeconds": ttl.remaining(now) if now is not None else None,
                   "warm": bool(ttl.expires_at is not None and now is not None and now < ttl.expires_at),
                   "tierSource": "recorded (usage.cache_creation.ephemeral_5m/1h)"},
-        "history": {"records": list(records), "misses": misses,
+        "history": {"records": list(records), "misses": list(misses),
                     "overallShare": run.main_read / run.main_prompt if run.main_prompt else None,
-                    "requestShares": shares},
+                    "requestShares": list(shares)},
         "totals": dict(run.totals),
         **recorded_cost(conv, run.cost_total if not unpriced else None),
         "pricedCostUsd": run.cost_total,
