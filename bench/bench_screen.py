@@ -22,7 +22,9 @@ retrieval) are not waited for, but they run on the same UI thread and so delay l
 Sizes: `99-large` ($DS4TUI_SHARED or ../shared: sessions-pi/99-large.jsonl, 30 MiB) and synthetic sessions of
 1,000 and 10,000 turns (`bench_planner.synthetic_session`). `claude:N` and `codex:N`: a synthetic
 Claude Code transcript or Codex rollout of N turns (`synthetic_agents.py`), appended to with the
-rows those CLIs write for a turn. Also first paint: from constructing the app to the first
+rows those CLIs write for a turn. `claude-sample:MB` and `codex-sample:MB` (`-nc`: without the
+sample's compaction): the shared sample repeated with fresh ids to MB MiB (`repeat_sample.py`,
+issue 36), appended to with the next copy's lines one by one. Also first paint: from constructing the app to the first
 painted map with data.
 
 A line counts as shown once the widgets hold a snapshot that read the file past that line's end
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -212,7 +215,7 @@ async def drive(path: Path, appends: int, pace: tuple[float, float], seed: int, 
         leaf, usage = _last_entry(lines)
         new = [raw for _, raw in synthetic_lines(leaf, usage, appends)]
     else:
-        new = list(more)[:appends]
+        new = list(itertools.islice(more, appends))
     ends, offset = [], path.stat().st_size
     for raw in new:
         offset += len(raw)
@@ -284,7 +287,17 @@ def main() -> int:
         for size in (s.strip() for s in args.sizes.split(",") if s.strip()):
             path = Path(tmp) / f"{size.replace(':', '-')}.jsonl"
             more = None
-            if ":" in size:
+            if size.split(":")[0] in ("claude-sample", "codex-sample", "claude-sample-nc", "codex-sample-nc"):
+                import repeat_sample
+
+                kind, _, mb = size.partition(":")
+                agent = kind.split("-")[0]
+                repeater, copies = repeat_sample.write_repeated(agent, path, float(mb), repeat_sample.shared_dir(),
+                                                                compaction=not kind.endswith("-nc"))
+                more = (line.encode() + b"\n" for n in itertools.count(copies)
+                        for line in repeater.copy(n).splitlines())
+                label = f"{kind} {float(mb):g} MiB"
+            elif ":" in size:
                 import synthetic_agents
 
                 agent, _, turns = size.partition(":")

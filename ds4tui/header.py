@@ -98,6 +98,7 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
         style = "bold yellow" if facts.problems else "dim"  # (a file of bad lines is not an empty session)
         items.append(HeaderItem(Text(facts.empty_note or "empty session: waiting for Pi to write", style=style), 0))
         return items
+    percent = None
     if facts.reading is not None:
         done, total = facts.reading
         percent = int(100 * done / total) if total else 100
@@ -115,6 +116,8 @@ def header_items(facts: HeaderFacts) -> list[HeaderItem]:
             fill.append(f" / {fmt_tokens(facts.window)} ({100 * facts.used / facts.window:.0f}%)")
         if not facts.measured:
             fill.append(" est.", style="dim")
+        if percent is not None:  # (the session as it was at that byte of the file, not its end: issue 36)
+            fill.append(f" as at {percent}%", style="yellow")
         items.append(HeaderItem(fill, 0))
     if facts.note:
         items.append(HeaderItem(Text(literal(facts.note, keep_newlines=False)), 2))

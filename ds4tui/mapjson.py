@@ -26,6 +26,35 @@ JSON whitespace, e.g. Python's `json.dumps` spacing): Claude Code and Codex file
 def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     """(path, exact) when `args` is exactly `map` + one path + `--json` (+ `--fast`/`--exact`)
     and the path is an existing non-directory file; None for anything else."""
+    parsed = _map_args(args)
+    return parsed if parsed is not None and _plain_pi_file(parsed[0]) else None
+
+
+def _agent_map_args(args: list[str]) -> tuple[Any, Path, bool] | None:
+    """(agent, path, exact) when `args` is `map` + one path + `--json` (+ `--fast`/`--exact`) on a
+    regular file that another agent than Pi reads (Claude Code, Codex, …: issue 36, ~0.3 s of
+    Typer's start-up out of their `map --json`); None for anything else (the Typer CLI then
+    decides, errors included)."""
+    parsed = _map_args(args)
+    if parsed is None:
+        return None
+    path, exact = parsed
+    try:
+        if not path.is_file():
+            return None
+        from ds4sessions.agents.registry import agent_for_path, default_agent
+
+        agent = agent_for_path(path)
+    except (OSError, ValueError):
+        return None
+    if agent is None or agent is default_agent():
+        return None
+    return agent, path, exact
+
+
+def _map_args(args: list[str]) -> tuple[Path, bool] | None:
+    """(path, exact) when `args` is exactly `map` + one path + `--json` (+ `--fast`/`--exact`,
+    the last one wins, as Typer reads them); None for anything else."""
     if len(args) < 3 or args[0] != "map":
         return None
     paths = [a for a in args[1:] if not a.startswith("-")]
@@ -36,8 +65,7 @@ def _fast_map_args(args: list[str]) -> tuple[Path, bool] | None:
     for flag in flags:
         if flag in ("--fast", "--exact"):
             exact = flag == "--exact"
-    path = Path(paths[0])
-    return (path, exact) if _plain_pi_file(path) else None
+    return Path(paths[0]), exact
 
 
 def _plain_pi_file(path: Path) -> bool:
@@ -56,14 +84,26 @@ def _plain_pi_file(path: Path) -> bool:
 
 def _fast_open_path(args: list[str]) -> Path | None:
     """The path of `ds4tui PATH` or `ds4tui open PATH` when it is an existing regular file that
-    plainly starts with a Pi session header (it opens in the dashboard: `launch.run_tui`), else
-    None (options, other agents, errors and everything else go through the Typer CLI)."""
+    plainly starts with a Pi session header or that another agent reads (it opens in the
+    dashboard: `launch.run_tui`), else None (options, errors and everything else go through the
+    Typer CLI)."""
     if args[:1] == ["open"]:
         args = args[1:]
     if len(args) != 1 or args[0].startswith("-") or not any(c in args[0] for c in "./"):
         return None  # (a bare word may be a command: the CLI decides; command names have no . or /)
     path = Path(args[0])
-    return path if _plain_pi_file(path) else None
+    if _plain_pi_file(path):
+        return path
+    # another agent's regular file (Claude Code, Codex, …): the same `run_tui` the `open` command
+    # reaches (`launch.open_any`), without Typer's start-up (issue 36: ~0.15 s of the first paint)
+    try:
+        if not path.is_file():
+            return None
+        from ds4sessions.agents.registry import agent_for_path
+
+        return path if agent_for_path(path) is not None else None
+    except (OSError, ValueError):
+        return None
 
 
 def _load_cl100k_lean() -> None:
@@ -102,15 +142,49 @@ def _lean(encoding: Any) -> Any:
     return encoding
 
 
+def _agent_map(agent: Any, path: Path, exact: bool) -> None:
+    """`ds4tui map --json PATH` for another agent than Pi, as the Typer CLI prints it
+    (`cli.map_cmd`: `dumps_map(agent.map_json(...))` and a newline), without Typer and Rich."""
+    import gc
+
+    from ds4sessions.agents.pi.discovery import load_model_table
+
+    gc.disable()  # (a one-shot process: see `main`)
+    if exact:
+        _load_cl100k_lean()
+    _write(dumps_map(agent.map_json(path, exact=exact, models=load_model_table())))
+
+
+def _write(text: str) -> None:
+    """`text` and a newline on stdout: its UTF-8 bytes when stdout is UTF-8 (the same bytes the
+    text layer writes, without copies of the whole text), else through the text layer."""
+    if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def main() -> None:
     """Console entry point: `map --json` directly, everything else through `ds4tui.cli.main`."""
     fast = _fast_map_args(sys.argv[1:])
+    other = _agent_map_args(sys.argv[1:]) if fast is None else None
+    if other is not None:
+        from ds4tui.errors import run_guarded
+
+        run_guarded(lambda: _agent_map(*other))
+        os._exit(0)  # (as below: nothing to clean up)
     if fast is None:
         from ds4tui import launch
 
         launch.LEAN_CL100K = _load_cl100k_lean  # (this process is the `ds4tui` script's: `launch.run_tui`)
         pi_path = _fast_open_path(sys.argv[1:])
         if pi_path is not None:  # the dashboard without Typer's start-up (~0.1 s of the first paint)
+            # (any agent's file: `run_tui` picks the reader by the file, as `launch.open_any`)
             from ds4tui.errors import run_guarded
             from ds4tui.launch import run_tui
 
@@ -140,16 +214,7 @@ def main() -> None:
         del snap  # nothing else needs the snapshot: its memory is reused for the text
         text = dumps_map(data)
         del data
-        if (sys.stdout.encoding or "").lower().replace("-", "") == "utf8" and sys.stdout.errors in ("strict", "surrogateescape"):
-            sys.stdout.flush()  # the same bytes the text layer writes, without copies of the whole text
-            sys.stdout.buffer.write(text.encode("utf-8"))
-            del text
-            sys.stdout.buffer.write(b"\n")
-            sys.stdout.buffer.flush()
-        else:
-            sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _write(text)
 
     run_guarded(run)  # any failure: one line `ds4tui: <reason>`, exit 2 (as the Typer CLI)
     # Nothing is left to clean up (no thread, no file open for writing): skip the interpreter's

@@ -171,7 +171,7 @@ async def test_without_a_copy_the_dashboard_reads_as_before(sample01: Path, monk
         assert app.shown == [] and app.snapshot is not None and app.view.version >= 1
 
 
-def test_the_cli_opens_a_plain_pi_file_without_typer(tmp_path: Path, sample01: Path) -> None:
+def test_the_cli_opens_a_session_file_without_typer(tmp_path: Path, sample01: Path) -> None:
     name = str(sample01)
     assert _fast_open_path([name]) == sample01
     assert _fast_open_path(["open", name]) == sample01
@@ -181,7 +181,11 @@ def test_the_cli_opens_a_plain_pi_file_without_typer(tmp_path: Path, sample01: P
     assert _fast_open_path([str(tmp_path)]) is None  # a directory: the CLI says why
     assert _fast_open_path([str(tmp_path / "missing.jsonl")]) is None
     claude = next((FIXTURES / "claude").rglob("*.jsonl"))
-    assert _fast_open_path([str(claude)]) is None  # another agent: the CLI picks its view
+    # another agent's file opens the same way (`launch.open_any` → `run_tui`), issue 36
+    assert _fast_open_path([str(claude)]) == claude
+    odd = tmp_path / "notes.txt"
+    odd.write_text("not a session\n")
+    assert _fast_open_path([str(odd)]) is None  # no agent reads it: the CLI says why
 
 
 async def test_after_the_first_view_the_own_snapshot_draws_what_only_it_draws(sample01: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

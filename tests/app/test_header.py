@@ -91,6 +91,7 @@ def test_a_first_read_in_slices_says_how_far_it_is() -> None:
     facts = HeaderFacts(used=150_000, window=200_000, model="anthropic/x", reading=(21 << 20, 84 << 20))
     line = compose_header(facts, 160).plain
     assert "reading 25% of 84.0 MiB…" in line and line.index("reading") < line.index("150k")
+    assert "150k / 200k (75%) est. as at 25%" in line  # the number is the session's at that point (issue 36)
     # kept when the line is narrow (priority 0, with the numbers it qualifies)
     assert "reading 25%" in compose_header(facts, 50).plain
     assert "reading" not in compose_header(HeaderFacts(used=150_000, window=200_000), 160).plain

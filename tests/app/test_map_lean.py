@@ -340,3 +340,31 @@ def test_two_process_read_goes_on_after_a_chunk_that_does_not_load(tmp_path: Pat
         loads.clear()
         _assert_same(sample)
         assert len(loads) >= 3  # a chunk failed in each mode
+
+
+def _agent_files() -> list[Path]:
+    from tests.conftest import FIXTURES, SHARED
+
+    found = sorted((FIXTURES / "claude").rglob("*.jsonl"))[:3] + sorted((FIXTURES / "codex").rglob("rollout-*.jsonl"))[:2]
+    found += sorted((FIXTURES / "gemini").rglob("session-*.jsonl"))[:1]
+    if SHARED is not None:
+        found += sorted((SHARED / "sessions-claude").rglob("*.jsonl"))[:1] + sorted((SHARED / "sessions-codex").rglob("*.jsonl"))[:1]
+    return found
+
+
+@pytest.mark.parametrize("path", _agent_files(), ids=lambda p: p.name[-28:])
+@pytest.mark.parametrize("flags", [[], ["--fast"]], ids=["exact", "fast"])
+def test_other_agents_map_without_typer_prints_what_the_cli_prints(path: Path, flags: list[str]) -> None:
+    """Issue 36: `ds4tui map --json` on a Claude Code / Codex / … file skips Typer
+    (`mapjson._agent_map`) and prints the Typer command's bytes, exit status and stderr."""
+    import subprocess
+
+    from ds4tui.mapjson import _agent_map_args
+
+    argv = ["map", "--json", *flags, str(path)]
+    assert _agent_map_args(argv) is not None
+    fast = subprocess.run([sys.executable, "-c", "import sys; from ds4tui.mapjson import main; sys.argv[1:] = "
+                           f"{argv!r}; main()"], capture_output=True)
+    typer = subprocess.run([sys.executable, "-m", "ds4tui.cli", *argv], capture_output=True)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+    assert fast.returncode == 0 and fast.stdout.startswith(b"{")

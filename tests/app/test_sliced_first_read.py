@@ -98,3 +98,32 @@ async def test_the_header_says_reading_while_it_reads(tmp_path: Path, monkeypatc
             if app.snapshot is not None and not app.snapshot.unread_bytes:
                 break
         assert any("reading " in t and "% of " in t for t in seen)
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+async def test_claude_code_and_codex_are_read_in_slices_too(agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: a large Claude Code transcript or Codex rollout is painted slice by slice with
+    "reading N%" and its numbers marked as of that point ("as at N%"), and ends as a read in one go."""
+    import synthetic_agents
+
+    path = tmp_path / f"{agent}.jsonl"
+    synthetic_agents.write(agent, path, 300)
+    size = path.stat().st_size
+    monkeypatch.setattr(feed_module, "FIRST_SLICE_BYTES", 64 << 10)
+    monkeypatch.setattr(tailer, "CHUNK_BYTES", 16 << 10)
+    app = await _open(path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app)
+        partial = [r for r, _, _ in app.shown if r is not None]
+        assert len(partial) >= 2 and partial[0][1] == size and partial[0][0] < size
+        assert [r[0] for r in partial] == sorted(r[0] for r in partial)
+        assert app.shown[-1][0] is None and app.snapshot.unread_bytes == 0
+        assert "reading" not in app.query_one(SessionHeader).render_line(0).text
+        final = app.view
+
+    reference = Ds4App(path, watch=False, retrieval=False)
+    monkeypatch.setattr(feed_module, "FIRST_SLICE_BYTES", 1 << 30)
+    async with reference.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, reference)
+        assert final.header == reference.view.header and final.turns == reference.view.turns
+        assert final.legend == reference.view.legend

@@ -254,18 +254,21 @@ def cache_facts(snapshot: Any, now: float, memo: dict[str, Any] | None = None) -
     report = cache_report(conv, now, memo.setdefault("report", {}))
     raw = report["history"]["records"]
     seen: list[Any] = memo.get("raw") or []
-    made: list[Any] = memo.get("made") or []  # per raw record: (RequestRecord or None, last main event so far)
+    made: list[Any] = memo.get("made") or []  # per raw record: (RequestRecord or None, last main event so far,
+    # how many RequestRecords up to it)
     keep = min(len(seen), len(raw), len(made))
     if keep and memo.get("pricing") != report["pricingSource"]:
         keep = 0
     if keep:
         keep = next(itertools.compress(itertools.count(), map(operator.is_not, raw[:keep], seen[:keep])), keep)
     del made[keep:]
-    count = next((m[0].number for m in reversed(made) if m[0] is not None), 0)
+    records: list[Any] = memo.get("records") or []  # the RequestRecords of `made`, in order
+    del records[made[-1][2] if made else 0:]
+    count = records[-1].number if records else 0
     last_event = made[-1][1] if made else None
     for r in raw[keep:]:
         if r["synthetic"]:
-            made.append((None, last_event))
+            made.append((None, last_event, len(records)))
             continue
         usage = Usage(input=r["input"], output=r["output"], cache_read=r["cacheRead"], cache_write=r["cacheWrite"],
                       cache_write_1h=r["cacheWrite1h"])
@@ -281,9 +284,10 @@ def cache_facts(snapshot: Any, now: float, memo: dict[str, Any] | None = None) -
         count += 1
         if not r["sidechain"]:
             last_event = event
-        made.append((RequestRecord(count, event, r["share"], price, miss is not None, explained), last_event))
-    memo.update(raw=raw, made=made, pricing=report["pricingSource"])
-    records = [m[0] for m in made if m[0] is not None]
+        record = RequestRecord(count, event, r["share"], price, miss is not None, explained)
+        records.append(record)
+        made.append((record, last_event, len(records)))
+    memo.update(raw=raw, made=made, records=records, pricing=report["pricingSource"])
     state = report["state"]
     tier = state["tier"]
     lifetime = 3600 if tier == "1h" else 300 if tier == "5m" else None

@@ -48,6 +48,7 @@ source (docs/claude-code-format.md, "MAIN" = the shared 2.1.197 sample):
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,7 +69,7 @@ from ds4sessions.agents.base import (
     Usage,
 )
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostic, Problem
-from ds4sessions.ingest.limits import OversizedLine, iter_lines
+from ds4sessions.ingest.limits import OversizedLine, iter_lines, line_length
 
 CAPABILITIES = Capabilities(
     ds4_plan=True,  # a what-if: "what DS4 would send" (ds4_exact False)
@@ -123,6 +124,17 @@ KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_resul
 """Content block types this reader knows; others are counted as unknown."""
 
 
+def _orjson_loads(raw: bytes) -> Any:
+    """`orjson.loads` (a line parsed once, in C); without orjson, the stdlib's (issue 36)."""
+    return _ORJSON(raw)
+
+
+try:
+    from orjson import loads as _ORJSON
+except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib is the fallback
+    _ORJSON = json.loads
+
+
 def _name(value: Any) -> Any:
     """A JSON `type`/`subtype` value as a name safe to look up in a set: the string itself, None
     for a missing one, else "(object)"/"(array)"/… (a hostile row's `{"type": {}}` is counted
@@ -141,9 +153,12 @@ def _int(value: Any) -> int:
 def usage_of(raw: Any) -> Usage:
     """`message.usage` → `Usage` (disjoint buckets; `cache_creation_input_tokens` → cache_write
     with the `ephemeral_5m/1h` split). Anything malformed counts as 0."""
-    if not isinstance(raw, Mapping):
+    # (`type(...) is dict` first: `isinstance` against `typing.Mapping` costs ~1.5 µs)
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         return Usage()
-    split = raw.get("cache_creation") if isinstance(raw.get("cache_creation"), Mapping) else {}
+    split = raw.get("cache_creation")
+    if type(split) is not dict and not isinstance(split, Mapping):
+        split = {}
     return Usage(
         input=_int(raw.get("input_tokens")),
         cache_read=_int(raw.get("cache_read_input_tokens")),
@@ -155,14 +170,18 @@ def usage_of(raw: Any) -> Usage:
 
 
 def _max_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(*(max(x, y) for x, y in zip(
-        (a.input, a.cache_read, a.cache_write, a.output, a.cache_write_5m, a.cache_write_1h, a.reasoning),
-        (b.input, b.cache_read, b.cache_write, b.output, b.cache_write_5m, b.cache_write_1h, b.reasoning))))
+    if a == b:
+        return a  # (a reply's rows usually repeat one usage)
+    return Usage(max(a.input, b.input), max(a.cache_read, b.cache_read), max(a.cache_write, b.cache_write),
+                 max(a.output, b.output), max(a.cache_write_5m, b.cache_write_5m),
+                 max(a.cache_write_1h, b.cache_write_1h), max(a.reasoning, b.reasoning))
 
 
 def miss_reason_of(message: Mapping[str, Any]) -> str | None:
     """`message.diagnostics.cache_miss_reason.type`, None when absent or null."""
     diag = message.get("diagnostics")
+    if diag is None:
+        return None
     if isinstance(diag, Mapping):
         reason = diag.get("cache_miss_reason")
         if isinstance(reason, Mapping) and isinstance(reason.get("type"), str):
@@ -170,13 +189,13 @@ def miss_reason_of(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Reply:
-    """One assistant message folded from its streamed rows."""
+    """One assistant message folded from its streamed rows (its first row's uuid; the rows
+    themselves are not kept: `_State.recs` has each row's parent and place in the file)."""
 
     key: str
     first_uuid: str | None
-    rows: list[dict[str, Any]]
     usage: Usage
     model: str | None
     sidechain: bool
@@ -209,10 +228,26 @@ class UnknownFormat:
         return f"unknown {what} {self.name!r}: {self.count} × ({self.bytes:,} bytes), shown as \"other: {self.name}\""
 
 
+REC_LINE, REC_OFFSET, REC_LENGTH, REC_PARENT, REC_ASSISTANT, REC_TIME = range(6)
+"""The fields of a row's record in `_State.recs` (a tuple): its line number, byte offset and
+length in the file (to read it again), `parentUuid` (a string, else None), whether it is an
+`assistant` row, and its `timestamp` as written (parsed only when a request's time needs it)."""
+
+SHARED_TEXT_CHARS = 256
+"""Texts of at least this many characters are held once per context (`Converter._share`)."""
+
+SETTLE_ROWS = 2048
+"""Rows kept whole between two settles (`ClaudeReader._settle`): a longer feed converts the rows
+read so far onto the context and then keeps of them only their records (issue 36: a reader's
+state is numbers and offsets, not the parsed rows of the whole file)."""
+
+
 @dataclass
 class _State:
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    by_uuid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recs: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    fresh: dict[str, dict[str, Any]] = field(default_factory=dict)
+    row_count: int = 0
+    last_row_line: int = 0
     replies: dict[str, _Reply] = field(default_factory=dict)
     reply_order: list[str] = field(default_factory=list)
     leaf: str | None = None
@@ -238,7 +273,7 @@ class _State:
     custom_agents: dict[str, str] = field(default_factory=dict)
     memory_files: dict[str, dict[str, str]] = field(default_factory=dict)
     unknown: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    compaction_rows: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
     reply_index: dict[str, int] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
 
@@ -255,6 +290,10 @@ class _Last:
     requests: list[Request]
     start_anchor: dict[str, Any] | None
     boundary_uuid: str | None
+    missing: int = 0
+    post_tokens: Any = None
+    awaited: frozenset[str] = frozenset()  # uuids the chain names but the file did not hold yet
+    reorder: tuple[bool, Any] | None = None  # `_chain`'s (nothing after the boundary, anchor not read yet)
 
 
 class ClaudeReader:
@@ -263,6 +302,15 @@ class ClaudeReader:
     `feed(lines)` takes `(line_no, byte_offset, raw_bytes)` tuples of complete lines and never
     raises for bad content (bad lines become counted `Diagnostic`s); `conversation()` returns the
     frozen `Conversation` for everything fed so far (recomputed only after new lines).
+
+    Memory (issue 36): each line is parsed once (orjson; what it refuses goes to the stdlib, as
+    before); a row is kept whole only until the next settle (every `SETTLE_ROWS` rows and at each
+    `conversation()`), which converts the rows that extend the context onto its messages; after
+    that only the row's record is kept (`REC_*`: line, offset, length, parent, time). A row
+    needed again (a compaction's preserved messages, a rewind to another branch, the session's
+    first request) is read again from the file at its offset and checked by its uuid. When the
+    lines fed do not come from `path` at their offsets (the offsets do not follow one another,
+    or `path` is not a file: lines fed by hand), every row is kept whole, as before.
     """
 
     def __init__(self, path: Path | None = None, parent: str | None = None,
@@ -278,13 +326,34 @@ class ClaudeReader:
         # them made ahead of the next append (`prepare`)
         self._handed: tuple[list[Any], list[Any]] | None = None
         self._spares = Spares()
+        self._expect: int | None = None  # the offset the next line should have (offsets checked)
+        self._reread = self.path.is_file()  # rows may be read again from `path` (else kept whole)
+        self._settled = True  # nothing fed since the last settle
+        self._stable: int | None = None  # messages kept since the conversation handed out last
+        self._anchor: tuple[Any, dict[str, Any] | None] | None = None  # (reply key, start anchor)
+        self._open_times: set[str] = set()  # replies whose request time may change (a parent not read yet)
+        self._file: Any = None  # the file's descriptor, open while a settle reads rows again (`_row_of`)
+        self._in_settle = False
+        self._linear = True
+        self._awaited = set()
 
     # ---- feeding -------------------------------------------------------------------------
     def feed(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
-        """Read complete lines; problems become diagnostics, never exceptions."""
+        """Read complete lines `(line_no, byte offset, raw bytes)`; problems become diagnostics,
+        never exceptions. Every `SETTLE_ROWS` rows the rows read so far are settled onto the
+        context (class doc)."""
+        s = self._s
         for line_no, offset, raw in lines:
             self._cached = None
+            self._settled = False
+            if self._reread:
+                if self._expect is not None and offset != self._expect:
+                    self._reread = False  # (not the file's own offsets: keep every row whole)
+                if isinstance(raw, (bytes, bytearray)):
+                    self._expect = offset + line_length(raw) + (0 if raw.endswith(b"\n") else 1)
             self._line(line_no, offset, raw)
+            if len(s.fresh) >= SETTLE_ROWS and self._reread:
+                self._settle()
 
     def _problem(self, kind: Problem, message: str, line_no: int, offset: int, text: str | None) -> None:
         self._s.counts[kind.value] += 1
@@ -304,6 +373,18 @@ class ClaudeReader:
         if len(raw) > MAX_LINE_BYTES:
             self._problem(Problem.MALFORMED, f"line longer than {MAX_LINE_BYTES} bytes, not read", line_no, offset, None)
             return
+        if raw[:1] == b"{":
+            try:
+                obj = _orjson_loads(raw)
+            except Exception:  # (orjson's refusals: the stdlib below decides, as before)
+                obj = None
+            if type(obj) is dict:
+                try:
+                    self._row(obj, line_no, offset, len(raw))
+                except (TypeError, ValueError, AttributeError, KeyError) as error:  # a row of unexpected shape
+                    self._problem(Problem.MALFORMED, f"row of unexpected shape ({type(error).__name__}) skipped",
+                                  line_no, offset, raw.decode("utf-8", errors="replace"))
+                return
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -318,7 +399,7 @@ class ClaudeReader:
             self._problem(Problem.NON_OBJECT, "not a JSON object (skipped)", line_no, offset, text)
             return
         try:
-            self._row(obj, line_no)
+            self._row(obj, line_no, offset, len(raw))
         except (TypeError, ValueError, AttributeError, KeyError) as error:  # a row of unexpected shape
             self._problem(Problem.MALFORMED, f"row of unexpected shape ({type(error).__name__}) skipped", line_no, offset, text)
 
@@ -376,15 +457,21 @@ class ClaudeReader:
                 self._unknown("attachmentTypes", atype, len(json.dumps(att, ensure_ascii=False)))
         elif kind in ("user", "assistant") and isinstance(row.get("message"), dict):
             content = row["message"].get("content")
-            for block in content if isinstance(content, list) else ():
-                if not isinstance(block, dict):
+            for block in content if type(content) is list else ():
+                if type(block) is not dict:
                     continue
-                inner = block.get("content") if block.get("type") == "tool_result" else None
-                for b in [block, *(inner if isinstance(inner, list) else ())]:
-                    if isinstance(b, dict) and _name(b.get("type")) not in KNOWN_BLOCKS:
+                btype = block.get("type")
+                if btype == "tool_result" and type(block.get("content")) is list:
+                    blocks: Iterable[Any] = [block, *block["content"]]
+                elif type(btype) is str and btype in KNOWN_BLOCKS:
+                    continue  # (the usual block: known, nothing inside to look at)
+                else:
+                    blocks = (block,)
+                for b in blocks:
+                    if type(b) is dict and _name(b.get("type")) not in KNOWN_BLOCKS:
                         self._unknown("contentBlocks", str(b.get("type")), len(json.dumps(b, ensure_ascii=False)))
 
-    def _row(self, row: dict[str, Any], line_no: int) -> None:
+    def _row(self, row: dict[str, Any], line_no: int, offset: int = 0, length: int = 0) -> None:
         s = self._s
         kind = _name(row.get("type"))
         s.entries += 1
@@ -402,14 +489,20 @@ class ClaudeReader:
         uuid = row.get("uuid")
         if not isinstance(uuid, str):
             return  # queue-operation, mode, … (not sent, no uuid)
-        if uuid in s.by_uuid:
+        if uuid in s.recs:
             s.duplicates += 1
             return
-        row["_line"] = line_no
-        s.by_uuid[uuid] = row
-        s.rows.append(row)
+        parent = row.get("parentUuid")
+        s.recs[uuid] = (line_no, offset, length, parent if isinstance(parent, str) else None, kind == "assistant",
+                        None if kind == "assistant" else row.get("timestamp"))
+        s.fresh[uuid] = row
+        s.row_count += 1
+        s.last_row_line = line_no
         if kind == "system" and row.get("subtype") == "compact_boundary" and not row.get("isSidechain"):
-            s.compaction_rows.append(row)
+            meta = row.get("compactMetadata") if isinstance(row.get("compactMetadata"), dict) else {}
+            trigger = meta.get("trigger") if meta.get("trigger") in ("manual", "auto") else "manual"
+            s.compactions.append(Compaction(uuid, iso_seconds(row.get("timestamp")), trigger,
+                                            meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
         if isinstance(row.get("sessionId"), str) and s.session_id is None:
             s.session_id = row["sessionId"]
         if isinstance(row.get("cwd"), str):
@@ -440,18 +533,17 @@ class ClaudeReader:
         if known is not None:
             if known.sidechain and not sidechain and not s.agent_id:
                 # a main-chain copy beats a side-chain replay of the same message.id (ccusage #913)
-                s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, False, synthetic,
+                s.replies[key] = _Reply(key, row["uuid"], usage, model, False, synthetic,
                                         iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
                 s.touched.add(key)
                 return
             if sidechain and not known.sidechain and not s.agent_id:
                 return
-            known.rows.append(row)
             known.usage = _max_usage(known.usage, usage)
             known.miss_reason = known.miss_reason or miss_reason_of(message)
             s.touched.add(key)
             return
-        s.replies[key] = _Reply(key, row["uuid"], [row], usage, model, sidechain and not s.agent_id, synthetic,
+        s.replies[key] = _Reply(key, row["uuid"], usage, model, sidechain and not s.agent_id, synthetic,
                                 iso_seconds(row.get("timestamp")), miss_reason_of(message), line_no)
         s.reply_index[key] = len(s.reply_order)
         s.reply_order.append(key)
@@ -462,9 +554,46 @@ class ClaudeReader:
         previous one when the rows read since only extend its chain (`_extend`: O(new rows),
         its `stable` prefix the same message objects), else built in full."""
         if self._cached is None:
-            self._cached = self._extend() or self._build()
-            self._s.touched.clear()
+            self._settle()
+            last = self._last
+            assert last is not None
+            stable = 0 if self._stable is None else self._stable
+            self._stable = None
+            self._cached = self._conversation(last.converter, last.requests, last.leaf, stable=stable)
         return self._cached
+
+    def _settle(self) -> None:
+        """Convert the rows fed since the last settle onto the context (`_extend`, else
+        `_build`), bring the requests up to date, then keep of those rows only their records
+        (when rows can be read again from the file: class doc)."""
+        if self._settled and self._last is not None:
+            return
+        s = self._s
+        self._in_settle = True  # (`_row_of` keeps one descriptor open until the end of the settle)
+        try:
+            changed = self._extend()
+            if changed is None:
+                self._build()
+                self._stable = 0
+            else:
+                self._stable = changed if self._stable is None else min(self._stable, changed)
+        finally:
+            self._in_settle = False
+            if self._file is not None:
+                os.close(self._file)
+                self._file = None
+        s.touched.clear()
+        if self._reread and s.fresh:
+            # the rows are dropped only when the file holds the last of them where it was fed
+            # (lines fed from elsewhere, or offsets not the file's: every row is kept whole)
+            last = next(reversed(s.fresh))
+            kept = s.fresh.pop(last)
+            if self._row_of(last) is None:
+                self._reread = False
+            s.fresh[last] = kept
+        if self._reread:
+            s.fresh.clear()
+        self._settled = True
 
     def prepare(self) -> None:
         """Copy now the lists the next append extends (the last conversation's messages, meta
@@ -476,46 +605,132 @@ class ClaudeReader:
         """The last `last-prompt.leafUuid` when no main-chain row came after it (a turn in
         progress is newer than the previous turn's last-prompt), else the last main-chain row."""
         s = self._s
-        return s.leaf if s.leaf in s.by_uuid and s.leaf_line > s.last_main_line else s.last_main_uuid
+        return s.leaf if s.leaf in s.recs and s.leaf_line > s.last_main_line else s.last_main_uuid
 
-    def _extend(self) -> Conversation | None:
-        """The conversation after rows that only extend the previous one's chain: its leaf's
-        new rows (walked up to the previous leaf, every one read since, no compaction or
-        microcompaction among them) converted onto the previous messages; None when that does
-        not hold (a rewind, a compaction, a row from before: `_build` reads it in full)."""
+    def _row_of(self, uuid: Any) -> dict[str, Any] | None:
+        """The row `uuid` whole: kept since the last settle, else read again from the file at
+        its offset (checked: the line there must be that row); None when unknown or unreadable."""
+        if not isinstance(uuid, str):
+            return None
+        s = self._s
+        row = s.fresh.get(uuid)
+        if row is not None:
+            return row
+        rec = s.recs.get(uuid)
+        if rec is None:
+            return None  # (a row not kept is one dropped while the offsets were the file's: read it)
+        raw = b""
+        try:
+            fd = self._file if self._file is not None else os.open(self.path, os.O_RDONLY)
+            if self._in_settle:
+                self._file = fd
+            try:
+                raw = os.pread(fd, rec[REC_LENGTH], rec[REC_OFFSET])  # (unbuffered: the bytes there now)
+            finally:
+                if fd is not self._file:
+                    os.close(fd)
+            row = _orjson_loads(raw)
+        except Exception:
+            try:
+                row = json.loads(raw.decode("utf-8", errors="replace"))
+            except Exception:
+                return None
+        if type(row) is not dict or row.get("uuid") != uuid:
+            return None  # (the file changed under the reader: the tailer starts it over)
+        return row
+
+    def _extend(self) -> int | None:
+        """Convert the rows read since the last settle when they only extend its chain: its
+        leaf's new rows (walked up to the previous leaf, every one read since, no compaction or
+        microcompaction among them) converted onto the previous messages. Returns the lowest
+        message index changed (`Converter.first_changed`); None when that does not hold (a
+        rewind, a compaction, a row from before: `_build` reads it in full)."""
         last = self._last
         if last is None:
             return None
         s = self._s
+        if last.awaited and any(u in s.recs for u in last.awaited):
+            return None  # a row the context's start waited for came (a parent written later)
         leaf = self._leaf()
         collected: list[dict[str, Any]] = []
         uuid = leaf
-        limit = len(s.rows) - last.rows + 1
+        limit = s.row_count - last.rows + 1
+        converter = last.converter
+        back = None  # an earlier row of this context the new rows continue from (not the leaf)
         while uuid != last.leaf:
-            row = s.by_uuid.get(uuid) if isinstance(uuid, str) else None
-            if row is None or row.get("_line", 0) <= last.line or len(collected) > limit:
+            row = s.fresh.get(uuid) if isinstance(uuid, str) else None
+            if row is None or s.recs[uuid][REC_LINE] <= last.line:
+                if converter.linear and converter.has(uuid):
+                    back = uuid
+                    break
+                return None
+            if len(collected) > limit:
                 return None
             if row.get("type") == "system" and row.get("subtype") in ("compact_boundary", "microcompact_boundary"):
                 return None
             collected.append(row)
             uuid = row.get("parentUuid")
-        converter = last.converter
+        if last.reorder is not None and collected:
+            empty, anchor = last.reorder
+            if empty or (isinstance(anchor, str) and any(r.get("uuid") == anchor for r in collected)):
+                return None  # (the preserved rows would sit elsewhere among these rows: `_chain`)
         converter.mark()
+        if back is not None:
+            converter.rewind(back)
         for row in reversed(collected):
             converter.add(row)
         requests = last.requests
-        if s.touched or len(requests) < len(s.reply_order):
+        redo = s.touched | converter.changed_keys | self._open_times  # (open: a parent may have come since)
+        if redo or len(requests) < len(s.reply_order):
             requests = self._spares.copy(requests)  # (the previous conversation keeps its list)
-            for key in s.touched:
+            for key in redo:
                 index = s.reply_index.get(key)
                 if index is not None and index < len(requests):
                     requests[index] = self._request(index, key, converter.reply_at, last.start_line)
             for index in range(len(requests), len(s.reply_order)):
                 requests.append(self._request(index, s.reply_order[index], converter.reply_at, last.start_line))
-        self._last = _Last(leaf, s.rows[-1].get("_line", last.line) if s.rows else last.line, len(s.rows), converter,
-                           last.start_line, requests, last.start_anchor, last.boundary_uuid)
-        return self._conversation(converter, requests, list(s.diagnostics), last.boundary_uuid, last.start_anchor,
-                                  leaf, None, stable=converter.first_changed)
+        # (the session's first request may have come since, or the rows before it: as `_build`;
+        # cached while it is the same request and its rows reached the root)
+        anchor = self._start_anchor() if last.boundary_uuid is not None else None
+        self._last = _Last(leaf, s.last_row_line if s.row_count else last.line, s.row_count, converter,
+                           last.start_line, requests, anchor, last.boundary_uuid, last.missing,
+                           last.post_tokens, last.awaited,
+                           None if last.reorder is None else (last.reorder[0] and not collected, last.reorder[1]))
+        return converter.first_changed
+
+    def _requests_for(self, converter: Converter, start_line: int) -> list[Request]:
+        """Every reply's `Request` against a rebuilt context (`_build`). The previous list's
+        request is kept when it would be made the same: its reply not touched since, the same
+        message index, and its time known for good (`_request_time` reached a prompt row or the
+        root); so a rebuild after a compaction makes only the requests since the last one."""
+        s = self._s
+        previous = self._last.requests if self._last is not None else []
+        reply_at = converter.reply_at
+        out: list[Request] = []
+        kept = 0
+        if self._last is not None and start_line >= self._last.start_line:
+            # replies before the previous context's start: no message index then or now
+            before = self._last.start_line
+            kept = min(len(previous), len(s.reply_order))
+            while kept and s.replies[s.reply_order[kept - 1]].line_no >= before:
+                kept -= 1
+            out = previous[:kept]
+            for key in s.touched | self._open_times:
+                index = s.reply_index.get(key)
+                if index is not None and index < kept:
+                    out[index] = self._request(index, key, reply_at, start_line)
+        touched, open_times, replies = s.touched, self._open_times, s.replies
+        for index in range(kept, len(s.reply_order)):
+            key = s.reply_order[index]
+            reply = replies[key]
+            if index < len(previous) and key not in touched and key not in open_times:
+                p = previous[index]
+                if p.entry_id == reply.first_uuid and p.message_index == (
+                        None if reply.line_no < start_line else reply_at.get(key)):
+                    out.append(p)
+                    continue
+            out.append(self._request(index, key, reply_at, start_line))
+        return out
 
     def _request(self, index: int, key: str, reply_at: Mapping[str, int], start_line: int) -> Request:
         """The neutral `Request` of reply `key` (position `index` in file order); its message
@@ -529,7 +744,12 @@ class ClaudeReader:
             sidechain=reply.sidechain, synthetic=reply.synthetic, miss_reason=reply.miss_reason)
 
     def _chain(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, int]:
-        """Rows from the context start to the leaf, the last compact_boundary on it, missing parents."""
+        """Rows from the context start to the leaf, the last compact_boundary on it, missing
+        parents. (`self._linear`: False when a compaction's preserved rows were inserted, so the
+        rows are not in parent order and a rewind cannot go back along them.)"""
+        self._linear = True
+        self._reorder: tuple[bool, Any] | None = None
+        self._awaited: set[str] = set()
         s = self._s
         leaf = self._leaf()
         chain: list[dict[str, Any]] = []
@@ -537,33 +757,41 @@ class ClaudeReader:
         missing = 0
         uuid = leaf
         while isinstance(uuid, str) and uuid not in seen:
-            row = s.by_uuid.get(uuid)
+            row = self._row_of(uuid)
             if row is None:
                 missing += 1
+                self._awaited.add(uuid)
                 break
             seen.add(uuid)
             chain.append(row)
             if row.get("type") == "system" and row.get("subtype") == "compact_boundary":
                 break
             uuid = row.get("parentUuid")
+        if isinstance(uuid, str) and uuid in seen:
+            self._linear = False  # (a cycle of parents: another leaf on it would start elsewhere)
         chain.reverse()
         boundary = chain[0] if chain and chain[0].get("subtype") == "compact_boundary" else None
         if boundary is not None:
             meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
             kept = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
-            uuids = [u for u in kept.get("uuids") or () if isinstance(u, str) and u in s.by_uuid]
+            preserved = [self._row_of(u) for u in kept.get("uuids") or () if isinstance(u, str) and u in s.recs]
+            self._awaited.update(u for u in kept.get("uuids") or () if isinstance(u, str) and u not in s.recs)
             rest = chain[1:]
             anchor = kept.get("anchorUuid")
-            at = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), 1 if rest and rest[0].get("isCompactSummary") else 0)
-            chain = [boundary, *rest[:at], *(s.by_uuid[u] for u in uuids), *rest[at:]]
+            found = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), None)
+            at = found if found is not None else 1 if rest and rest[0].get("isCompactSummary") else 0
+            chain = [boundary, *rest[:at], *(r for r in preserved if r is not None), *rest[at:]]
+            if any(r is not None for r in preserved):
+                self._linear = False
+                # where the preserved rows go may move with later rows: with nothing after the
+                # boundary yet, or an anchor not read yet (`_extend` then rebuilds)
+                self._reorder = (not rest, anchor if found is None else None)
         return chain, boundary, missing
 
-    def _build(self) -> Conversation:
+    def _build(self) -> None:
+        """Convert the whole chain from the leaf (back to the last compaction on it) afresh."""
         s = self._s
         chain, boundary, missing = self._chain()
-        diagnostics = list(s.diagnostics)
-        if missing:
-            diagnostics.append(Diagnostic(Problem.MISSING_PARENT, "the chain from the leaf names a parent uuid that is not in the file; the context starts there"))
         cleared_tools: set[str] = set()
         cleared_attachments: set[str] = set()
         micro: list[Compaction] = []
@@ -575,36 +803,35 @@ class ClaudeReader:
                 micro.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), "micro",
                                         meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
         converter = Converter(cleared_tools, cleared_attachments, s.replies)
+        converter.linear = self._linear
         for row in chain:
             converter.add(row)
-        start_line = boundary.get("_line", 0) if boundary else 0
-        requests = [self._request(index, key, converter.reply_at, start_line) for index, key in enumerate(s.reply_order)]
-        start_anchor = self._start_anchor() if boundary is not None else None
         boundary_uuid = boundary.get("uuid") if boundary else None
-        self._last = _Last(chain[-1].get("uuid") if chain else None, s.rows[-1].get("_line", 0) if s.rows else 0,
-                           len(s.rows), converter, start_line, requests, start_anchor, boundary_uuid)
-        return self._conversation(converter, requests, diagnostics, boundary_uuid, start_anchor,
-                                  chain[-1].get("uuid") if chain else None, micro, stable=0, boundary=boundary)
+        start_line = s.recs[boundary_uuid][REC_LINE] if isinstance(boundary_uuid, str) and boundary_uuid in s.recs else 0
+        requests = self._requests_for(converter, start_line)
+        start_anchor = self._start_anchor() if boundary is not None else None
+        post_tokens = ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None
+        self._cached_micro = micro
+        # (the leaf the chain was walked from: with preserved rows inserted, the last row of the
+        # context is not the one later rows extend)
+        self._last = _Last(self._leaf() if chain else None, s.last_row_line if s.row_count else 0,
+                           s.row_count, converter, start_line, requests, start_anchor, boundary_uuid, missing,
+                           post_tokens, frozenset(self._awaited), self._reorder)
 
-    def _conversation(self, converter: Converter, requests: list[Request], diagnostics: list[Any],
-                      boundary_uuid: str | None, start_anchor: dict[str, Any] | None, leaf: str | None,
-                      micro: list[Compaction] | None, *, stable: int, boundary: dict[str, Any] | None = None) -> Conversation:
-        """The frozen `Conversation` of the converted messages, the requests and the state
-        (`micro`: the chain's microcompactions, None: those of the last full build)."""
+    def _conversation(self, converter: Converter, requests: list[Request], leaf: str | None, *,
+                      stable: int) -> Conversation:
+        """The frozen `Conversation` of the converted messages, the requests and the state."""
         s = self._s
+        last = self._last
+        assert last is not None
+        diagnostics: list[Any] = list(s.diagnostics)
+        if last.missing:
+            diagnostics.append(Diagnostic(Problem.MISSING_PARENT, "the chain from the leaf names a parent uuid that is not in the file; the context starts there"))
+        boundary_uuid, start_anchor = last.boundary_uuid, last.start_anchor
         if s.duplicates:
             diagnostics.append(Diagnostic(Problem.DUPLICATE_ID, f"{s.duplicates} rows repeated an earlier uuid (counted once, the first kept)"))
-        if boundary is None and boundary_uuid is not None:
-            boundary = s.by_uuid.get(boundary_uuid)
         # every compaction of the file (the chain only reaches the last one)
-        all_compactions = []
-        for row in s.compaction_rows:
-            meta = row.get("compactMetadata") if isinstance(row.get("compactMetadata"), dict) else {}
-            trigger = meta.get("trigger") if meta.get("trigger") in ("manual", "auto") else "manual"
-            all_compactions.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), trigger,
-                                              meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
-        if micro is not None:
-            self._cached_micro = micro
+        all_compactions = s.compactions
         model = next((r.model for r in reversed(requests) if not r.synthetic and r.model), None)
         window = claude_window(model, s.version)
         unknown = {group: {name: {"count": c, "bytes": b} for name, (c, b) in sorted(names.items())}
@@ -628,7 +855,7 @@ class ClaudeReader:
             "lines": dict(s.counts),
             "duplicateRows": s.duplicates,
             "compactBoundary": boundary_uuid,
-            "postTokens": ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None,
+            "postTokens": last.post_tokens,
             "agentId": s.agent_id,
             "firstPrompt": s.first_prompt,
             # a subagent: its .meta.json; `toolUseId` is the parent's Agent tool call
@@ -667,31 +894,46 @@ class ClaudeReader:
         reply = next((r for k in s.reply_order if not (r := s.replies[k]).synthetic and not r.sidechain), None)
         if reply is None:
             return None
+        key = (reply.key, reply.first_uuid)
+        if self._anchor is not None and self._anchor[0] == key:
+            return self._anchor[1]  # (the same first request: the rows before it do not change)
         chain: list[dict[str, Any]] = []
         seen: set[str] = set()
-        uuid = reply.rows[0].get("parentUuid")
-        while isinstance(uuid, str) and uuid not in seen and uuid in s.by_uuid:
+        first = s.recs.get(reply.first_uuid) if isinstance(reply.first_uuid, str) else None
+        uuid = first[REC_PARENT] if first is not None else None
+        while isinstance(uuid, str) and uuid not in seen and uuid in s.recs:
             seen.add(uuid)
-            chain.append(s.by_uuid[uuid])
-            uuid = s.by_uuid[uuid].get("parentUuid")
+            row = self._row_of(uuid)
+            if row is None:
+                break
+            chain.append(row)
+            uuid = row.get("parentUuid")
         chain.reverse()
         messages, _, _ = convert(chain, set(), set(), s.replies)
-        return {"entryId": reply.first_uuid, "promptTokens": reply.usage.prompt_tokens,
-                "messageTokens": messages_tokens_of(messages)}
+        anchor = {"entryId": reply.first_uuid, "promptTokens": reply.usage.prompt_tokens,
+                  "messageTokens": messages_tokens_of(messages)}
+        if not isinstance(uuid, str):  # (the walk reached the root: a parent read later cannot change it)
+            self._anchor = (key, anchor)
+        return anchor
 
     def _request_time(self, reply: _Reply) -> float | None:
         """When the request was sent: the prompt / tool-result row the reply answers (walk up the
         parents past the reply's own streamed rows), else the reply's time (format doc §3)."""
-        s = self._s
-        row = reply.rows[0]
+        recs = self._s.recs
+        rec = recs.get(reply.first_uuid) if isinstance(reply.first_uuid, str) else None
+        self._open_times.discard(reply.key)
+        if rec is None:
+            return reply.timestamp
         for _ in range(64):
-            parent = s.by_uuid.get(row.get("parentUuid")) if isinstance(row.get("parentUuid"), str) else None
+            parent = recs.get(rec[REC_PARENT]) if rec[REC_PARENT] is not None else None
             if parent is None:
+                if rec[REC_PARENT] is not None:
+                    self._open_times.add(reply.key)  # (its parent may come later in the file)
                 break
-            if parent.get("type") != "assistant":
-                t = iso_seconds(parent.get("timestamp"))
+            if not parent[REC_ASSISTANT]:
+                t = iso_seconds(parent[REC_TIME])
                 return t if t is not None else reply.timestamp
-            row = parent
+            rec = parent
         return reply.timestamp
 
     @property
@@ -776,7 +1018,13 @@ class Converter:
     of its message (see `convert`), one row at a time (`add`), so a live reader converts only the
     rows an append brought. A message is never changed once made: an assistant row that joins
     the last message (the same `message.id`) replaces it with a new dict; `first_changed` is the
-    lowest index replaced or added since it was last reset (`mark`)."""
+    lowest index replaced or added since it was last reset (`mark`).
+
+    Each row added is journaled (`rewind`): a chain that leaves the previous leaf for another
+    branch from an earlier row of this context (Claude Code's retry after an API error, a
+    rewind) goes back to that row and converts only the new rows (issue 36: no rebuild, which
+    would read the context's rows again). `changed_keys`: the reply keys whose message index
+    was set or dropped since `mark`."""
 
     def __init__(self, cleared_tools: set[str], cleared_attachments: set[str], replies: Mapping[str, _Reply]) -> None:
         self.cleared_tools, self.cleared_attachments, self.replies = cleared_tools, cleared_attachments, replies
@@ -786,10 +1034,65 @@ class Converter:
         self.tool_names: dict[str, str] = {}
         self.current_key: str | None = None
         self.first_changed = 0
+        self.changed_keys: set[str] = set()
+        self.linear = True  # rows added in parent order (False: a compaction's preserved rows inserted)
+        # per row added: (messages after it, the last message then, current_key, tool log length,
+        # key log length); the logs undo `tool_names` and `reply_at` entries
+        self._journal: list[tuple[int, Any, Any, int, int]] = []
+        self._at: dict[str, int] = {}  # row uuid → its journal position
+        self._uuids: list[Any] = []
+        self._tool_log: list[tuple[str, str | None]] = []
+        self._key_log: list[str] = []
+        self._texts: dict[str, str] = {}  # long texts, one object each (`_share`)
+
+    def _share(self, text: Any) -> Any:
+        """`text` itself, or an equal long text this context already holds (sessions repeat
+        skill and agent listings, file reads, tool outputs: one copy in memory, issue 36)."""
+        if type(text) is str and len(text) >= SHARED_TEXT_CHARS:
+            return self._texts.setdefault(text, text)
+        return text
+
+    def _shared_blocks(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for block in blocks:  # (`_text_blocks` made these dicts: changed before anyone sees them)
+            if "text" in block:
+                block["text"] = self._share(block["text"])
+        return blocks
 
     def mark(self) -> None:
         """Start counting changes afresh (`first_changed` = the current length)."""
         self.first_changed = len(self.messages)
+        self.changed_keys = set()
+
+    def has(self, uuid: Any) -> bool:
+        """True when row `uuid` was converted into this context (and not rewound)."""
+        return isinstance(uuid, str) and uuid in self._at
+
+    def rewind(self, uuid: str) -> None:
+        """Go back to the state right after row `uuid` was added (`has(uuid)`): later rows'
+        messages, tool names and reply indexes are dropped; the last message is the one made
+        then (a message is never changed in place: the object is restored)."""
+        p = self._at[uuid]
+        count, last, key, tools, keys = self._journal[p]
+        messages = self.messages
+        changed = count if count == len(messages) and (not count or messages[count - 1] is last) else max(count - 1, 0)
+        self.first_changed = min(self.first_changed, changed)
+        del messages[count:], self.metas[count:]
+        if count:
+            messages[count - 1] = last
+        self.current_key = key
+        for tool_id, previous in reversed(self._tool_log[tools:]):
+            if previous is None:
+                self.tool_names.pop(tool_id, None)
+            else:
+                self.tool_names[tool_id] = previous
+        del self._tool_log[tools:]
+        for k in self._key_log[keys:]:
+            self.reply_at.pop(k, None)
+            self.changed_keys.add(k)
+        del self._key_log[keys:]
+        for u in self._uuids[p + 1:]:
+            self._at.pop(u, None)
+        del self._uuids[p + 1:], self._journal[p + 1:]
 
     def _append(self, message: dict[str, Any], meta: MessageMeta) -> None:
         self.messages.append(message)
@@ -797,6 +1100,16 @@ class Converter:
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Convert one row of the chain (rows in chain order)."""
+        self._add(row)
+        uuid = row.get("uuid")
+        if isinstance(uuid, str) and uuid not in self._at:
+            self._at[uuid] = len(self._journal)
+            self._uuids.append(uuid)
+            messages = self.messages
+            self._journal.append((len(messages), messages[-1] if messages else None, self.current_key,
+                                  len(self._tool_log), len(self._key_log)))
+
+    def _add(self, row: Mapping[str, Any]) -> None:
         messages = self.messages
         kind = _name(row.get("type"))
         uuid = row.get("uuid")
@@ -809,13 +1122,14 @@ class Converter:
                     continue
                 btype = _name(block.get("type"))
                 if btype == "text" and isinstance(block.get("text"), str):
-                    blocks.append({"type": "text", "text": block["text"]})
+                    blocks.append({"type": "text", "text": self._share(block["text"])})
                 elif btype == "thinking":
-                    blocks.append({"type": "thinking", "thinking": str(block.get("thinking", ""))})
+                    blocks.append({"type": "thinking", "thinking": self._share(str(block.get("thinking", "")))})
                 elif btype == "redacted_thinking":
                     blocks.append({"type": "thinking", "thinking": str(block.get("data", "")), "redacted": True})
                 elif btype == "tool_use":
                     tool_id, name = str(block.get("id", "")), str(block.get("name", "?"))
+                    self._tool_log.append((tool_id, self.tool_names.get(tool_id)))
                     self.tool_names[tool_id] = name
                     blocks.append({"type": "toolCall", "id": tool_id, "name": name,
                                    "arguments": block.get("input") if isinstance(block.get("input"), dict) else {}})
@@ -830,6 +1144,8 @@ class Converter:
             reply = self.replies.get(key)
             if key not in self.reply_at:
                 self.reply_at[key] = len(messages)
+                self._key_log.append(key)
+                self.changed_keys.add(key)
             self._append({"role": "assistant", "content": blocks, "model": message.get("model"),
                           "stopReason": message.get("stop_reason"), "timestamp": row.get("timestamp"),
                           **({"synthetic": True} if reply is not None and reply.synthetic else {})},
@@ -849,7 +1165,7 @@ class Converter:
                     tool_id = str(block.get("tool_use_id", ""))
                     name = self.tool_names.get(tool_id, "?")
                     cleared = tool_id in self.cleared_tools
-                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if cleared else _text_blocks(block.get("content"))
+                    body = [{"type": "text", "text": CLEARED_TOOL_RESULT}] if cleared else self._shared_blocks(_text_blocks(block.get("content")))
                     result = row.get("toolUseResult") if isinstance(row.get("toolUseResult"), dict) else {}
                     source = f"subagent:{result['agentId']}" if isinstance(result.get("agentId"), str) else None
                     if cleared:
@@ -858,14 +1174,14 @@ class Converter:
                                   "isError": block.get("is_error") is True, "timestamp": row.get("timestamp")},
                                  MessageMeta(uuid, tool=name, source=source))
                 else:
-                    texts.extend(_text_blocks([block] if isinstance(block, dict) else block))
+                    texts.extend(self._shared_blocks(_text_blocks([block] if isinstance(block, dict) else block)))
             if texts:
                 self._append({"role": "user", "content": texts, "timestamp": row.get("timestamp")},
                              MessageMeta(uuid, source="isMeta" if row.get("isMeta") else None))
             return
         if kind == "system" and row.get("subtype") == LOCAL_COMMAND and isinstance(row.get("content"), str):
             if row["content"]:
-                self._append({"role": "user", "content": [{"type": "text", "text": row["content"]}],
+                self._append({"role": "user", "content": [{"type": "text", "text": self._share(row["content"])}],
                               "timestamp": row.get("timestamp")}, MessageMeta(uuid, source=LOCAL_COMMAND_SOURCE))
             return
         if kind == "attachment" and isinstance(row.get("attachment"), dict):
@@ -877,7 +1193,7 @@ class Converter:
             if text is None:
                 return  # a state record, never sent (NOT_SENT_ATTACHMENTS)
             other = atype not in SENT_ATTACHMENTS
-            self._append({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": row.get("timestamp")},
+            self._append({"role": "user", "content": [{"type": "text", "text": self._share(text)}], "timestamp": row.get("timestamp")},
                          MessageMeta(uuid, category=attachment_category(att),
                                      source=f"attachment:other: {atype}" if other else f"attachment:{atype}"))
 

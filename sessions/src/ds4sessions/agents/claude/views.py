@@ -295,6 +295,8 @@ class MessageTally:
         self.kept = 0
         self._requests: Sequence[Request] = ()
         self._synthetic = [0]  # synthetic requests among the first i of `_requests`
+        self._anchor_memo: tuple[Sequence[Request], int | None] = ((), None)
+        self._compactions_memo: tuple[Sequence[Compaction], list[dict[str, Any]] | None] = ((), None)
 
     def sync(self, conv: Conversation) -> None:
         """Count `conv`'s messages: the first `min(conv.stable, counted)` are kept when they are
@@ -329,6 +331,33 @@ class MessageTally:
             self.cum.append(self.cum[-1] + total)
             if meta is not None and meta.category == "skills":
                 self.skills.append(i)
+
+    def anchor_request(self, requests: Sequence[Request]) -> Request | None:
+        """`anchor_request` of a conversation with these `requests`, kept from the last call
+        while the requests up to the anchor are the very objects of last time (compared in C:
+        a long session's requests before its last compaction are not scanned at each append)."""
+        seen, at = self._anchor_memo
+        if at is not None and at < len(requests) and requests[at] is seen[at] and list(requests[:at]) == list(seen[:at]):
+            self._anchor_memo = (requests, at)
+            return requests[at]
+        if at is None and seen:  # (none among the previous requests: look only at those changed or new)
+            k = min(len(seen), len(requests))
+            start = k if list(requests[:k]) == list(seen[:k]) else 0
+        else:
+            start = 0
+        found = next((i for i in range(start, len(requests)) if not requests[i].synthetic
+                      and not requests[i].sidechain and requests[i].message_index is not None), None)
+        self._anchor_memo = (requests, found)
+        return requests[found] if found is not None else None
+
+    def compactions_json(self, compactions: Sequence[Compaction]) -> list[dict[str, Any]]:
+        """`compactions_json(compactions)`, its rows kept while the compactions are those of
+        last time (a session compacted 2,000 times: 2,000 dicts at every append otherwise)."""
+        seen, rows = self._compactions_memo
+        if rows is None or len(seen) != len(compactions) or list(seen) != list(compactions):
+            rows = compactions_json(compactions)
+            self._compactions_memo = (compactions, rows)
+        return list(rows)
 
     def request_count(self, requests: Sequence[Request]) -> int:
         """`request_count` of a conversation with these `requests`, counting only the requests
@@ -393,7 +422,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
     ac = autocompact_for(conv, env, window)
     cpt = rough_chars_per_token(conv.model)
     last, total = context_now(conv)
-    anchor = anchor_request(conv)
+    anchor = anchor_request(conv) if tally is None else tally.anchor_request(conv.requests)
     fixed = None
     fixed_from = anchor.entry_id if anchor is not None else None
     if anchor is not None and anchor.message_index is not None:
@@ -418,14 +447,17 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
             message = conv.messages[tally.skills[-1]]
             text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
             skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+    last_skill = None  # (only the latest skill listing counts: each one lists every skill)
     for i, (message, meta) in enumerate(zip(conv.messages, conv.meta) if tally is None else ()):
         if meta is not None and meta.category == "skills":
-            text = "".join(str(b.get("text", "")) for b in message.get("content") or () if isinstance(b, Mapping))
-            skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
+            last_skill = message
         later = cut is not None and i > cut
         part = after if later else before
         for cid, tool, tokens in message_children(message, meta, rough_after[i - cut - 1] if later else None):
             part[(cid, tool)] = part.get((cid, tool), 0) + tokens
+    if last_skill is not None:
+        text = "".join(str(b.get("text", "")) for b in last_skill.get("content") or () if isinstance(b, Mapping))
+        skill_items = skill_listing_tokens(text.removeprefix(SKILL_LISTING_HEADER), cpt)
     skills = sum(tok for _, tok in skill_items)
     rec = recorded_rows(conv, skills)
     if rec is not None:
@@ -505,8 +537,7 @@ def context_map(conv: Conversation, env: Mapping[str, str], window: int | None =
         "categories": [t.to_json() for t in terms.terms],
         "autocompact": {**ac.to_json(), "tokensUntil": ac.tokens_until(used),
                         "predictedAfterCompaction": predicted_after_compaction(fixed, summary_tokens)},
-        "compactions": [{"entryId": c.entry_id, "kind": c.kind, "tokensBefore": c.tokens_before, "time": c.timestamp}
-                        for c in conv.compactions],
+        "compactions": compactions_json(conv.compactions) if tally is None else tally.compactions_json(conv.compactions),
         "messages": len(conv.messages),
         "diagnostics": len(conv.diagnostics),
         "problems": [str(d) for d in conv.diagnostics],
@@ -525,6 +556,12 @@ def window_facts(conv: Conversation, ac: Autocompact) -> dict[str, Any]:
     known = window.get("windowKnown", conv.model is not None)
     return {"windowSource": window.get("windowSource", "assumed"), "windowKnown": known,
             "windowNote": window.get("windowNote") or (None if known else "window unknown: assumed 200k")}
+
+
+def compactions_json(compactions: Sequence[Compaction]) -> list[dict[str, Any]]:
+    """`context_map`'s `compactions`: `{entryId, kind, tokensBefore, time}` per compaction."""
+    return [{"entryId": c.entry_id, "kind": c.kind, "tokensBefore": c.tokens_before, "time": c.timestamp}
+            for c in compactions]
 
 
 def request_count(conv: Conversation) -> int:
@@ -563,21 +600,23 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
         keep = next(itertools.compress(itertools.count(), map(operator.is_not, requests[:keep], seen[:keep])), keep)
     records: list[dict[str, Any]] = memo.get("records") or []
     states: list[_CacheRun] = memo.get("states") or []
-    miss_at: list[int] = memo.get("missAt") or []
-    share_at: list[int] = memo.get("shareAt") or []
+    misses: list[dict[str, Any]] = memo.get("misses") or []  # the records that are misses, in order
+    shares: list[Any] = memo.get("shares") or []  # the main-chain read shares, in order
     del records[keep:], states[keep:]
     run = states[-1] if states else _CacheRun()
-    del miss_at[run.misses:], share_at[run.shares:]
+    del misses[run.misses:], shares[run.shares:]
     compactions = conv.compactions
     for request in requests[keep:]:
         run, record = _cache_step(run, request, compactions)
-        if run.misses > len(miss_at):
-            miss_at.append(len(records))
-        if run.shares > len(share_at):
-            share_at.append(len(records))
+        if run.misses > len(misses):
+            misses.append(record)
+        if run.shares > len(shares):
+            shares.append(record["share"])
         records.append(record)
         states.append(run)
-    memo.update(requests=list(requests), records=records, states=states, missAt=miss_at, shareAt=share_at,
+    # (the lists kept whole between appends, each copied once at the end: O(new requests) in
+    # Python, the copies in C; a 95 MiB session has 20,000 requests, issue 36)
+    memo.update(requests=list(requests), records=records, states=states, misses=misses, shares=shares,
                 compactions=conv.compactions)
     last_write = next((r for r in reversed(requests) if not r.synthetic and not r.sidechain and r.usage.cache_write > 0), None)
     last_main, tier = run.last_main, run.tier
@@ -588,8 +627,6 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
     else:
         ttl = cache_ttl(anchor, 0, 0, tier_before=tier)
     now = at if at is not None else anchor
-    misses = [records[i] for i in miss_at]
-    shares = [records[i]["share"] for i in share_at]
     unpriced = run.unpriced
     return {
         "agent": conv.agent,
@@ -600,9 +637,9 @@ def cache_report(conv: Conversation, at: float | None = None, memo: dict[str, An
                   "remainingSeconds": ttl.remaining(now) if now is not None else None,
                   "warm": bool(ttl.expires_at is not None and now is not None and now < ttl.expires_at),
                   "tierSource": "recorded (usage.cache_creation.ephemeral_5m/1h)"},
-        "history": {"records": list(records), "misses": misses,
+        "history": {"records": list(records), "misses": list(misses),
                     "overallShare": run.main_read / run.main_prompt if run.main_prompt else None,
-                    "requestShares": shares},
+                    "requestShares": list(shares)},
         "totals": dict(run.totals),
         **recorded_cost(conv, run.cost_total if not unpriced else None),
         "pricedCostUsd": run.cost_total,
@@ -729,7 +766,7 @@ def steering_refusal(conv_or_reason: Conversation | str) -> str:
     return conv_or_reason.capabilities.read_only_reason
 
 
-__all__ = ["MESSAGE_CHILDREN", "context_map", "recorded_rows", "window_facts", "request_count", "recorded_cost", "shown_category", "cache_report", "context_messages", "context_now",
+__all__ = ["MESSAGE_CHILDREN", "compactions_json", "context_map", "recorded_rows", "window_facts", "request_count", "recorded_cost", "shown_category", "cache_report", "context_messages", "context_now",
            "anchor_request", "message_children", "messages_tokens", "rough_message_tokens", "later_rough_tokens",
            "autocompact_for", "steering_refusal"]
 

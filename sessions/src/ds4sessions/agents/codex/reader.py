@@ -117,7 +117,14 @@ def _str(value: Any) -> str | None:
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # (`type(...) is dict` first: `isinstance` against `typing.Mapping` costs ~1.5 µs)
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
+
+
+try:
+    from orjson import loads as _ORJSON
+except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib is the fallback
+    _ORJSON = json.loads
 
 
 def _content_text(content: Any) -> list[dict[str, Any]]:
@@ -223,6 +230,7 @@ class CodexReader:
         self._last_input_index = 0
         # tokens
         self._requests: list[Request] = []
+        self._indexed_from = 0  # requests before this one have no message index (a compaction cleared them)
         self._req_src: list[Request] = []  # what `_frozen_requests` converted last time, and into what
         self._req_out: list[Request] = []
         self._req_calls: set[int] = set()
@@ -289,11 +297,18 @@ class CodexReader:
         if stripped.startswith(b"\xef\xbb\xbf"):
             self._diag("bom", "UTF-8 byte order mark", line_no, offset)
             stripped = stripped[3:]
-        try:
-            row = json.loads(stripped)
-        except (ValueError, RecursionError):
-            self._diag("malformed", "not valid JSON", line_no, offset, stripped)
-            return
+        row = None
+        if stripped[:1] == b"{":
+            try:
+                row = _ORJSON(stripped)  # (one parse in C; what orjson refuses, the stdlib decides)
+            except Exception:
+                row = None
+        if row is None:
+            try:
+                row = json.loads(stripped)
+            except (ValueError, RecursionError):
+                self._diag("malformed", "not valid JSON", line_no, offset, stripped)
+                return
         if not isinstance(row, dict):
             self._diag("non_object", "not a JSON object", line_no, offset, stripped)
             return
@@ -610,7 +625,13 @@ class CodexReader:
         self.codex_estimate = None
         # requests before a compaction are no longer on the current context
         self._req_changes += 1
-        self._requests = [r if r.message_index is None else _replace_index(r, None) for r in self._requests]
+        # (those before the previous compaction have none already: O(requests since it), not
+        # O(every request) at each compaction, issue 36)
+        requests = self._requests
+        for i in range(self._indexed_from, len(requests)):
+            if requests[i].message_index is not None:
+                requests[i] = _replace_index(requests[i], None)
+        self._indexed_from = len(requests)
 
     def _event(self, p: Mapping[str, Any], when: float | None, line_no: int, offset: int) -> None:
         kind = _str(p.get("type")) or "?"

@@ -55,15 +55,18 @@ class RawUsage:
     @classmethod
     def parse(cls, value: Any) -> "RawUsage | None":
         """The usage in `value` (a JSON object), or None when it is not an object."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):  # (dict first: the ABC check is slow)
             return None
-        nums = {}
+        nums = []
         for name in FIELDS:
             v = value.get(name)
-            nums[name] = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15 else 0
+            if type(v) is int:  # (the usual field: its own test, the same answer as below)
+                nums.append(v if abs(v) < 1e15 else 0)
+            else:
+                nums.append(int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15 else 0)
         if not isinstance(value.get("total_tokens"), (int, float)):
-            nums["total_tokens"] = nums["input_tokens"] + nums["output_tokens"]
-        return cls(**nums)
+            nums[5] = nums[0] + nums[3]  # (input + output)
+        return cls(*nums)
 
     def minus(self, other: "RawUsage") -> "RawUsage":
         """Field-wise difference (may be negative: a reset)."""
