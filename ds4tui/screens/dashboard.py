@@ -330,7 +330,7 @@ class DashboardScreen(Screen[None]):
             # the inspector and the turn cursor move to the new message in the next frame: this
             # one paints the line in the map, legend, turns and header first (the inspector's
             # redraw of a new message doubled the frame: ~4 ms at 1,000 turns)
-            self.call_after_refresh(self._follow_selected)
+            self._after_frame(self._follow_selected)
         elif parked:
             pass  # the inspector keeps what the user highlighted
         elif self._selected is not None:
