@@ -46,28 +46,18 @@ def timeline_cmd(
         typer.echo(json.dumps(tl.to_json(), indent=2, ensure_ascii=False))
         return
     from ds4sessions.derive.timeline import request_time_label
+    from ds4tui.timeline_model import marker_text  # (the words the Timeline tab uses)
 
     out = [f"{len(tl.rows)} requests" + (f" · window {fmt_tokens(tl.window)}" if tl.window else "")
            + (f" · {tl.threshold[0]} at {fmt_tokens(tl.threshold[1])}" if tl.threshold else "")]
     for row in tl.rows:
         share = f"{row.share:5.0%}" if row.share is not None else "    —"
-        marks = "; ".join(_marker_text(m) for m in row.markers)
+        marks = "; ".join(([] if row.kind == "reply" else [row.kind.replace("_", " ")])
+                          + [literal(marker_text(m), keep_newlines=False) for m in row.markers])
         cost = f"${row.cumulative_usd:.4f}"
         out.append(f"#{row.n:<5} {request_time_label(row.time)}  {fmt_tokens(row.context_tokens):>7}  read {share}"
                    f"  {cost:>10}  {literal(row.model or '?', keep_newlines=False)}" + (f"  [{marks}]" if marks else ""))
     typer.echo("\n".join(out))
-
-
-def _marker_text(marker: Any) -> str:
-    if marker.kind == "compaction":
-        after = fmt_tokens(marker.tokens_after) if marker.tokens_after is not None else "?"
-        before = fmt_tokens(marker.tokens_before) if marker.tokens_before is not None else "?"
-        return f"compaction {before} → {after}"
-    if marker.kind == "model":
-        return f"model {marker.detail}"
-    if marker.kind == "miss":
-        return f"miss: {marker.detail}"
-    return f"idle {marker.seconds:.0f}s > TTL {marker.ttl_s:.0f}s"
 
 
 def _lines(data: bytes) -> list[int]:
