@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from ds4tui.cli import app
 from ds4tui.commands.timeline import cut_after_request, map_at, read_timeline
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SHARED as _SHARED
 
-SHARED = Path(__import__("os").environ.get("DS4TUI_SHARED", "/work/shared"))
+SHARED = _SHARED if _SHARED is not None else Path("/nonexistent-shared")  # ($DS4TUI_SHARED or ../shared)
 PI = sorted(p for p in (SHARED / "sessions-pi").glob("*.jsonl") if p.name != "99-large.jsonl")
 CLAUDE = sorted((SHARED / "sessions-claude" / "projects").glob("*/*.jsonl")) + sorted(
     (SHARED / "sessions-claude" / "projects").glob("*/*/subagents/*.jsonl")) + sorted((FIXTURES / "claude").glob("*.jsonl"))
@@ -107,3 +107,31 @@ def test_cli_timeline_and_map_at(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["asOfRequest"] == 1
     out = CliRunner().invoke(app, ["map", str(path), "--at", "9999", "--json"])
     assert out.exit_code == 2
+
+
+@pytest.mark.skipif(not (SHARED / "sessions-pi" / "99-large.jsonl").exists(),
+                    reason="the shared Pi sample 99-large.jsonl is absent; set DS4TUI_SHARED to run")
+def test_map_at_on_the_large_sample_at_its_compactions_and_ends(tmp_path: Path) -> None:
+    """99-large (30 MiB, 1,110 requests, 19 compactions) is too large to cut at every request in
+    the suite: its first and last requests, the request before and the one after each of five
+    compactions, and two in between. The cut holds exactly requests 1..N (its own timeline ends
+    with request N), and `map --at N` is `map --json` of that cut."""
+    path = SHARED / "sessions-pi" / "99-large.jsonl"
+    agent, _, tl = read_timeline(path)
+    data = path.read_bytes()
+    marked = [i for i, r in enumerate(tl.rows) if any(m.kind == "compaction" for m in r.markers)]
+    picks = {0, len(tl.rows) - 1, len(tl.rows) // 3, 2 * len(tl.rows) // 3}
+    for i in marked[:: max(len(marked) // 5, 1)][:5]:
+        picks.update({i - 1, i})
+    for k, i in enumerate(sorted(p for p in picks if p >= 0)):
+        row = tl.rows[i]
+        end = cut_after_request(agent, path, row.entry_id)
+        cut = tmp_path / f"{k}-{path.name}"
+        cut.write_bytes(data[:end])
+        _, _, cut_tl = read_timeline(cut)
+        assert len(cut_tl.rows) == row.n and cut_tl.rows[-1].entry_id == row.entry_id
+        if k < 2:  # (the command itself, twice: it reads the whole file again each time)
+            at = map_at(path, row.n)
+            expected = agent.map_json(cut)
+            expected["path"] = str(path)
+            assert {key: v for key, v in at.items() if key != "asOfRequest"} == expected
