@@ -110,6 +110,26 @@ class Price:
 
 
 @dataclass(frozen=True, slots=True)
+class LineDiagnostic:
+    """One counted problem of a line-based reader (Codex, Gemini CLI): `kind` (e.g. "malformed",
+    "unknown_row_type"), a message, the 1-based line and its byte offset, and an excerpt of the
+    line (quoted and escaped by `__str__`, as `ingest.diagnostics.Diagnostic` shows Pi's)."""
+
+    kind: str
+    message: str
+    line_no: int | None = None
+    offset: int | None = None
+    excerpt: str | None = None
+
+    def __str__(self) -> str:
+        import json
+
+        where = f"line {self.line_no} (byte {self.offset}): " if self.line_no is not None else ""
+        shown = f" — {json.dumps(self.excerpt, ensure_ascii=False)}" if self.excerpt is not None else ""
+        return f"{where}{self.message}{shown}"
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """One model request, counted once.
 

@@ -57,7 +57,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ds4core.spare import Spares
 from ds4core.agent_models import codex_tools, tools_table
 from ds4sessions.agents.common import iso_seconds as _seconds
-from ds4sessions.agents.base import CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
+from ds4sessions.agents.base import LineDiagnostic, CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
 from ds4sessions.ingest import limits
 from ds4sessions.ingest.limits import OversizedLine
@@ -88,21 +88,8 @@ CONTROL_TEXT = 80
 """Characters of a bad line quoted in a diagnostic; also the title length."""
 
 
-@dataclass(frozen=True, slots=True)
-class CodexDiagnostic:
-    """One counted problem: `kind` (e.g. "malformed", "unknown_row_type"), a message, the 1-based
-    line and its byte offset, and an excerpt of the line (quoted by `__str__`)."""
-
-    kind: str
-    message: str
-    line_no: int | None = None
-    offset: int | None = None
-    excerpt: str | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line_no} (byte {self.offset}): " if self.line_no is not None else ""
-        shown = f" — {json.dumps(self.excerpt, ensure_ascii=False)}" if self.excerpt is not None else ""
-        return f"{where}{self.message}{shown}"
+CodexDiagnostic = LineDiagnostic
+"""(`agents.base.LineDiagnostic`: the neutral counted problem of a line-based reader.)"""
 
 
 SPAWN_LOOKUP_SECONDS = 10.0

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ds4sessions.agents.base import Capabilities, Compaction, Conversation, MessageMeta, Request, Usage
+from ds4sessions.agents.base import LineDiagnostic, Capabilities, Compaction, Conversation, MessageMeta, Request, Usage
 from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.gemini import models
 from ds4sessions.agents.gemini.discovery import GEMINI_CLI
@@ -111,21 +111,8 @@ LOCAL_PREFIXES = ("/", "?")
 """User texts the CLI handles itself (sessionUtils.ts `isIgnoredUserContent`): never sent."""
 
 
-@dataclass(frozen=True, slots=True)
-class GeminiDiagnostic:
-    """One counted problem: `kind` (e.g. "malformed", "unknown_record", "rewind_unknown"), a
-    message, the 1-based line and its byte offset, and an excerpt of the line."""
-
-    kind: str
-    message: str
-    line_no: int | None = None
-    offset: int | None = None
-    excerpt: str | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line_no} (byte {self.offset}): " if self.line_no is not None else ""
-        shown = f" — {json.dumps(self.excerpt, ensure_ascii=False)}" if self.excerpt is not None else ""
-        return f"{where}{self.message}{shown}"
+GeminiDiagnostic = LineDiagnostic
+"""(`agents.base.LineDiagnostic`: the neutral counted problem of a line-based reader.)"""
 
 
 @dataclass(slots=True)
