@@ -36,6 +36,8 @@ def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
         # cl100k for the C count from the token cache, tiktoken's encoding built only if a text
         # needs it and without its Python copy of the ranks (~12 MiB + its Rust tables, issue 32)
         LEAN_CL100K()
+    if not demo:
+        _check_followable(path)
     models = load_model_table()
     # a large file is read for the first paint by a copy of this process, forked before Textual
     # is imported (`ds4tui.firstview`)
@@ -46,6 +48,20 @@ def run_tui(path: Path, demo: bool, config: Path | None = None) -> None:
         print(f"ds4tui: {warning}", file=sys.stderr)
     if not demo:  # (the demo's caller removes its temporary copy afterwards)
         leave(app.return_code or 0)
+
+
+def _check_followable(path: Path) -> None:
+    """Refuse, before Textual starts, a session the dashboard could not follow: an agent whose
+    sessions are not files opens its own tail (`Agent.tailer`, e.g. OpenCode's database, which
+    needs one session named as `PATH#ses_…`) and raises OSError with the reason, which the
+    guard prints as one line (exit 2) instead of a traceback screen. Agents without their own
+    tail are checked by the dashboard's file tailer as it reads."""
+    from ds4sessions.agents.registry import agent_for_path
+
+    agent = agent_for_path(path)
+    own = getattr(agent, "tailer", None) if agent is not None else None
+    if own is not None:
+        own(Path(path))
 
 
 def leave(code: int = 0) -> None:

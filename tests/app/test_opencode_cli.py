@@ -369,3 +369,16 @@ async def test_home_switches_to_an_opencode_session(oc_env: dict[str, str], samp
                 break
         assert app.is_running and app.snapshot.agent == "opencode" and app.view.header.agent == "OpenCode"
         assert len(app.snapshot.conversation.requests) == len(steps(SECOND))
+
+
+def test_the_dashboard_on_a_database_of_several_sessions_is_one_line(tmp_path: Path) -> None:
+    """`ds4tui DB` (the console script's own route, `mapjson.main`, and `ds4tui open DB`) on a
+    database holding several sessions: one line naming the newest `DB#ses_…`, exit 2, before
+    Textual starts (it showed a traceback screen)."""
+    for command in ([sys.executable, "-c", "import sys; from ds4tui.mapjson import main; sys.argv[0] = 'ds4tui'; main()", str(DB)],
+                    [sys.executable, "-m", "ds4tui.cli", "open", str(DB)]):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **env(tmp_path)})
+        assert out.returncode == 2, out.stderr[-800:]
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "holds 3 sessions" in lines[0] and "#ses_" in lines[0], out.stderr[-800:]
+        assert "Traceback" not in out.stdout + out.stderr
