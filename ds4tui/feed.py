@@ -25,6 +25,7 @@ cannot be read).
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from dataclasses import dataclass
@@ -472,7 +473,8 @@ class SessionFeed:
             last_derived = derived or last_derived
             if snap is None:
                 return
-            view = viewmodel.build(snap, last_derived, previous=previous)
+            view = viewmodel.build(snap, last_derived, previous=previous,
+                                   today=dt.datetime.fromtimestamp(self._now()).date())
             self._built = (snap, last_derived, view)
         if snapshot is not None:
             with self._painted:

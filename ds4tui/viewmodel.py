@@ -475,14 +475,15 @@ def turn_times(turns: Any, today: Any = None) -> list[str]:
 
 
 def _turn_times(
-    turns: Sequence[Any], previous: "ViewModel | None", same: int | None = None
+    turns: Sequence[Any], previous: "ViewModel | None", same: int | None = None, today: Any = None
 ) -> tuple[tuple[tuple[str, ...], bool, Any], int]:
     """`(turn_times(turns), dated, today)` and how many leading times are `previous`'s (0: none
     reused), reusing `previous`'s times for the leading turns that are the same objects (an
     append changes the last turn and may add one): O(new turns) unless the date format flips (a
     turn not from today, or midnight passed), plus one copy of the references. `same`: that
-    run's length when the caller knows it (`Snapshot.lineage`), else it is found."""
-    today = dt.date.today()
+    run's length when the caller knows it (`Snapshot.lineage`), else it is found. `today`: the
+    local date of the app's clock (default: the system's)."""
+    today = today or dt.date.today()
     if previous is not None:
         old_times, old_dated, old_today = previous._times
         old_turns = previous._turn_inputs
@@ -631,14 +632,18 @@ def _extends(old: Sequence[Any], new: Sequence[Any], known: bool = False) -> boo
     return known or list(new[:n]) == list(old)
 
 
-def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | None = None) -> ViewModel:
+def build(
+    snap: Any | None, derived: Any | None = None, previous: ViewModel | None = None, today: Any = None
+) -> ViewModel:
     """The view model of `snap` and `derived` (ignored unless its `version` is the snapshot's).
 
     `previous`: the last view model built. When `snap`'s context messages extend those of
     `previous` (an append), its rows, map index and marks are reused or updated for what
     changed, and without a `derived` of this version the previous plan and cache marks stay
     on screen (`plan_version` says which snapshot they belong to; new turns show no plan state)
-    until the new plan arrives. Otherwise everything is built afresh."""
+    until the new plan arrives. Otherwise everything is built afresh. `today`: the local
+    `datetime.date` of the app's clock, which decides the turn times' form (default: the
+    system's date)."""
     if snap is None:
         return EMPTY
     if derived is not None and derived.version != snap.version:
@@ -693,7 +698,7 @@ def build(snap: Any | None, derived: Any | None = None, previous: ViewModel | No
     same_turns = None
     if base is not None and same_counter:
         same_turns = _same_prefix(base._turn_inputs, snap.turns, max(len(base._turn_inputs) - 1, 0))
-    times, same_times = _turn_times(snap.turns, base, same_turns)
+    times, same_times = _turn_times(snap.turns, base, same_turns, today)
     turns = turn_rows(snap, cal, plan, excluded_ids, base, times=times[0], changed=changed,
                       same=min(same_turns, same_times) if same_turns is not None else None)
     if plan is None:

@@ -114,3 +114,20 @@ async def test_home_lists_gemini_sessions_and_opens_one(tmp_path, monkeypatch: p
                 break
         assert not isinstance(dashboard.screen, HomeScreen) and dashboard.session_path == EXTRA
         assert dashboard.snapshot.agent == "gemini-cli"
+
+
+@pytest.mark.parametrize("days, form", [(0, "%H:%M"), (2, "%m-%d %H:%M")])
+async def test_turn_times_follow_the_apps_clock(days: int, form: str) -> None:
+    """The turn list's time column is "HH:MM" when every turn is from the app's today and
+    "MM-DD HH:MM" otherwise, with today taken from the app's clock, not the machine's date (the
+    snapshots above once changed form when CI ran the day after they were made)."""
+    import datetime as dt
+
+    now = LAST[MAIN] + 120 + days * 86_400
+    dashboard = Ds4App(MAIN, watch=False, retrieval=False, now=lambda: now)
+    async with dashboard.run_test(size=(100, 30)) as pilot:
+        await _ready(pilot)
+        turns = dashboard.snapshot.turns
+        times = [row.time for row in dashboard.view.turns]
+        expected = [t.time.astimezone().strftime(form) for t in turns if t.time is not None]
+        assert [t for t in times if t] == expected and len(expected) == 3
