@@ -247,3 +247,36 @@ test_fuzz_pi = _fuzz("pi")
 test_fuzz_claude_code = _fuzz("claude-code")
 test_fuzz_codex = _fuzz("codex")
 test_fuzz_gemini_cli = _fuzz("gemini-cli")
+
+
+def _arrays_as(value: Any, scalar: Any) -> Any:
+    """`value` with every JSON array inside it (at any depth) replaced by `scalar`."""
+    if isinstance(value, list):
+        return scalar
+    if isinstance(value, dict):
+        return {k: _arrays_as(v, scalar) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scalar", [7, "x", {"a": 1}], ids=["number", "string", "object"])
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_every_array_field_made_a_scalar(agent: str, scalar: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """Each agent's seed with the arrays of a run of eight rows made a number, a string or an
+    object (a field of the wrong type, as CI's fuzz found in a Claude Code compact boundary's
+    `preservedMessages.uuids`):
+    every read command exits 0 or 2, never "internal error". Deterministic: every row is hit once."""
+    monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path / "state"))
+    lines = AGENTS[agent].read_bytes().splitlines()
+    for start in range(0, len(lines), 8):
+        out = []
+        for i, line in enumerate(lines):
+            if start <= i < start + 8:
+                try:
+                    line = json.dumps(_arrays_as(json.loads(line), scalar)).encode()
+                except ValueError:
+                    pass
+            out.append(line + b"\n")
+        path = tmp_path / f"{start}.jsonl"
+        path.write_bytes(b"".join(out))
+        run_every_command(path, agent)

@@ -115,11 +115,20 @@ def in_llm_context(message: Mapping[str, Any]) -> bool:
     return role in {"system", "user", "assistant", "toolResult", "custom", "branchSummary", "compactionSummary"}
 
 
+def _blocks(content: Any) -> Any:
+    """The blocks of a message's `content` as a sequence: a list as it is, nothing for a missing
+    or empty value, and any other value (a number, an object: a damaged or hostile file) as one
+    block, which is then counted as its JSON text rather than raising `TypeError`."""
+    if isinstance(content, list):
+        return content
+    return (content,) if content else ()
+
+
 def _content_parts(content: Any, category: str, child: str | None) -> list[Part]:
     if isinstance(content, str):
         return [(category, child, content)]
     parts: list[Part] = []
-    for block in content or ():
+    for block in _blocks(content):
         if type(block) is not dict and not isinstance(block, Mapping):
             parts.append((category, child, js_stringify(block)))
         elif block.get("type") == "image":
@@ -151,7 +160,7 @@ def message_parts(message: Mapping[str, Any]) -> list[Part]:
         sections = message.get("sections")
         if isinstance(sections, Mapping):
             parts += [("system_prompt", None, v) for v in sections.values() if isinstance(v, str)]
-        for tool in message.get("toolsAdded") or ():
+        for tool in _blocks(message.get("toolsAdded")):
             if isinstance(tool, Mapping):
                 parts.append(("tools", str(tool.get("name", "?")), js_stringify(tool)))
         return parts or [("system_prompt", None, "")]
@@ -159,7 +168,7 @@ def message_parts(message: Mapping[str, Any]) -> list[Part]:
         return _content_parts(message.get("content"), "user", None)
     if role == "assistant":
         parts = []
-        for block in message.get("content") or ():
+        for block in _blocks(message.get("content")):
             kind = block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
             if kind == "text":
                 parts.append(("assistant_text", None, str(block.get("text", ""))))

@@ -36,6 +36,13 @@ CODEX = "codex"
 AGENTS = (PI, CLAUDE_CODE, CODEX)
 
 
+def listed(value: Any) -> list[Any] | tuple[()]:
+    """`value` when it is a JSON array (a list), else `()`: how a reader walks an array field of
+    a row it parsed, whose type the agent (or a damaged file) may have got wrong, without a
+    `TypeError` on a number, a bool or null (bad-inputs: "a field of the wrong type")."""
+    return value if isinstance(value, list) else ()
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What ds4tui may offer for an agent's sessions.

@@ -61,6 +61,7 @@ from ds4core.models import MAX_COUNT
 from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
+    listed,
     Capabilities,
     Compaction,
     Conversation,
@@ -433,24 +434,26 @@ class ClaudeReader:
             if atype == "prompt_snapshot" and isinstance(att.get("systemPrompt"), list) and not row.get("isSidechain"):
                 s.prompt_snapshot = [p for p in att["systemPrompt"] if isinstance(p, str)]
             elif atype == "deferred_tools_delta" and not row.get("isSidechain"):
-                for name in att.get("addedNames") or ():
+                for name in listed(att.get("addedNames")):
                     if isinstance(name, str):
                         s.deferred[name] = None
-                for name in att.get("removedNames") or ():
-                    s.deferred.pop(name, None)
+                for name in listed(att.get("removedNames")):
+                    if isinstance(name, str):
+                        s.deferred.pop(name, None)
             elif atype == "agent_listing_delta" and not row.get("isSidechain"):
-                for line in att.get("addedLines") or ():
+                for line in listed(att.get("addedLines")):
                     name, _, when = str(line).removeprefix("- ").partition(": ")
-                    if name and name not in BUILTIN_AGENTS and name in (att.get("addedTypes") or ()):
+                    if name and name not in BUILTIN_AGENTS and name in listed(att.get("addedTypes")):
                         s.custom_agents[name] = re.sub(r" \(Tools: [^)]*\)$", "", when)
-                for name in att.get("removedTypes") or ():
-                    s.custom_agents.pop(name, None)
+                for name in listed(att.get("removedTypes")):
+                    if isinstance(name, str):
+                        s.custom_agents.pop(name, None)
             elif atype == "instructions" and not row.get("isSidechain"):
-                for f in att.get("files") or ():
+                for f in listed(att.get("files")):
                     if isinstance(f, dict) and isinstance(f.get("content"), str):
                         s.memory_files[str(f.get("path"))] = {"type": str(f.get("type", "")), "content": f["content"]}
             elif atype == "deferred_tools_record":
-                for entry in att.get("entries") or ():
+                for entry in listed(att.get("entries")):
                     if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                         s.loaded_records[entry["name"]] = len(json.dumps(entry))
             elif atype not in SENT_ATTACHMENTS and atype not in NOT_SENT_ATTACHMENTS:
@@ -774,8 +777,9 @@ class ClaudeReader:
         if boundary is not None:
             meta = boundary.get("compactMetadata") if isinstance(boundary.get("compactMetadata"), dict) else {}
             kept = meta.get("preservedMessages") if isinstance(meta.get("preservedMessages"), dict) else {}
-            preserved = [self._row_of(u) for u in kept.get("uuids") or () if isinstance(u, str) and u in s.recs]
-            self._awaited.update(u for u in kept.get("uuids") or () if isinstance(u, str) and u not in s.recs)
+            uuids = kept.get("uuids") if isinstance(kept.get("uuids"), list) else ()
+            preserved = [self._row_of(u) for u in uuids if isinstance(u, str) and u in s.recs]
+            self._awaited.update(u for u in uuids if isinstance(u, str) and u not in s.recs)
             rest = chain[1:]
             anchor = kept.get("anchorUuid")
             found = next((i + 1 for i, r in enumerate(rest) if r.get("uuid") == anchor), None)
@@ -798,8 +802,8 @@ class ClaudeReader:
         for row in chain:
             if row.get("type") == "system" and row.get("subtype") == "microcompact_boundary":
                 meta = row.get("microcompactMetadata") if isinstance(row.get("microcompactMetadata"), dict) else {}
-                cleared_tools |= {t for t in meta.get("compactedToolIds") or () if isinstance(t, str)}
-                cleared_attachments |= {t for t in meta.get("clearedAttachmentUUIDs") or () if isinstance(t, str)}
+                cleared_tools |= {t for t in listed(meta.get("compactedToolIds")) if isinstance(t, str)}
+                cleared_attachments |= {t for t in listed(meta.get("clearedAttachmentUUIDs")) if isinstance(t, str)}
                 micro.append(Compaction(row.get("uuid"), iso_seconds(row.get("timestamp")), "micro",
                                         meta.get("preTokens") if isinstance(meta.get("preTokens"), int) else None))
         converter = Converter(cleared_tools, cleared_attachments, s.replies)
@@ -976,7 +980,7 @@ def attachment_text(att: Mapping[str, Any], rendered: Any = None) -> str | None:
     if kind == "skill_listing" and isinstance(att.get("content"), str):
         return "The following skills are available for use with the Skill tool:\n\n" + att["content"]
     if kind == "agent_listing_delta":
-        lines = [x for x in att.get("addedLines") or () if isinstance(x, str)]
+        lines = [x for x in listed(att.get("addedLines")) if isinstance(x, str)]
         return "Available agent types for the Agent tool:\n" + "\n".join(lines)
     if kind == "file":
         content = att.get("content")
@@ -987,7 +991,7 @@ def attachment_text(att: Mapping[str, Any], rendered: Any = None) -> str | None:
         return (f"Called the Read tool with the following input: {json.dumps({'file_path': att.get('filename')})}\n"
                 f"Result of calling the Read tool:\n{body}")
     if kind == "instructions":
-        files = [f for f in att.get("files") or () if isinstance(f, Mapping)]
+        files = [f for f in listed(att.get("files")) if isinstance(f, Mapping)]
         return "\n\n".join(f"Contents of {f.get('path')}:\n\n{f.get('content', '')}" for f in files)
     return f"[other: {kind}]"
 
@@ -1008,7 +1012,7 @@ def attachment_category(att: Mapping[str, Any]) -> str:
     if kind not in SENT_ATTACHMENTS:
         return "attachments"
     if kind == "agent_listing_delta":
-        added = {t for t in att.get("addedTypes") or () if isinstance(t, str)}
+        added = {t for t in listed(att.get("addedTypes")) if isinstance(t, str)}
         return "custom_agents" if added - BUILTIN_AGENTS else "attachments"
     return ATTACHMENT_CATEGORY.get(kind, "attachments")
 

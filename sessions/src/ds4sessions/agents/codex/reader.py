@@ -57,7 +57,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ds4core.spare import Spares
 from ds4core.agent_models import codex_tools, tools_table
 from ds4sessions.agents.common import iso_seconds as _seconds
-from ds4sessions.agents.base import LineDiagnostic, CODEX, Capabilities, Compaction, Conversation, MessageMeta, Request
+from ds4sessions.agents.base import LineDiagnostic, CODEX, listed, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
 from ds4sessions.ingest import limits
 from ds4sessions.ingest.limits import OversizedLine
@@ -494,7 +494,7 @@ class CodexReader:
             return
         if kind == "reasoning":
             summary = "\n\n".join(
-                s.get("text", "") for s in p.get("summary") or () if isinstance(s, Mapping) and isinstance(s.get("text"), str)
+                s.get("text", "") for s in listed(p.get("summary")) if isinstance(s, Mapping) and isinstance(s.get("text"), str)
             )
             raw = p.get("content")
             if isinstance(raw, list):  # raw reasoning text, when the provider returns it

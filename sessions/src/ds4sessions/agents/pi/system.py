@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ds4sessions.agents.base import listed
+
 
 def content_text(content: Any, sep: str = "\n") -> str:
     """pi-ai `contentText`: a string as is, else the `text` blocks' text joined by `sep`."""
@@ -60,10 +62,10 @@ class SystemReplay:
                     self.sections.pop(name, None)
                 elif isinstance(value, str):
                     self.sections[name] = value
-        for tool in message.get("toolsRemoved") or ():
+        for tool in listed(message.get("toolsRemoved")):
             if isinstance(tool, Mapping):
                 self.tools.pop(str(tool.get("name")), None)
-        for tool in message.get("toolsAdded") or ():
+        for tool in listed(message.get("toolsAdded")):
             if isinstance(tool, Mapping):
                 self.tools[str(tool.get("name"))] = tool
 
