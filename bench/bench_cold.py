@@ -68,8 +68,11 @@ def run_child(argv: list[str]) -> tuple[float, int, int]:
     report = OUT / ".rss"
     if TIME.exists():
         argv = [str(TIME), "-f", "%M", "-o", str(report), *argv]
+    from userenv import user_env
+
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=user_env())  # (with bytecode, as a user's start: bench/userenv.py)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)

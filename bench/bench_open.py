@@ -107,8 +107,13 @@ def main() -> None:
         sys.exit(f"no session file at {path} (pass one, or put ../shared next to the project)")
     size = path.stat().st_size
     runs = []
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from userenv import user_env, warm_bytecode
+
+    warm_bytecode()  # (each child starts as a user's second start does: bench/userenv.py)
     for _ in range(args.runs):
-        out = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True,
+                             check=True, env=user_env())
         runs.append(json.loads(out.stdout))
     open_med = statistics.median(r["open_s"] for r in runs)
     exact_med = statistics.median(r["exact_s"] for r in runs)
