@@ -123,6 +123,8 @@ class DashboardScreen(Screen[None]):
         self._retired: list[tuple[object, ...]] = []
         """Updates of the hidden tabs (manifest, cache, retrieval, diagnostics), run when shown."""
         self._scrub: int | None = None
+        self._widgets: dict[type, Any] = {}
+        """The screen's widgets by class, found once (`query_one`)."""
         """The Timeline tab's scrubbed row (the header, legend, map and inspector show that
         request); None: live."""
 
@@ -170,6 +172,26 @@ class DashboardScreen(Screen[None]):
         yield Static("", id="too-small")
         yield StatusLine("", id="status")
         yield Footer()
+
+    def query_one(self, selector: Any, expect_type: Any = None) -> Any:  # type: ignore[override]
+        """Textual's `query_one`, with the widget of a class (the dashboard composes one of each)
+        found once and kept while it stays mounted: an append's paint asks for ~8 widgets, and
+        each CSS query walked the DOM (~0.1 ms each at 10,000 turns, on the UI thread)."""
+        if isinstance(selector, type) and expect_type is None:
+            widget = self._widgets.get(selector)
+            if widget is not None and widget.parent is not None:
+                return widget
+            widget = super().query_one(selector)
+            self._widgets[selector] = widget
+            return widget
+        return super().query_one(selector, expect_type)
+
+    def _mounted_widgets(self) -> bool:
+        """Whether the dashboard's widgets are still mounted (not while the app closes)."""
+        legend = self._widgets.get(CategoryList)
+        if legend is not None:
+            return legend.parent is not None and legend.is_attached
+        return bool(self.query(CategoryList))
 
     def on_mount(self) -> None:
         self.feed = SessionFeed(self.app, self, self._path, **self._feed_options)
@@ -280,7 +302,7 @@ class DashboardScreen(Screen[None]):
         if self.feed is None or message.generation != self.feed.generation:
             return
         self._latest = message
-        if not self.is_mounted or not self.query(CategoryList):
+        if not self.is_mounted or not self._mounted_widgets():
             return  # the app is closing: its widgets are gone
         if self.following or self.snapshot is None:
             self._show(message)

@@ -70,7 +70,7 @@ class PixelMap(Widget, can_focus=True):
         self._window = 1
         self._styles: dict[tuple, Style] = {}
         self._plain: dict[tuple, Style] = {}  # (category, bgcolor) → the cell style without overlays
-        self._rows_drawn: dict[tuple, Strip] = {}  # render_line's drawn rows (key: what a row depends on)
+        self._rows_drawn: dict[tuple, tuple[Strip, list[Cell]]] = {}  # render_line's drawn rows (key: what a row depends on)
         self._cells: list[Cell] = []
         self._per_cell = 1
         self._highlight: int | None = None
@@ -78,6 +78,7 @@ class PixelMap(Widget, can_focus=True):
         self._excluded: frozenset[int] = frozenset()
         self._pinned: frozenset[int] = frozenset()
         self._cached_end: int | None = None
+        self._base_style: Style | None = None  # (while `render_lines` runs)
         self._cache_status: str | None = None
         self._boundary: int | None = None
         self._titles: tuple[Any, ...] | None = None  # the border title and subtitle shown (`_set_title`)
@@ -336,7 +337,7 @@ class PixelMap(Widget, can_focus=True):
         width = self.size.width
         start = y * width
         row = self._cells[start : start + width]
-        base = self.rich_style
+        base = self._base_style if self._base_style is not None else self.rich_style
         if not row:
             return Strip.blank(width, base)
         end = start + len(row)
@@ -345,24 +346,47 @@ class PixelMap(Widget, can_focus=True):
         highlight = self._highlight
         if highlight is not None and not any(cell.message_index == highlight for cell in row):
             highlight = None  # (a row without the highlighted message is drawn the same either way)
-        key = (tuple(row), start, width, boundary, self._cache_status if boundary is not None else None, cursor,
-               highlight, self._view, self._cached_end, self._pinned, self._excluded, base)
-        strip = self._rows_drawn.get(key)
-        if strip is not None:
-            return strip
+        # the row's cells by identity (hashing 120 cells' fields cost ~40 % of a row): the entry
+        # keeps the row's cells alive, so an id in a key is never another cell's
+        key = (tuple(map(id, row)), start, width, boundary, self._cache_status if boundary is not None else None,
+               cursor, highlight, self._view, self._cached_end, self._pinned, self._excluded, base)
+        drawn = self._rows_drawn.get(key)
+        if drawn is not None:
+            return drawn[0]
         segments: list[Segment] = []
         run_style: Style | None = None
         run_text: list[str] = []
         bgcolor = base.bgcolor
         glyph_of, style_of = self._glyph, self._style
+        # the plain cells' glyph, inline (`_glyph`): most rows hold no boundary, cursor or highlight
+        ds4 = self._view == "ds4"
+        pinned, excluded, cached_end = self._pinned, self._excluded, self._cached_end
+        styles: dict[str, Style] = {}
+        marked = boundary is not None or cursor is not None or highlight is not None
         for offset, cell in enumerate(row):
-            index = start + offset
-            if index == boundary or index == cursor or (highlight is not None and cell.message_index == highlight):
-                style = style_of(cell, index, bgcolor)
+            category = cell.category
+            if marked and (start + offset == boundary or start + offset == cursor
+                           or (highlight is not None and cell.message_index == highlight)):
+                style = style_of(cell, start + offset, bgcolor)
+                glyph = glyph_of(cell, start + offset)
             else:
-                style = self._plain_style(cell.category, bgcolor)
-            glyph = glyph_of(cell, index)
-            if style == run_style:
+                style = styles.get(category)
+                if style is None:
+                    style = styles[category] = self._plain_style(category, bgcolor)
+                i = cell.message_index
+                if category == "free":
+                    glyph = FREE
+                elif i is None:
+                    glyph = FILLED
+                elif ds4 and i in pinned:
+                    glyph = PINNED
+                elif ds4 and i in excluded:
+                    glyph = EXCLUDED
+                elif cached_end is not None and i >= cached_end:
+                    glyph = UNCACHED
+                else:
+                    glyph = FILLED
+            if style is run_style or style == run_style:
                 run_text.append(glyph)
             else:
                 if run_text:
@@ -373,8 +397,17 @@ class PixelMap(Widget, can_focus=True):
         strip = Strip(segments).extend_cell_length(width, base)
         if len(self._rows_drawn) > 1024:
             self._rows_drawn.clear()
-        self._rows_drawn[key] = strip
+        self._rows_drawn[key] = (strip, row)
         return strip
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Textual's `render_lines`, with the widget's base style worked out once for all the
+        rows it draws (`rich_style` walks the CSS and the ancestors' backgrounds each time)."""
+        self._base_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base_style = None
 
     def _plain_style(self, category: str, bgcolor: Any) -> Style:
         """The style of a cell of `category` without cursor, highlight or boundary."""

@@ -615,13 +615,16 @@ _SKIP = ("unattributed", "free")
 class _IndexStore:
     """The append-only lists behind a chain of `MapIndex` extensions (see `MapIndex.of`)."""
 
-    __slots__ = ("source", "cum", "pos", "cells")
+    __slots__ = ("source", "cum", "pos", "cells", "picks")
 
     def __init__(self) -> None:
         self.source: list[Segment] = []
         self.cum: dict[str, list[int]] = {}  # category → running tokens after each of its segments
         self.pos: dict[str, list[int]] = {}  # category → index into `cells` of each of its segments
         self.cells: list[Cell] = []
+        # category → (its segments n, its cells q, the cells' indexes) of the last layout: the
+        # store's lists are append-only, so the same (n, q) picks the same cells
+        self.picks: dict[str, tuple[int, int, list[int]]] = {}
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
@@ -784,14 +787,22 @@ class MapIndex:
         filled = min(total_cells, max(1, (2 * used + tokens_per_cell) // (2 * tokens_per_cell)))
         quotas = _quotas(order, totals, filled, used)
         picks: list[int] = []
+        memo = self._store.picks
         for cat in order:
             q = quotas[cat]
             if q <= 0:
                 continue
-            cum, pos, n = self._store.cum[cat], self._store.pos[cat], self.counts[cat]
+            n = self.counts[cat]
+            last = memo.get(cat)
+            if last is not None and last[0] == n and last[1] == q:
+                picks.extend(last[2])  # (an append changes one or two categories' cells)
+                continue
+            cum, pos = self._store.cum[cat], self._store.pos[cat]
             whole = cum[n - 1]
             two_q = 2 * q
-            picks.extend(pos[bisect_left(cum, -(-(whole * (2 * j + 1)) // two_q), 0, n)] for j in range(q))
+            mine = [pos[bisect_left(cum, -(-(whole * (2 * j + 1)) // two_q), 0, n)] for j in range(q)]
+            memo[cat] = (n, q, mine)
+            picks.extend(mine)
         picks.sort()
         cells = self._store.cells
         out = [cells[g] for g in picks]
