@@ -263,9 +263,9 @@ class EntryInspector(TextLines):
             )
         usage = message.get("usage") if message.get("role") == "assistant" else None
         lines = [head, tokens]
-        by_message = getattr(snap.context, "requests_by_message", None)
-        if by_message is not None:  # an agent that records usage per request, not on its messages
-            request = by_message.get(message_index)
+        request_for = getattr(snap.context, "request_for", None)
+        if request_for is not None:  # an agent that records usage per request, not on its messages
+            request = request_for(message_index)
             if request is not None:
                 u = request.usage
                 lines.append(Text(
