@@ -508,12 +508,16 @@ def _turn_row(turn: Any, cal: Calibration, time: str, plan: PlanState = "", pinn
 
 
 def _plan_state(turn: Any, excluded: frozenset[str], pins: frozenset[str]) -> tuple[PlanState, bool]:
-    ids = set(turn.entry_ids)
-    out = ids & excluded
-    pinned = not ids.isdisjoint(pins)
-    if out and out == ids:
+    """(kept / partial / excluded, pinned) of `turn`'s entries under a plan excluding `excluded`
+    and pinning `pins` (entry ids). The kept turn, the common one, builds no set (a new plan
+    recomputes every turn: 10,000 sets were ~40 % of a derived view's build)."""
+    ids = turn.entry_ids
+    pinned = bool(pins) and not pins.isdisjoint(ids)
+    if not excluded or excluded.isdisjoint(ids):
+        return "kept", pinned
+    if excluded.issuperset(ids):
         return "excluded", pinned
-    return ("partial" if out else "kept"), pinned
+    return "partial", pinned
 
 
 def turn_rows(
