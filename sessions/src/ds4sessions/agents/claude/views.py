@@ -364,7 +364,7 @@ class MessageTally:
         that are not the very objects counted last time (compared in C)."""
         seen = self._requests
         k = min(len(seen), len(requests))
-        if k and list(seen[:k]) != list(requests[:k]):
+        if k and _prefix_differs(seen, requests, k):
             k = next(i for i in range(k) if seen[i] is not requests[i] and seen[i] != requests[i])
         del self._synthetic[k + 1:]
         for request in requests[k:]:
@@ -382,6 +382,16 @@ class MessageTally:
                 if (cid, tool) in out:
                     out[(cid, tool)] -= tokens
         return out
+
+
+def _prefix_differs(a: Sequence[Any], b: Sequence[Any], k: int) -> bool:
+    """Whether the first `k` items of `a` and `b` differ, compared in C (by identity first) with
+    as few copies as the lengths allow (an append: `b` is `a` plus one request)."""
+    if type(a) is list and type(b) is list:
+        if len(a) == k:
+            return a != (b if len(b) == k else b[:k])
+        return a[:k] != (b if len(b) == k else b[:k])
+    return list(a[:k]) != list(b[:k])
 
 
 def context_map(conv: Conversation, env: Mapping[str, str], window: int | None = None,
