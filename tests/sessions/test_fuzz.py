@@ -249,31 +249,36 @@ test_fuzz_codex = _fuzz("codex")
 test_fuzz_gemini_cli = _fuzz("gemini-cli")
 
 
-def _arrays_as(value: Any, scalar: Any) -> Any:
-    """`value` with every JSON array inside it (at any depth) replaced by `scalar`."""
-    if isinstance(value, list):
+def _nested_as(value: Any, scalar: Any, kind: type, top: bool = True) -> Any:
+    """`value` with every JSON array (`kind` list) or every object below the row itself (`kind`
+    dict) inside it, at any depth, replaced by `scalar`."""
+    if isinstance(value, kind) and not top:
         return scalar
     if isinstance(value, dict):
-        return {k: _arrays_as(v, scalar) for k, v in value.items()}
+        return {k: _nested_as(v, scalar, kind, False) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nested_as(v, scalar, kind, False) for v in value]
     return value
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scalar", [7, "x", {"a": 1}], ids=["number", "string", "object"])
+@pytest.mark.parametrize("kind, scalar", [(list, 7), (list, "x"), (list, {"a": 1}), (dict, 7.5), (dict, "x"), (dict, [1])],
+                         ids=["array-number", "array-string", "array-object", "object-number", "object-string", "object-array"])
 @pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_every_array_field_made_a_scalar(agent: str, scalar: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    """Each agent's seed with the arrays of a run of eight rows made a number, a string or an
-    object (a field of the wrong type, as CI's fuzz found in a Claude Code compact boundary's
-    `preservedMessages.uuids`):
-    every read command exits 0 or 2, never "internal error". Deterministic: every row is hit once."""
+def test_every_nested_field_of_the_wrong_type(agent: str, kind: type, scalar: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """Each agent's seed with the arrays (or the objects) inside a run of ten rows made a number,
+    a string or another container (a field of the wrong type, as CI's fuzz found in a Claude
+    Code compact boundary's `preservedMessages.uuids` and, in a 10-minute run, its
+    `compactMetadata`): every read command exits 0 or 2, never "internal error". Deterministic:
+    every row is hit once per kind."""
     monkeypatch.setenv("DS4TUI_STATE_DIR", str(tmp_path / "state"))
     lines = AGENTS[agent].read_bytes().splitlines()
-    for start in range(0, len(lines), 8):
+    for start in range(0, len(lines), 10):
         out = []
         for i, line in enumerate(lines):
-            if start <= i < start + 8:
+            if start <= i < start + 10:
                 try:
-                    line = json.dumps(_arrays_as(json.loads(line), scalar)).encode()
+                    line = json.dumps(_nested_as(json.loads(line), scalar, kind)).encode()
                 except ValueError:
                     pass
             out.append(line + b"\n")

@@ -43,6 +43,12 @@ def listed(value: Any) -> list[Any] | tuple[()]:
     return value if isinstance(value, list) else ()
 
 
+def mapped(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a JSON object (a dict), else `{}`: `listed`'s twin for an object field
+    (a `compactMetadata` that is a number must not raise `AttributeError`)."""
+    return value if isinstance(value, dict) else {}
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What ds4tui may offer for an agent's sessions.

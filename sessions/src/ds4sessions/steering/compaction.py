@@ -338,7 +338,8 @@ def _file_ops(messages: Sequence[Mapping[str, Any]], read: set[str], edited: set
         calls: list[tuple[Any, Any]] = []
         if message.get("role") == "toolResult":
             nested = message.get("nestedCalls")
-            calls = [(c.get("name"), c.get("arguments")) for c in (nested or {}).get("calls", ()) if isinstance(c, Mapping)]
+            calls = [(c.get("name"), c.get("arguments")) for c in (nested.get("calls") if isinstance(nested, Mapping) and isinstance(nested.get("calls"), list) else ())
+                     if isinstance(c, Mapping)]
         elif message.get("role") == "assistant" and isinstance(message.get("content"), list):
             calls = [(b.get("name"), b.get("arguments")) for b in message["content"] if isinstance(b, Mapping) and b.get("type") == "toolCall"]
         for name, args in calls:

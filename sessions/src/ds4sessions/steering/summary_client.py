@@ -214,7 +214,7 @@ def provider_request(
     block of `messages` (where the previous request ended), and on the system prompt."""
     system = current_system_message(messages)
     prompt = system_prompt_text(system)
-    tools = (system or {}).get("toolsAdded") or []
+    tools = system.get("toolsAdded") if isinstance(system, Mapping) and isinstance(system.get("toolsAdded"), list) else []
     wire = _request_messages(messages)
     if api == "anthropic":
         body_messages = _anthropic_messages(wire)

@@ -62,6 +62,7 @@ from ds4sessions.agents.common import iso_seconds
 from ds4sessions.agents.base import (
     CLAUDE_CODE,
     listed,
+    mapped,
     Capabilities,
     Compaction,
     Conversation,
@@ -814,7 +815,7 @@ class ClaudeReader:
         start_line = s.recs[boundary_uuid][REC_LINE] if isinstance(boundary_uuid, str) and boundary_uuid in s.recs else 0
         requests = self._requests_for(converter, start_line)
         start_anchor = self._start_anchor() if boundary is not None else None
-        post_tokens = ((boundary or {}).get("compactMetadata") or {}).get("postTokens") if boundary else None
+        post_tokens = mapped(mapped(boundary).get("compactMetadata")).get("postTokens") if boundary else None
         self._cached_micro = micro
         # (the leaf the chain was walked from: with preserved rows inserted, the last row of the
         # context is not the one later rows extend)

@@ -136,7 +136,8 @@ def _head_facts(head: bytes) -> dict[str, Any]:
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             facts["model"] = payload["model"]
         elif kind == "response_item" and "title" not in facts and payload.get("type") == "message" and payload.get("role") == "user":
-            kinds = (payload.get("internal_chat_message_metadata_passthrough") or {}).get("content_item_kinds")
+            passthrough = payload.get("internal_chat_message_metadata_passthrough")
+            kinds = passthrough.get("content_item_kinds") if isinstance(passthrough, dict) else None
             content = payload.get("content") if isinstance(payload.get("content"), list) else []
             text = "".join(c.get("text", "") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
             if (kinds in (None, ["user.text"])) and text.strip() and not text.startswith(("<environment_context>", "<user_instructions>")):
