@@ -141,8 +141,10 @@ class PixelMap(Widget, can_focus=True):
         if planned != self._planned or sends != self._sends:
             self._planned, self._sends = planned, sends
             self._set_title()
-        if (excluded == self._excluded and pinned == self._pinned and cached_end == self._cached_end
-                and cache_status == self._cache_status):
+        # (the sets by identity first: a view model keeps its marks' sets while the plan stands,
+        # and comparing two sets of 40,000 excluded messages walks them both)
+        if ((excluded is self._excluded or excluded == self._excluded) and (pinned is self._pinned or pinned == self._pinned)
+                and cached_end == self._cached_end and cache_status == self._cache_status):
             return  # nothing changed: no repaint
         # Only the rows whose glyphs or boundary style change are repainted: ▒/◆ of the messages
         # that entered or left the plan's sets (drawn in the "ds4" view only), □ of the messages
