@@ -136,7 +136,7 @@ class Ds4App(App[None]):
         Textual's own commands (theme, keys, screenshot, quit)."""
         yield from super().get_system_commands(screen)
         for binding in BINDINGS:
-            if isinstance(binding, Binding) and binding.action != "quit":
+            if isinstance(binding, Binding) and binding.action not in ("quit", "app.quit"):
                 help_text = binding.tooltip or f"key: {binding.key_display or binding.key}"
                 yield SystemCommand(binding.description, help_text, partial(self._dashboard.run_action, binding.action))
 

@@ -13,7 +13,7 @@ from textual.app import App
 from textual.binding import Binding
 
 SHARED_BINDINGS = [
-    Binding("q", "quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
+    Binding("q", "app.quit", "Quit", id="quit", tooltip="Leave ds4tui (the session file is never touched)"),
     Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Show or hide the key bindings"),
     Binding("escape", "hide_help_panel", "Hide keys", show=False),
     Binding("o", "open_session", "Open", id="open", tooltip="Every session of every agent: context, cache countdown, cost today"),
