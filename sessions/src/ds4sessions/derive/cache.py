@@ -665,10 +665,11 @@ class CacheMonitor:
         self._fingerprints = Fingerprints()
         self._estimates = Estimates()
         self._contexts: dict[tuple[Any, str | None], SessionContext] = {}  # recent contexts by leaf
-        # Kept groupings for the candidate plans (current context; previous request's context).
+        # The kept grouping for the candidate plans of a plan that is not `planner`'s (the
+        # candidates of `planner`'s plans, and of the previous request's, regroup the same
+        # messages as the plan itself: they share its planner's grouping, `_grouper_of`).
         self._candidate_grouper = AtomicGrouper()
         self._checkpoint: Callable[[], None] | None = None  # the current view's (see `view`)
-        self._previous_grouper = AtomicGrouper()
         self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
         self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
         # The last cache history and what it depends on besides the events (session, model,
@@ -748,7 +749,8 @@ class CacheMonitor:
                 if self._planner is None:
                     self._planner = LivePlanner(self.config)
                 plan = self._planner.plan(snapshot)
-            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper, self._estimates, self._checkpoint)
+            grouper = self._planner.nominal_grouper if self._planner is not None else self._candidate_grouper
+            candidates = _candidates(plan, self._fingerprints, grouper, self._estimates, self._checkpoint)
             decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
                 what_if = self._decision(snapshot, plan, candidates, last, "auto")
@@ -887,7 +889,8 @@ class CacheMonitor:
                 self._checkpoint()
             sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
             self._previous_plans[cache_key] = _candidates(
-                self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints, self._previous_grouper, self._estimates, self._checkpoint
+                self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints,
+                self._previous_planner.nominal_grouper, self._estimates, self._checkpoint
             )(tail).message_hashes
         return self._previous_plans[cache_key]
 
@@ -1019,13 +1022,15 @@ class RequestCacheMonitor:
 
 
 def cache_monitor_for(agent: Any, models: ModelTable | None = None, *, retention: str | None = None,
-                      config: LoadedDs4Config | None = None) -> CacheMonitor | RequestCacheMonitor:
+                      config: LoadedDs4Config | None = None, planner: LivePlanner | None = None,
+                      ) -> CacheMonitor | RequestCacheMonitor:
     """The cache stage for `agent`'s sessions: DS4's own monitor (`CacheMonitor`: misses from the
     rebuilt prompts or the bridge's metadata, DS4's cache-aware decision) where DS4's plan is the
     agent's own (`Capabilities.ds4_exact`: DS4 runs inside Pi), else the agent's facts
-    (`RequestCacheMonitor`)."""
+    (`RequestCacheMonitor`). `planner`: the `LivePlanner` whose nominal plans the views get
+    (their candidate plans then share its grouping of the messages: `CacheMonitor`)."""
     if agent.capabilities.ds4_exact:
-        return CacheMonitor(models, retention=retention, config=config)
+        return CacheMonitor(models, retention=retention, config=config, planner=planner)
     return RequestCacheMonitor(agent, models)
 
 

@@ -169,6 +169,14 @@ class LivePlanner:
         self._pi_excluded = _PiExcludedRows()
 
     @property
+    def nominal_grouper(self) -> AtomicGrouper:
+        """The kept grouping of the plans without supplements (issue 32: the cache monitor's
+        candidate plans of such a plan group the same messages with the same estimates, so they
+        share it instead of holding a second grouping of every message; `AtomicGrouper.update`
+        is then a prefix comparison)."""
+        return self._groupers[False]
+
+    @property
     def estimates(self) -> int:
         """Messages estimated so far (cache misses), over all plans."""
         return self._builder.estimates
