@@ -20,6 +20,7 @@ DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is th
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -482,11 +483,25 @@ class Estimates:
         self._known = {k: v for k, v in self._known.items() if k in keep}
 
 
-def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], estimates: Any = None) -> CandidatePlan:
+def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], estimates: Any = None,
+               native: tuple[Sequence[Any], Sequence[int]] | None = None) -> CandidatePlan:
     """`CandidatePlan.from_plan(plan)` for a plan of `PlannerInputs` (chars-v1 estimates): a
     managed plan's sent messages are its selected items in order, whose `tokens` are already the
-    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated."""
+    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated; a
+    fallback plan sends the native messages (spec §3.11), whose estimates are the inputs' own
+    (`native`: the inputs' native messages and estimates), so they are reused too (issue 32:
+    no memo of an estimate per message); any other plan is estimated through `estimates`."""
     if plan.mode != "managed" or len(plan.selected) != len(plan.messages):
+        if native is not None and len(native[0]) == len(plan.messages) and all(map(operator.is_, plan.messages, native[0])):
+            return CandidatePlan(
+                managed=plan.mode == "managed",
+                message_hashes=tuple(map(fingerprint, pausing(plan.messages))),
+                message_tokens=tuple(native[1]),
+                fixed_tokens=plan.planning.fixed_tokens,
+                original_message_tokens=plan.planning.original_message_tokens,
+                recent_tail_token_limit=plan.planning.recent_tail_token_limit,
+                selected_tokens=sum(item.tokens for item in plan.selected),
+            )
         if estimates is not None:
             return CandidatePlan.from_plan(plan, estimates, fingerprint=fingerprint)
         return CandidatePlan.from_plan(plan, fingerprint=fingerprint)
@@ -515,7 +530,8 @@ def _candidates(
     run (the app's derive worker yields to a paint there). Results are the numbers DS4's runtime
     reads."""
     inputs = view.inputs
-    nominal = _candidate(view.plan, fingerprint, estimates)
+    native = (inputs.planner_messages(), inputs.planner_tokens()) if inputs is not None else None
+    nominal = _candidate(view.plan, fingerprint, estimates, native)
     planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
@@ -531,7 +547,7 @@ def _candidates(
                         config=inputs.config, pinned_message_indices=list(inputs.pins),
                         native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
                     ),
-                    fingerprint, estimates,
+                    fingerprint, estimates, native,
                 )
         return planned[tail]
 
