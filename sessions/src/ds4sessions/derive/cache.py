@@ -517,6 +517,11 @@ def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], esti
     )
 
 
+PREVIOUS_PLANS_KEPT = 4
+"""Previous requests' plans (their message hashes) a `CacheMonitor` keeps: the last request's
+under each tail a view asks for (the configured decision and the `auto` what-if), newest last."""
+
+
 def _candidates(
     view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None,
     estimates: Estimates | None = None, checkpoint: Callable[[], None] | None = None,
@@ -908,6 +913,10 @@ class CacheMonitor:
                 self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints,
                 self._previous_planner.nominal_grouper, self._estimates, self._checkpoint
             )(tail).message_hashes
+            # the newest few only (issue 32): one hash per sent message each, and a live session
+            # asks for a new request's at each reply (kept all, they grew by O(messages) a reply)
+            while len(self._previous_plans) > PREVIOUS_PLANS_KEPT:
+                self._previous_plans.pop(next(iter(self._previous_plans)))
         return self._previous_plans[cache_key]
 
     def _decision(
