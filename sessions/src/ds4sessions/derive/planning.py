@@ -53,6 +53,7 @@ from ds4core.planner import (
 )
 
 from ds4sessions.agents.pi.entries import CONTEXT_TYPES
+from ds4sessions.ingest.diagnostics import Problem
 from ds4sessions.runtime import paused_gc
 from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.explain import explain_lines, tokens_lines
@@ -105,39 +106,63 @@ class _PiExcludedRows:
     def _reset(self, reader: Any, pinned: frozenset[str]) -> None:
         self._reader, self._pinned = getattr(reader, "identity", id(reader)), pinned
         self._scanned = 0  # reader entries looked at
-        self._context_ids: list[str] = []
-        self._in_context: set[str] = set()
+        # The context's entry ids of the last update (the caller's sequence, not a copy: a
+        # snapshot's lists are never changed) and how many of them were indexed.
+        self._context_ids: Sequence[str] = ()
+        self._known = 0
+        # Every context entry id, kept only once the session has a duplicate id (issue 32: a set
+        # of every context id was ~50 bytes a message). Without one, an entry read since the
+        # last update is in the context exactly when its id is among the new context ids: the
+        # earlier ones are ids of entries read before it.
+        self._in_context: set[str] | None = None
         self._ids: set[str] = set()  # entry ids of `rows`
         self.rows: list[ManifestItem] = []
 
     def update(self, reader: Any, context_ids: Sequence[str], pinned: frozenset[str]) -> list[ManifestItem]:
         """The rows for `reader`'s entries (file order) given the context's entry ids and the
         pinned entry ids."""
-        known = len(self._context_ids)
+        known = self._known
         if not (
             getattr(reader, "identity", id(reader)) == self._reader
             and pinned == self._pinned
             and len(reader.entries) >= self._scanned
-            and list(context_ids[:known]) == self._context_ids
+            and len(context_ids) >= known
+            and _as_list(context_ids[:known]) == _as_list(self._context_ids[:known])
         ):
             self._reset(reader, pinned)
             known = 0
         joined = set(context_ids[known:])
-        self._context_ids.extend(context_ids[known:])
-        self._in_context |= joined
+        if self._in_context is None and _has_duplicate_ids(reader):
+            self._in_context = set(context_ids[:known])
+        if self._in_context is not None:
+            self._in_context |= joined
+        in_context = self._in_context if self._in_context is not None else joined
+        self._context_ids, self._known = context_ids, len(context_ids)
         if not joined.isdisjoint(self._ids):
             self.rows = [row for row in self.rows if row.entry_id not in joined]
             self._ids -= joined
         entries = list(reader.entries[self._scanned :])
         self._scanned += len(entries)
         for entry in entries:
-            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in self._in_context:
+            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in in_context:
                 role = entry.role if entry.type == "message" else entry.type
                 self.rows.append(
                     ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
                 )
                 self._ids.add(entry.id)
         return self.rows
+
+
+def _as_list(items: Sequence[Any]) -> list[Any]:
+    return items if type(items) is list else list(items)
+
+
+def _has_duplicate_ids(reader: Any) -> bool:
+    """True unless `reader`'s diagnostics say no entry id was read twice (a reader without
+    Pi's diagnostics counts as having one)."""
+    diagnostics = getattr(reader, "diagnostics", None)
+    count = getattr(diagnostics, "count", None)
+    return count is None or count(Problem.DUPLICATE_ID) != 0
 
 
 class LivePlanner:
