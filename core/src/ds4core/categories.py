@@ -464,7 +464,7 @@ def breakdown(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per group / map cell: issue 32)
 class Cell:
     """One pixel-map cell: its category and the entry (and message index) it belongs to."""
 

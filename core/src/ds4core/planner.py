@@ -156,7 +156,7 @@ def tool_relations(messages: Sequence[Any]) -> ToolRelations:
     return ToolRelations(calls, results)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per group / map cell: issue 32)
 class AtomicGroup:
     """DS4's `AtomicMessageGroup`: messages that are selected or excluded together.
 
