@@ -54,6 +54,7 @@ from ds4core.budgets import (
     resolve_model_awareness,
 )
 from ds4core.config import Ds4Config
+from ds4core.indices import index_range
 from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
 from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
 from ds4core.planner import is_pin_label
@@ -288,7 +289,7 @@ class _ContextIndex:
         new_native = [m for m in messages[start:] if m.get("role") != "system"]
         tokens = iter(self._cache.extend(new_native) if extended else self._cache.estimate(new_native, *known))
         del known
-        for index in range(start, len(messages)):
+        for index in index_range(start, len(messages)):  # (shared ints: `ds4core.indices`)
             message, entry_id = messages[index], entry_ids[index]
             n = self._occurrence.get(entry_id, 0)
             self._occurrence[entry_id] = n + 1
