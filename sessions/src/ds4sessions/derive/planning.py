@@ -106,10 +106,7 @@ class _PiExcludedRows:
     def _reset(self, reader: Any, pinned: frozenset[str]) -> None:
         self._reader, self._pinned = getattr(reader, "identity", id(reader)), pinned
         self._scanned = 0  # reader entries looked at
-        # The context's entry ids of the last update (the caller's sequence, not a copy: a
-        # snapshot's lists are never changed) and how many of them were indexed.
-        self._context_ids: Sequence[str] = ()
-        self._known = 0
+        self._context_ids: list[str] = []
         # Every context entry id, kept only once the session has a duplicate id (issue 32: a set
         # of every context id was ~50 bytes a message). Without one, an entry read since the
         # last update is in the context exactly when its id is among the new context ids: the
@@ -121,13 +118,12 @@ class _PiExcludedRows:
     def update(self, reader: Any, context_ids: Sequence[str], pinned: frozenset[str]) -> list[ManifestItem]:
         """The rows for `reader`'s entries (file order) given the context's entry ids and the
         pinned entry ids."""
-        known = self._known
+        known = len(self._context_ids)
         if not (
             getattr(reader, "identity", id(reader)) == self._reader
             and pinned == self._pinned
             and len(reader.entries) >= self._scanned
-            and len(context_ids) >= known
-            and _as_list(context_ids[:known]) == _as_list(self._context_ids[:known])
+            and list(context_ids[:known]) == self._context_ids
         ):
             self._reset(reader, pinned)
             known = 0
@@ -137,7 +133,7 @@ class _PiExcludedRows:
         if self._in_context is not None:
             self._in_context |= joined
         in_context = self._in_context if self._in_context is not None else joined
-        self._context_ids, self._known = context_ids, len(context_ids)
+        self._context_ids.extend(context_ids[known:])
         if not joined.isdisjoint(self._ids):
             self.rows = [row for row in self.rows if row.entry_id not in joined]
             self._ids -= joined
@@ -151,10 +147,6 @@ class _PiExcludedRows:
                 )
                 self._ids.add(entry.id)
         return self.rows
-
-
-def _as_list(items: Sequence[Any]) -> list[Any]:
-    return items if type(items) is list else list(items)
 
 
 def _has_duplicate_ids(reader: Any) -> bool:
