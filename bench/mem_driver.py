@@ -1,6 +1,6 @@
 """Drive a session through ingest + derive as the dashboard's feed does, in one process.
 
-    uv run python bench/mem_driver.py PATH [--appends N] [--tracemalloc TOP] [--no-derive]
+    uv run python bench/mem_driver.py PATH [--appends N] [--tracemalloc TOP [--frames N]] [--no-derive]
 
 What `ds4tui.feed.SessionFeed` runs for a session read without the forked copy (above 64 MiB,
 or the copy refused): the first read in slices (4 MiB, doubling to 16 MiB), each slice's
@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("path", type=Path)
     ap.add_argument("--appends", type=int, default=0)
     ap.add_argument("--tracemalloc", type=int, default=0, metavar="TOP")
+    ap.add_argument("--frames", type=int, default=1, metavar="N",
+                    help="with --tracemalloc: group by the N innermost frames (who made it, and who asked)")
     ap.add_argument("--no-derive", action="store_true")
     ap.add_argument("--inspect", type=int, default=0, metavar="N",
                     help="also build the inspector's text for N entries spread over the session")
@@ -82,7 +84,7 @@ def main() -> None:
     if args.tracemalloc:
         import tracemalloc
 
-        tracemalloc.start(1)
+        tracemalloc.start(max(1, args.frames))
     try:  # what `ds4tui.launch.run_tui` does first (issue 32: cl100k without tiktoken's Python ranks)
         from ds4tui.launch import run_tui  # noqa: F401
         from ds4tui.mapjson import _load_cl100k_lean
@@ -160,9 +162,9 @@ def main() -> None:
         import tracemalloc
 
         snapshot = tracemalloc.take_snapshot()
-        stats = snapshot.statistics("lineno")
+        stats = snapshot.statistics("lineno" if args.frames <= 1 else "traceback")
         result["traced"] = sum(s.size for s in stats)
-        result["top"] = [(f"{s.traceback[0].filename.split('/src/')[-1]}:{s.traceback[0].lineno}", s.size, s.count)
+        result["top"] = [(" <- ".join(f"{f.filename.split('/src/')[-1]}:{f.lineno}" for f in s.traceback), s.size, s.count)
                          for s in stats[: args.tracemalloc]]
     print(json.dumps(result))
 

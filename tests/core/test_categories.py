@@ -353,3 +353,22 @@ def test_map_index_after_a_replaced_tail_equals_a_fresh_index(monkeypatch: Any) 
         assert index.cells == before_cells and index.totals() == before_totals  # the earlier one is intact
         index = grown
     assert len(calls) > 100  # the copy path ran
+
+
+def test_map_index_columns_are_arrays_until_a_token_count_is_not_an_int() -> None:
+    """Issue 32: the map index keeps its running totals and cell positions as `array('q')`; a
+    segment whose tokens are not an int (a plug-in's float) turns them into lists, which give
+    the same totals and cells (here: an extension by such a segment, and a fresh index)."""
+    from array import array
+
+    from ds4core.categories import MapIndex, Segment
+
+    ints = [Segment("user", 3, 0, "a"), Segment("tools", 5, 1, "b"), Segment("user", 2, 2, "c")]
+    index = MapIndex.of(ints)
+    assert all(type(c) is array for c in index._store.cum.values())
+    assert index.totals() == {"user": 5, "tools": 5}
+    more = ints + [Segment("tools", 1.5, 3, "d")]
+    extended = MapIndex.of(more, index)
+    assert all(type(c) is list for c in extended._store.cum.values())
+    assert extended.totals() == MapIndex.of(more).totals() == {"user": 5, "tools": 6.5}
+    assert extended.cells == MapIndex.of(more).cells and index.totals() == {"user": 5, "tools": 5}

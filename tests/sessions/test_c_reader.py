@@ -291,3 +291,34 @@ def test_runs_of_lines_c_cannot_read_take_no_c_call_each() -> None:
     assert [e.id for e in fast.feed(lines)] == [e.id for line in lines for e in general.feed([line])] == ["m1", "m2"]
     assert _state(fast) == _state(general) and fast.diagnostics.total == general.diagnostics.total == 901
     assert len(calls) == 301, len(calls)  # m1, then one per run of blank lines (the last run reads m2 too); was 901
+
+
+@pytest.mark.parametrize("route", ["c", "python"])
+def test_repeated_values_of_messages_are_one_object(route: str, tmp_path: Path) -> None:
+    """Issue 32: both routes of the full reader keep one object per repeated string value of
+    a message entry (its `type`, the message's role / provider / model / stopReason / toolName,
+    each block's `type` and a tool call's `name`) and a parentId read before is its parent's own
+    id string: equal values (the tests above compare them), ~340 bytes less an entry."""
+    if route == "c" and c_parser() is None:
+        pytest.skip("the C extension _cprep is not built (no C compiler at install)")
+    synthetic = tmp_path / "synthetic.jsonl"
+    synthetic_session(synthetic, 50)
+    lines, _ = _lines_of(synthetic)
+    reader = PiSessionReader(synthetic, c_parser() if route == "c" else None)
+    reader.feed(lines)
+    messages = [e for e in reader.entries if e.type == "message"]
+    assert len(messages) == 200
+    seen: dict[Any, Any] = {}
+    for entry in messages:
+        raw, message = entry.raw, entry.raw["message"]
+        values = [raw["type"], entry.type] + [message[k] for k in ("role", "provider", "model", "stopReason", "toolName")
+                                              if k in message]
+        for block in message["content"]:
+            values.append(block["type"])
+            if block["type"] == "toolCall":
+                values.append(block["name"])
+        for value in values:
+            assert seen.setdefault(value, value) is value, value
+        parent = reader.by_id.get(entry.parent_id)
+        if parent is not None:
+            assert raw["parentId"] is parent.id and entry.parent_id is parent.id

@@ -33,3 +33,32 @@ def test_resumed_cache_history_equals_a_fresh_one(name: str, shared_dir: Path, t
         assert live.history.records == fresh.history.records
         compared += len(fresh.history.records)
     assert compared > 0
+
+
+def test_previous_request_plans_stay_bounded(tmp_path: Path) -> None:
+    """Issue 32: the monitor keeps the newest `PREVIOUS_PLANS_KEPT` previous-request plans (one
+    hash per sent message each), not one more per reply of a session it follows."""
+    import sys
+
+    from ds4sessions.derive.cache import PREVIOUS_PLANS_KEPT
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_planner import synthetic_session
+
+    src = tmp_path / "synthetic.jsonl"
+    synthetic_session(src, 12)
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"")
+    pipeline = SessionPipeline(path, retrieval=False)
+    now = time.time()
+    asked = set()
+    for line in src.read_bytes().splitlines(keepends=True):
+        with path.open("ab") as f:
+            f.write(line)
+        snap = list(pipeline.snapshots())[-1]
+        derived = list(pipeline.derive(snap, now=now))[-1]
+        kept = pipeline._cache._previous_plans  # type: ignore[union-attr]
+        assert derived.cache is not None and len(kept) <= PREVIOUS_PLANS_KEPT
+        asked |= set(kept)
+    assert len(asked) > PREVIOUS_PLANS_KEPT  # (more requests than it keeps were planned)

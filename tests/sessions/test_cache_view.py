@@ -190,3 +190,25 @@ def test_fingerprints_are_hashed_once_per_message_object() -> None:
     memo.retain([b])
     assert memo(a) == message_fingerprint(a)  # forgotten, hashed anew
     assert memo({"bad": {1, 2}}) == ""  # not JSON-shaped
+
+
+@pytest.mark.parametrize("context", [None, {"targetFillRatio": 0.01, "softLimitRatio": 0.015, "hardLimitRatio": 0.02}])
+def test_candidates_reuse_the_inputs_estimates(context: dict | None) -> None:
+    """Issue 32: a candidate plan's estimates come from the plan (managed) or from the planner
+    inputs' own column (a fallback sends the native messages) instead of a memo of an estimate
+    per message: the same `CandidatePlan` as `from_plan` estimating every sent message."""
+    from ds4core.cache_policy import CandidatePlan, message_fingerprint
+    from ds4sessions.derive.cache import _candidate
+    from ds4sessions.derive.planning import LivePlanner
+    from tests.sessions.test_planning_supplements import DEMO, _config
+
+    snapshot = LiveSession(DEMO).refresh()
+    assert snapshot is not None
+    planner = LivePlanner(_config(context)) if context else LivePlanner()
+    view = planner.plan(snapshot)
+    assert view.mode == ("fallback" if context else "managed")
+    inputs = view.inputs
+    native = (inputs.planner_messages(), inputs.planner_tokens())
+    expected = CandidatePlan.from_plan(view.plan, fingerprint=message_fingerprint)
+    assert _candidate(view.plan, message_fingerprint, None, native) == expected
+    assert _candidate(view.plan, message_fingerprint) == expected

@@ -141,3 +141,33 @@ def test_group_lists_are_made_when_read_and_equal_a_cold_plans(tmp_path: Path) -
     b = fresh.plan(snapshots[-1])
     reused = [g for g in b.selected_groups + b.excluded_groups if first.get(g.id) is g]
     assert reused, "no GroupRef was reused between consecutive plans"
+
+
+def test_pi_excluded_rows_with_duplicate_ids_appended_line_by_line(shared_dir: Path, tmp_path: Path) -> None:
+    """Issue 32: the planner keeps no set of every context entry id while the session has no
+    duplicate id; the rows of the entries Pi leaves out stay those of a cold plan when one
+    appears (an entry re-using an id of the context, and one re-using an id off it) and after."""
+    import json
+
+    source = shared_dir / "sessions-pi" / "04-tree-branches-labels.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    entries = [json.loads(line) for line in lines[1:] if line.strip()]
+    leaf = entries[-1]["id"]
+    on_context = [e["id"] for e in entries if e.get("type") == "message"][1]
+    more = []
+    for n, reused in enumerate([on_context, "zz-new-1", leaf, "zz-new-2"]):
+        entry = {"type": "message", "id": reused, "parentId": leaf, "timestamp": "2026-01-02T00:00:00.000Z",
+                 "message": {"role": "user", "content": [{"type": "text", "text": f"again {n}"}], "timestamp": 1767312000000 + n}}
+        more.append((json.dumps(entry) + "\n").encode())
+        leaf = reused
+    path = tmp_path / "dup.jsonl"
+    path.write_bytes(b"".join(lines) + b"".join(more))
+    (tmp_path / "out").mkdir()
+    planner = LivePlanner()
+    excluded, kept = 0, []
+    for snapshot in _appended(path, tmp_path / "out", 2, 1):
+        view = planner.plan(snapshot)
+        _assert_same_as_cold(view, snapshot)
+        excluded = max(excluded, sum(1 for i in view.items if i.kind == "pi-excluded"))
+        kept.append(planner._pi_excluded._in_context is not None)
+    assert excluded > 0 and not kept[0] and kept[-1]  # (the set only once an id came twice)

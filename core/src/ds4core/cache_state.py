@@ -78,7 +78,7 @@ def fmt_duration(seconds: float) -> str:
 # --- Events ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per request: issue 32)
 class CacheEvent:
     """One provider request that may have touched the prompt cache.
 
@@ -276,7 +276,7 @@ def cache_clock(
 # --- History ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per request: issue 32)
 class PriceCheck:
     """Catalog cost (from the model table's prices) against the cost Pi recorded, USD.
 
@@ -346,7 +346,7 @@ class PrefixChange:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per request: issue 32)
 class MissExplanation:
     """Why a cold request missed the cache (issue 4).
 
@@ -373,7 +373,7 @@ class MissExplanation:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per request: issue 32)
 class RequestRecord:
     """One request of the history. `number` is 1-based over the history; `share` is
     cacheRead / (input + cacheRead + cacheWrite) (None for an empty prompt); `cold` marks a

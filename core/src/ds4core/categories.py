@@ -13,11 +13,12 @@ becomes "Ran `cmd`" plus its fenced output, summaries get their fixed preambles;
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from itertools import compress, count, islice
 from operator import is_not
 from dataclasses import dataclass, field
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableSequence
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from ds4core.jsjson import stringify
@@ -463,7 +464,7 @@ def breakdown(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per group / map cell: issue 32)
 class Cell:
     """One pixel-map cell: its category and the entry (and message index) it belongs to."""
 
@@ -613,18 +614,34 @@ _SKIP = ("unattributed", "free")
 
 
 class _IndexStore:
-    """The append-only lists behind a chain of `MapIndex` extensions (see `MapIndex.of`)."""
+    """The append-only lists behind a chain of `MapIndex` extensions (see `MapIndex.of`).
 
-    __slots__ = ("source", "cum", "pos", "cells", "picks")
+    `cum` and `pos` are `array('q')`s (issue 32: a machine int per segment instead of two int
+    objects) while every segment's tokens are an `int`; a segment with other tokens (a plug-in's
+    float) turns them into lists (`ints` False), which read the same."""
+
+    __slots__ = ("source", "cum", "pos", "cells", "ints", "picks")
 
     def __init__(self) -> None:
         self.source: list[Segment] = []
-        self.cum: dict[str, list[int]] = {}  # category → running tokens after each of its segments
-        self.pos: dict[str, list[int]] = {}  # category → index into `cells` of each of its segments
+        self.cum: dict[str, MutableSequence[Any]] = {}  # category → running tokens after each of its segments
+        self.pos: dict[str, MutableSequence[int]] = {}  # category → index into `cells` of each of its segments
         self.cells: list[Cell] = []
         # category → (its segments n, its cells q, the cells' indexes) of the last layout: the
         # store's lists are append-only, so the same (n, q) picks the same cells
         self.picks: dict[str, tuple[int, int, list[int]]] = {}
+        self.ints = True
+
+    def column(self) -> MutableSequence[Any]:
+        """An empty `cum` / `pos` column."""
+        return array("q") if self.ints else []
+
+    def admit(self, segments: Sequence[Segment]) -> None:
+        """Make the columns lists when a segment of `segments` has tokens that are not an int."""
+        if self.ints and not all(type(seg.tokens) is int for seg in segments):
+            self.ints = False
+            self.cum = {cat: list(column) for cat, column in self.cum.items()}
+            self.pos = {cat: list(column) for cat, column in self.pos.items()}
 
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
@@ -650,6 +667,7 @@ def _truncated(store: _IndexStore, previous: "MapIndex", p: int, skip: tuple[str
             dropped[seg.category] = dropped.get(seg.category, 0) + 1
             cells_dropped += 1
     out = _IndexStore()
+    out.ints = store.ints
     out.source = store.source[:p]
     index.counts = {}
     for cat in previous.order:
@@ -745,6 +763,7 @@ class MapIndex:
                     start = p
                     index._store = _truncated(store, previous, p, skip, index)
         store = index._store
+        store.admit(segments[start:end])
         store.source.extend(segments[start:end])
         index.n_source = end
         cum_of, pos_of, cells = store.cum, store.pos, store.cells
@@ -757,8 +776,8 @@ class MapIndex:
             if n is None:
                 order.append(cat)
                 n = 0
-                cum_of[cat] = []
-                pos_of[cat] = []
+                cum_of[cat] = store.column()
+                pos_of[cat] = store.column()
             cum = cum_of[cat]
             cum.append((cum[n - 1] if n else 0) + seg.tokens)
             pos_of[cat].append(len(cells))

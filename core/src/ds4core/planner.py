@@ -36,6 +36,7 @@ from ds4core.budgets import (
 )
 from ds4core.estimate import CHARS_V1, Estimator
 from ds4core.jsjson import round6
+from ds4core.indices import index_range
 from ds4core.pause import pause_point, pausing
 
 __all__ = [
@@ -156,7 +157,7 @@ def tool_relations(messages: Sequence[Any]) -> ToolRelations:
     return ToolRelations(calls, results)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (one per group / map cell: issue 32)
 class AtomicGroup:
     """DS4's `AtomicMessageGroup`: messages that are selected or excluded together.
 
@@ -298,7 +299,7 @@ class AtomicGrouper:
         touched: dict[str, None] = {}
         components, parent, draft_of = self._components, self._parent, self._draft_of
         calls, results = self._calls, self._results
-        for index in pausing(range(start, len(messages))):
+        for index in pausing(index_range(start, len(messages))):  # (shared ints: `ds4core.indices`)
             role, call_ids, result_id = _links(messages[index])
             if role == "user" or role in _SUMMARY_ROLES or (self._turn is None and self._prefix is None):
                 # A user message opens a turn, a summary stands alone, anything else before the

@@ -20,6 +20,7 @@ DS4's hysteresis across requests, as DS4's runtime does. `cache_view(...)` is th
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -482,11 +483,25 @@ class Estimates:
         self._known = {k: v for k, v in self._known.items() if k in keep}
 
 
-def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], estimates: Any = None) -> CandidatePlan:
+def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], estimates: Any = None,
+               native: tuple[Sequence[Any], Sequence[int]] | None = None) -> CandidatePlan:
     """`CandidatePlan.from_plan(plan)` for a plan of `PlannerInputs` (chars-v1 estimates): a
     managed plan's sent messages are its selected items in order, whose `tokens` are already the
-    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated."""
+    chars-v1 estimate `from_plan` would compute, so they are reused instead of re-estimated; a
+    fallback plan sends the native messages (spec §3.11), whose estimates are the inputs' own
+    (`native`: the inputs' native messages and estimates), so they are reused too (issue 32:
+    no memo of an estimate per message); any other plan is estimated through `estimates`."""
     if plan.mode != "managed" or len(plan.selected) != len(plan.messages):
+        if native is not None and len(native[0]) == len(plan.messages) and all(map(operator.is_, plan.messages, native[0])):
+            return CandidatePlan(
+                managed=plan.mode == "managed",
+                message_hashes=tuple(map(fingerprint, pausing(plan.messages))),
+                message_tokens=tuple(native[1]),
+                fixed_tokens=plan.planning.fixed_tokens,
+                original_message_tokens=plan.planning.original_message_tokens,
+                recent_tail_token_limit=plan.planning.recent_tail_token_limit,
+                selected_tokens=sum(item.tokens for item in plan.selected),
+            )
         if estimates is not None:
             return CandidatePlan.from_plan(plan, estimates, fingerprint=fingerprint)
         return CandidatePlan.from_plan(plan, fingerprint=fingerprint)
@@ -502,6 +517,11 @@ def _candidate(plan: ManagedContextPlan, fingerprint: Callable[[Any], str], esti
     )
 
 
+PREVIOUS_PLANS_KEPT = 4
+"""Previous requests' plans (their message hashes) a `CacheMonitor` keeps: the last request's
+under each tail a view asks for (the configured decision and the `auto` what-if), newest last."""
+
+
 def _candidates(
     view: PlanView, fingerprint: Callable[[Any], str] = message_fingerprint, grouper: AtomicGrouper | None = None,
     estimates: Estimates | None = None, checkpoint: Callable[[], None] | None = None,
@@ -515,7 +535,8 @@ def _candidates(
     run (the app's derive worker yields to a paint there). Results are the numbers DS4's runtime
     reads."""
     inputs = view.inputs
-    nominal = _candidate(view.plan, fingerprint, estimates)
+    native = (inputs.planner_messages(), inputs.planner_tokens()) if inputs is not None else None
+    nominal = _candidate(view.plan, fingerprint, estimates, native)
     planned: dict[int, CandidatePlan] = {}
 
     def plan(tail: int | None) -> CandidatePlan:
@@ -531,7 +552,7 @@ def _candidates(
                         config=inputs.config, pinned_message_indices=list(inputs.pins),
                         native_tokens=inputs.planner_tokens(), cache_aware_tail_tokens=tail, grouper=grouper,
                     ),
-                    fingerprint, estimates,
+                    fingerprint, estimates, native,
                 )
         return planned[tail]
 
@@ -665,10 +686,11 @@ class CacheMonitor:
         self._fingerprints = Fingerprints()
         self._estimates = Estimates()
         self._contexts: dict[tuple[Any, str | None], SessionContext] = {}  # recent contexts by leaf
-        # Kept groupings for the candidate plans (current context; previous request's context).
+        # The kept grouping for the candidate plans of a plan that is not `planner`'s (the
+        # candidates of `planner`'s plans, and of the previous request's, regroup the same
+        # messages as the plan itself: they share its planner's grouping, `_grouper_of`).
         self._candidate_grouper = AtomicGrouper()
         self._checkpoint: Callable[[], None] | None = None  # the current view's (see `view`)
-        self._previous_grouper = AtomicGrouper()
         self._branch_events: tuple[int, list[str | None], list[CacheEvent]] | None = None
         self._sent: tuple[tuple[int, str | None, str | None], SessionContext] | None = None
         # The last cache history and what it depends on besides the events (session, model,
@@ -748,7 +770,8 @@ class CacheMonitor:
                 if self._planner is None:
                     self._planner = LivePlanner(self.config)
                 plan = self._planner.plan(snapshot)
-            candidates = _candidates(plan, self._fingerprints, self._candidate_grouper, self._estimates, self._checkpoint)
+            grouper = self._planner.nominal_grouper if self._planner is not None else self._candidate_grouper
+            candidates = _candidates(plan, self._fingerprints, grouper, self._estimates, self._checkpoint)
             decision = self._decision(snapshot, plan, candidates, last, self.configured_mode)
             if self.configured_mode != "auto":
                 what_if = self._decision(snapshot, plan, candidates, last, "auto")
@@ -887,8 +910,13 @@ class CacheMonitor:
                 self._checkpoint()
             sent = replace(snapshot, context=self._sent_context(snapshot.session, entry))
             self._previous_plans[cache_key] = _candidates(
-                self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints, self._previous_grouper, self._estimates, self._checkpoint
+                self._previous_planner.plan(sent, checkpoint=self._checkpoint), self._fingerprints,
+                self._previous_planner.nominal_grouper, self._estimates, self._checkpoint
             )(tail).message_hashes
+            # the newest few only (issue 32): one hash per sent message each, and a live session
+            # asks for a new request's at each reply (kept all, they grew by O(messages) a reply)
+            while len(self._previous_plans) > PREVIOUS_PLANS_KEPT:
+                self._previous_plans.pop(next(iter(self._previous_plans)))
         return self._previous_plans[cache_key]
 
     def _decision(
@@ -1019,13 +1047,15 @@ class RequestCacheMonitor:
 
 
 def cache_monitor_for(agent: Any, models: ModelTable | None = None, *, retention: str | None = None,
-                      config: LoadedDs4Config | None = None) -> CacheMonitor | RequestCacheMonitor:
+                      config: LoadedDs4Config | None = None, planner: LivePlanner | None = None,
+                      ) -> CacheMonitor | RequestCacheMonitor:
     """The cache stage for `agent`'s sessions: DS4's own monitor (`CacheMonitor`: misses from the
     rebuilt prompts or the bridge's metadata, DS4's cache-aware decision) where DS4's plan is the
     agent's own (`Capabilities.ds4_exact`: DS4 runs inside Pi), else the agent's facts
-    (`RequestCacheMonitor`)."""
+    (`RequestCacheMonitor`). `planner`: the `LivePlanner` whose nominal plans the views get
+    (their candidate plans then share its grouping of the messages: `CacheMonitor`)."""
     if agent.capabilities.ds4_exact:
-        return CacheMonitor(models, retention=retention, config=config)
+        return CacheMonitor(models, retention=retention, config=config, planner=planner)
     return RequestCacheMonitor(agent, models)
 
 

@@ -37,6 +37,7 @@ prefixes of the builder's append-only lists (`EntryPrefix`), never changed by a 
 from __future__ import annotations
 
 import operator
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from ds4core.budgets import (
     resolve_model_awareness,
 )
 from ds4core.config import Ds4Config
+from ds4core.indices import index_range
 from ds4core.estimate import message_tokens, system_prompt_tokens, tool_tokens
 from ds4core.models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, ModelInfo
 from ds4core.planner import is_pin_label
@@ -250,15 +252,16 @@ class _ContextIndex:
         self.native_entry_ids: list[str | None] = []
         self.roles: list[Any] = []
         self.native_to_ctx: list[int] = []
-        self.before: list[int] = []  # per context message: estimate of the native messages before it
+        # per context message: estimate of the native messages before it (an array: one
+        # machine int each, not an int object; read only here)
+        self.before: array[int] = array("q")
         self.replay = _SystemReplay()  # system messages replayed so far
         self.system_rows: tuple[int, tuple[tuple[str, int], ...]] = (0, ())  # `replay.rows()`, kept current
         self.system_at: list[tuple[int, int]] = []  # (context index, fixed tokens after that message)
         self.first_fresh = 0
         self._occurrence: dict[str | None, int] = {}
         self._running = 0
-        self._measurements: dict[int, Usage | None] = {}  # context index -> usage, filled on demand
-        self.measured: list[int] = []  # context indexes of the valid measurements, ascending
+        self.measured: array[int] = array("q")  # context indexes of the valid measurements, ascending
 
     def update(self, ctx: Any, reader: Any) -> bool:
         """Index `ctx` (a `SessionContext` of `reader`'s session); True when the previous index
@@ -286,7 +289,7 @@ class _ContextIndex:
         new_native = [m for m in messages[start:] if m.get("role") != "system"]
         tokens = iter(self._cache.extend(new_native) if extended else self._cache.estimate(new_native, *known))
         del known
-        for index in range(start, len(messages)):
+        for index in index_range(start, len(messages)):  # (shared ints: `ds4core.indices`)
             message, entry_id = messages[index], entry_ids[index]
             n = self._occurrence.get(entry_id, 0)
             self._occurrence[entry_id] = n + 1
@@ -308,7 +311,7 @@ class _ContextIndex:
         self.messages.extend(messages[start:])
         self.entry_ids.extend(entry_ids[start:])
         for index in range(start, len(messages)):
-            if messages[index].get("role") == "assistant" and self.measurement(index) is not None:
+            if messages[index].get("role") == "assistant" and is_valid_measurement(messages[index]):
                 self.measured.append(index)
         self.branch, self.first_entry = list(branch), first
         if not extended or self.first_fresh >= start:
@@ -345,7 +348,6 @@ class _ContextIndex:
         self.native_entry_ids, self.roles = self.native_entry_ids[:native], self.roles[:native]
         self.native_to_ctx = self.native_to_ctx[:native]
         self.measured = self.measured[:bisect_left(self.measured, p)]
-        self._measurements = {k: v for k, v in self._measurements.items() if k < p}
         return p
 
     def anchor_usage(self) -> Usage | None:
@@ -354,11 +356,11 @@ class _ContextIndex:
 
     def measurement(self, index: int) -> Usage | None:
         """The usage of context message `index` when it is a valid measurement (an assistant
-        reply with non-zero usage, not aborted or an error), else None; parsed once per index."""
-        if index not in self._measurements:
-            message = self.messages[index]
-            self._measurements[index] = usage_of(message) if is_valid_measurement(message) else None
-        return self._measurements[index]
+        reply with non-zero usage, not aborted or an error), else None. Parsed at each call
+        (issue 32: a build asks for the calibration window's few replies; keeping one `Usage`
+        per reply of the context held ~100 bytes a reply)."""
+        message = self.messages[index]
+        return usage_of(message) if is_valid_measurement(message) else None
 
 
 

@@ -144,7 +144,8 @@ class SessionPipeline:
 
         self._config = load_ds4_config(snapshot.session.cwd, config_file=self._config_file)
         self._planner = LivePlanner(self._config)
-        self._cache = cache_monitor_for(self.agent, self.models, retention=self._retention, config=self._config)
+        self._cache = cache_monitor_for(self.agent, self.models, retention=self._retention, config=self._config,
+                                        planner=self._planner)
         if self._with_retrieval and snapshot.capabilities.retrieval:
             self._retrieval = LiveRetrieval(config=self._config.context)
 

@@ -53,6 +53,7 @@ from ds4core.planner import (
 )
 
 from ds4sessions.agents.pi.entries import CONTEXT_TYPES
+from ds4sessions.ingest.diagnostics import Problem
 from ds4sessions.runtime import paused_gc
 from ds4sessions.derive.ds4config import LoadedDs4Config
 from ds4sessions.derive.explain import explain_lines, tokens_lines
@@ -106,7 +107,11 @@ class _PiExcludedRows:
         self._reader, self._pinned = getattr(reader, "identity", id(reader)), pinned
         self._scanned = 0  # reader entries looked at
         self._context_ids: list[str] = []
-        self._in_context: set[str] = set()
+        # Every context entry id, kept only once the session has a duplicate id (issue 32: a set
+        # of every context id was ~50 bytes a message). Without one, an entry read since the
+        # last update is in the context exactly when its id is among the new context ids: the
+        # earlier ones are ids of entries read before it.
+        self._in_context: set[str] | None = None
         self._ids: set[str] = set()  # entry ids of `rows`
         self.rows: list[ManifestItem] = []
 
@@ -123,21 +128,33 @@ class _PiExcludedRows:
             self._reset(reader, pinned)
             known = 0
         joined = set(context_ids[known:])
+        if self._in_context is None and _has_duplicate_ids(reader):
+            self._in_context = set(context_ids[:known])
+        if self._in_context is not None:
+            self._in_context |= joined
+        in_context = self._in_context if self._in_context is not None else joined
         self._context_ids.extend(context_ids[known:])
-        self._in_context |= joined
         if not joined.isdisjoint(self._ids):
             self.rows = [row for row in self.rows if row.entry_id not in joined]
             self._ids -= joined
         entries = list(reader.entries[self._scanned :])
         self._scanned += len(entries)
         for entry in entries:
-            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in self._in_context:
+            if entry.type in CONTEXT_TYPES and entry.id is not None and entry.id not in in_context:
                 role = entry.role if entry.type == "message" else entry.type
                 self.rows.append(
                     ManifestItem(f"{entry.id}#0", False, "pi-excluded", entry.id, role, None, None, 0, None, PI_EXCLUDED_REASON, entry.id in pinned)
                 )
                 self._ids.add(entry.id)
         return self.rows
+
+
+def _has_duplicate_ids(reader: Any) -> bool:
+    """True unless `reader`'s diagnostics say no entry id was read twice (a reader without
+    Pi's diagnostics counts as having one)."""
+    diagnostics = getattr(reader, "diagnostics", None)
+    count = getattr(diagnostics, "count", None)
+    return count is None or count(Problem.DUPLICATE_ID) != 0
 
 
 class LivePlanner:
@@ -167,6 +184,14 @@ class LivePlanner:
         self._groupers = {False: AtomicGrouper(), True: AtomicGrouper()}
         self._refs: dict[bool, dict[int, tuple[AtomicGroup, GroupRef]]] = {False: {}, True: {}}
         self._pi_excluded = _PiExcludedRows()
+
+    @property
+    def nominal_grouper(self) -> AtomicGrouper:
+        """The kept grouping of the plans without supplements (issue 32: the cache monitor's
+        candidate plans of such a plan group the same messages with the same estimates, so they
+        share it instead of holding a second grouping of every message; `AtomicGrouper.update`
+        is then a prefix comparison)."""
+        return self._groupers[False]
 
     @property
     def estimates(self) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+from ds4core.indices import index_range
 from ds4core.categories import calibrate, calibrated
 
 from ds4sessions.agents import base
@@ -255,7 +256,7 @@ class TimelineBuilder:
         if key != self._pos_key or self._pos_len > len(ids) or lineage is None:
             self._pos, self._pos_len, self._pos_key = {}, 0, key
         pos = self._pos
-        for i in range(self._pos_len, len(ids)):
+        for i in index_range(self._pos_len, len(ids)):  # (shared ints: `ds4core.indices`)
             eid = ids[i]
             if eid is not None and eid not in pos:
                 pos[eid] = i

@@ -2455,7 +2455,63 @@ fail:
  * "" or an id read before, no missing parents pending. The entry keeps the parsed object, its
  * `type`, its parentId string and its `timestamp` when a string (else ""). 1 added; 0 not this
  * case (nothing changed: the caller runs `_add_entry`); -1 error. */
-static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject *offset, Py_ssize_t length)
+/* One shared object for an equal string value: `dict[key]` replaced by the `shared` dict's
+ * object equal to it (the first one seen), when it is an exact str. 0, or -1 with an exception. */
+static int share_value(PyObject *shared, PyObject *dict, PyObject *key, PyObject *value)
+{
+    PyObject *kept;
+    if (value == NULL || !PyUnicode_CheckExact(value))
+        return 0;
+    kept = PyDict_SetDefault(shared, value, value);
+    if (kept == NULL)
+        return -1;
+    return kept == value ? 0 : PyDict_SetItem(dict, key, kept);  /* (same size and order) */
+}
+
+/* `reader._share(message)` (`PiSessionReader._add_entry`, issue 32): the values that repeat
+ * across a session's messages made one object each, in place (equal values, so the entry reads
+ * the same): the message's `_SHARED_VALUES` (role, provider, model, api, stopReason, toolName)
+ * and each content block's `type` and a tool call's `name`. 0, or -1 with an exception. */
+static int share_message_values(PyObject *shared, PyObject *message)
+{
+    PyObject *key, *value, *content;
+    Py_ssize_t pos = 0, i, n;
+    while (PyDict_Next(message, &pos, &key, &value)) {
+        int code = key_code(key);
+        if (code < 0)
+            return -1;
+        if ((code == K_ROLE || code == K_PROVIDER || code == K_MODEL || code == K_API || code == K_STOPREASON ||
+             code == K_TOOLNAME) && share_value(shared, message, key, value) < 0)
+            return -1;
+    }
+    content = get(message, K_CONTENT);
+    if (content == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyList_CheckExact(content))
+        return 0;
+    n = PyList_GET_SIZE(content);
+    for (i = 0; i < n; i++) {
+        PyObject *block = PyList_GET_ITEM(content, i), *kind;
+        if (!PyDict_CheckExact(block))
+            continue;
+        kind = get(block, K_TYPE);
+        if (kind == NULL && PyErr_Occurred())
+            return -1;
+        if (share_value(shared, block, key_str[K_TYPE], kind) < 0)
+            return -1;
+        if (str_is(kind, s_toolCall)) {
+            PyObject *name = get(block, K_NAME);
+            if (name == NULL && PyErr_Occurred())
+                return -1;
+            if (share_value(shared, block, key_str[K_NAME], name) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int block_add_full(Block *b, PyObject *shared, PyObject *obj, Py_ssize_t line_no, PyObject *offset,
+                          Py_ssize_t length)
 {
     PyObject *kind, *id, *parent, *timestamp, *values[E_COUNT];
     kind = get(obj, K_TYPE);
@@ -2476,15 +2532,35 @@ static int block_add_full(Block *b, PyObject *obj, Py_ssize_t line_no, PyObject 
     if (PyErr_Occurred())
         return -1;
     if (parent != NULL && PyUnicode_Check(parent) && PyUnicode_GET_LENGTH(parent) > 0) {
+        PyObject *earlier;
         if (!PyUnicode_CheckExact(parent))
             return 0;
-        if (PyDict_GetItemWithError(b->by_id, parent) == NULL)
+        earlier = PyDict_GetItemWithError(b->by_id, parent);
+        if (earlier == NULL)
             return PyErr_Occurred() ? -1 : 0;  /* a parent not read yet */
+        if (Py_TYPE(earlier) == b->type) {  /* the parent's own id string (equal), in the entry and its object */
+            PyObject *parent_id = *(PyObject **)((char *)earlier + b->offsets[E_ID]);
+            if (parent_id != NULL && parent_id != parent && PyUnicode_CheckExact(parent_id)) {
+                if (PyDict_SetItem(obj, key_str[K_PARENTID], parent_id) < 0)
+                    return -1;
+                parent = parent_id;
+            }
+        }
     } else {
         parent = Py_None;
     }
     if (timestamp == NULL || !PyUnicode_Check(timestamp))
         timestamp = s_empty;
+    if (kind != s_message && str_is(kind, s_message)) {  /* (`plain_entry` checked it is "message") */
+        if (PyDict_SetItem(obj, key_str[K_TYPE], s_message) < 0)
+            return -1;
+        kind = s_message;
+    }
+    {
+        PyObject *message = get(obj, K_MESSAGE);  /* (a dict: `plain_entry` checked it) */
+        if (message == NULL || share_message_values(shared, message) < 0)
+            return -1;
+    }
     values[E_TYPE] = kind;
     values[E_ID] = id;
     values[E_PARENT_ID] = parent;
@@ -2569,7 +2645,7 @@ static PyObject *Preparer_feed_lines(Preparer *self, PyObject *const *args, Py_s
             Py_DECREF(obj);
             goto fail;
         }
-        r = block_add_full(&b, obj, number, offset, PyBytes_GET_SIZE(raw) + 1);
+        r = block_add_full(&b, self->shared, obj, number, offset, PyBytes_GET_SIZE(raw) + 1);
         if (r <= 0) {
             if (r < 0) {
                 Py_DECREF(obj);

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ds4sessions.ingest.diagnostics import EXCERPT_CHARS, Diagnostics, MissingParent, PendingTail, Problem
-from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, SESSION_INFO, Entry
+from ds4sessions.agents.pi.entries import KNOWN_TYPES, LABEL, MESSAGE, SESSION_INFO, Entry
 from ds4sessions.ingest.limits import (
     MAX_LINE_BYTES,
     NOT_PARSED,
@@ -166,6 +166,44 @@ thread; between calls Python may hand the GIL to its event loop (a 16 MiB slice 
 it ~0.2 s and delayed the first paint of a large session by ~60 ms)."""
 
 
+_SHARED_MESSAGE_KEYS = ("role", "provider", "model", "api", "stopReason", "toolName")
+"""A message's keys whose string values repeat across a session (`slim._SHARED_VALUES`)."""
+
+
+def _share_values(obj: dict[str, Any], shared: dict[str, str], by_id: Mapping[str, Entry]) -> None:
+    """Make the values of a parsed `message` entry that repeat across a session one object each,
+    in place (issue 32: ~340 bytes an entry of a 10,000-turn session): equal values, so the
+    entry reads the same. `type` "message" is the module's constant; a `parentId` read before
+    is that entry's own id string; the message's `_SHARED_MESSAGE_KEYS` values and each content
+    block's `type` (and a tool call's `name`) are the first equal string `shared` holds. What
+    the C route does as it adds an entry (`_cprep.Preparer.feed_lines`)."""
+    obj["type"] = MESSAGE
+    parent = obj.get("parentId")
+    if type(parent) is str and parent:
+        earlier = by_id.get(parent)
+        if earlier is not None and type(earlier.id) is str and earlier.id is not parent:
+            obj["parentId"] = earlier.id
+    message = obj.get("message")
+    if type(message) is not dict:
+        return
+    share = shared.setdefault
+    for key in _SHARED_MESSAGE_KEYS:
+        value = message.get(key)
+        if type(value) is str:
+            message[key] = share(value, value)
+    content = message.get("content")
+    if type(content) is list:
+        for block in content:
+            if type(block) is dict:
+                kind = block.get("type")
+                if type(kind) is str:
+                    block["type"] = kind = share(kind, kind)
+                    if kind == "toolCall":
+                        name = block.get("name")
+                        if type(name) is str:
+                            block["name"] = share(name, name)
+
+
 class PiSessionReader(PiSession):
     """Builds a `PiSession` from complete lines, incrementally.
 
@@ -182,6 +220,7 @@ class PiSessionReader(PiSession):
         way. None: every line the general way."""
         super().__init__(path)
         self._shadowed: dict[str, list[Entry]] = {}  # id → earlier entries a later duplicate replaced
+        self._shared: dict[str, str] = {}  # repeated string values, one object each (`_share_values`)
         self._migrator = Migrator(CURRENT_VERSION)
         self._first_content: tuple[int, int] | None = None  # (line, offset) of the first non-blank line
         self._parse = parse
@@ -383,6 +422,10 @@ class PiSessionReader(PiSession):
         entry_id = obj.get("id")
         parent_id = obj.get("parentId")
         timestamp = obj.get("timestamp")
+        if entry_type == MESSAGE and type(obj) is dict:
+            entry_type = MESSAGE
+            _share_values(obj, self._shared, self.by_id)
+            parent_id = obj.get("parentId")
         entry = Entry(
             type=entry_type if isinstance(entry_type, str) else "",
             id=entry_id if isinstance(entry_id, str) else None,
