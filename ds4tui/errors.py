@@ -55,6 +55,11 @@ def run_guarded(run: Callable[[], Any]) -> None:
     """Run the CLI; turn any exception into `ds4tui: <reason>` and exit 2 (see the module)."""
     safe_streams()
     try:
+        from ds4sessions.ingest.limits import SETTING_PROBLEMS
+
+        if SETTING_PROBLEMS:
+            print(f"ds4tui: {printable(SETTING_PROBLEMS[0])}", file=sys.stderr)
+            sys.exit(BAD_INPUT)
         run()
     except SystemExit:
         raise

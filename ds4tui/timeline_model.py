@@ -127,6 +127,14 @@ def scrubbed(view: ViewModel, tl: Timeline, i: int) -> tuple[HeaderModel, Legend
     return header, legend, map_model
 
 
+def cumulative_text(row: Any) -> str:
+    """The running cost of a timeline row as shown: "$0.1234", or "no price" while no request so
+    far had one (a model without a catalog price: "$0.0000" would claim it was free)."""
+    if row.cost_usd is None and not row.cumulative_usd:
+        return "no price"
+    return f"${row.cumulative_usd:.4f}"
+
+
 def row_lines(tl: Timeline, i: int) -> list[str]:
     """The inspector's lines for row `i`: time, model, usage, context, cost, cache, markers."""
     row = tl.rows[i]
@@ -138,7 +146,7 @@ def row_lines(tl: Timeline, i: int) -> list[str]:
         "cache: " + row.cache + (f" ({row.miss_cause})" if row.miss_cause else "")
         + (f", read share {row.share:.0%}" if row.share is not None else ""),
         ("cost " + (f"${row.cost_usd:.4f}" if row.cost_usd is not None else "unknown")
-         + f" · cumulative ${row.cumulative_usd:.4f}"),
+         + f" · cumulative {cumulative_text(row)}"),
     ]
     for m in row.markers:
         lines.append("• " + marker_text(m))

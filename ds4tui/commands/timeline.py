@@ -46,7 +46,7 @@ def timeline_cmd(
         typer.echo(json.dumps(tl.to_json(), indent=2, ensure_ascii=False))
         return
     from ds4sessions.derive.timeline import request_time_label
-    from ds4tui.timeline_model import marker_text  # (the words the Timeline tab uses)
+    from ds4tui.timeline_model import cumulative_text, marker_text  # (the words the Timeline tab uses)
 
     out = [f"{len(tl.rows)} requests" + (f" · window {fmt_tokens(tl.window)}" if tl.window else "")
            + (f" · {tl.threshold[0]} at {fmt_tokens(tl.threshold[1])}" if tl.threshold else "")]
@@ -54,7 +54,7 @@ def timeline_cmd(
         share = f"{row.share:5.0%}" if row.share is not None else "    —"
         marks = "; ".join(([] if row.kind == "reply" else [row.kind.replace("_", " ")])
                           + [literal(marker_text(m), keep_newlines=False) for m in row.markers])
-        cost = f"${row.cumulative_usd:.4f}"
+        cost = cumulative_text(row)
         out.append(f"#{row.n:<5} {request_time_label(row.time)}  {fmt_tokens(row.context_tokens):>7}  read {share}"
                    f"  {cost:>10}  {literal(row.model or '?', keep_newlines=False)}" + (f"  [{marks}]" if marks else ""))
     typer.echo("\n".join(out))

@@ -291,17 +291,23 @@ class CachePanel(SteadyStatic):
             line.append(" — " + literal(record.miss.detail, keep_newlines=False))
             parts.append(line)
         disagreements = history.disagreements
+        who = _agent_name(view.agent)
         if disagreements:
             parts.append(Text(f"Cost check: {len(disagreements)} requests disagree with the catalog", style="bold yellow"))
             for record in disagreements[-self.rows:]:
                 price = record.price
                 parts.append(Text(
-                    f"#{record.number:<4}  Pi recorded {_usd(price.recorded_usd)}, catalog {_usd(price.catalog_usd)}"
+                    f"#{record.number:<4}  {who} recorded {_usd(price.recorded_usd)}, catalog {_usd(price.catalog_usd)}"
                     f" ({literal(price.pricing_source or '?', keep_newlines=False)})", style="yellow"))
         else:
             checked = sum(1 for r in records if r.price.agrees is not None)
-            parts.append(Text(f"Cost check: Pi's recorded costs match the catalog ({checked} requests; "
-                              f"{literal(view.pricing_source or 'no prices', keep_newlines=False)})", style="dim"))
+            source = literal(view.pricing_source or "no prices", keep_newlines=False)
+            if checked:
+                parts.append(Text(f"Cost check: {who}'s recorded costs match the catalog ({checked} requests; {source})",
+                                  style="dim"))
+            else:  # (Claude Code, Codex, Gemini CLI record no cost per request; nothing was compared)
+                parts.append(Text(f"Cost check: no recorded costs to check ({who} records none here; {source})",
+                                  style="dim"))
         if view.bridge_fixed_tokens is not None:
             parts.append(_bridge_line(view))
         for decision in (view.decision, view.what_if):
@@ -309,3 +315,10 @@ class CachePanel(SteadyStatic):
                 parts.append(Text(""))
                 parts.append(decision_renderable(decision))
         return parts
+
+
+def _agent_name(agent: str) -> str:
+    """The label of the agent `agent` (an id of `agents.base.AGENTS`) as the registry names it."""
+    from ds4sessions.agents.registry import all_agents
+
+    return next((getattr(a, "label", a.name) for a in all_agents() if a.name == agent), agent)

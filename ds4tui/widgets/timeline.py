@@ -26,7 +26,7 @@ from textual.message import Message
 
 from ds4core.tokens import fmt_tokens
 from ds4tui.palette import colour_of
-from ds4tui.timeline_model import UNKNOWN, Columns, columns, marker_text
+from ds4tui.timeline_model import UNKNOWN, Columns, columns, cumulative_text, marker_text
 from ds4tui.widgets.lines import TextLines
 
 PLOT_COLUMNS_MAX = 400
@@ -253,7 +253,7 @@ class TimelinePanel(Vertical, can_focus=True):
             text.append(f" / {fmt_tokens(tl.window)}")
         if row.share is not None:
             text.append(f" · read {row.share:.0%}")
-        text.append(f" · ${row.cumulative_usd:.4f}")
+        text.append(f" · {cumulative_text(row)}")
         for m in row.markers:
             colour = {"compaction": "cyan", "miss": "red", "model": "yellow", "idle": "blue"}.get(m.kind, "")
             text.append(" · ")

@@ -21,7 +21,30 @@ from typing import Any, BinaryIO
 
 from orjson import loads as _orjson_loads
 
-MAX_LINE_BYTES = int(os.environ.get("DS4TUI_MAX_LINE_BYTES", 32 << 20))
+SETTING_PROBLEMS: list[str] = []
+"""Settings from the environment that could not be used, one sentence each: the commands refuse
+to run with them (`ds4tui.errors.run_guarded`: one line, exit 2) rather than read a session
+under a cap the user did not ask for."""
+
+
+def _env_bytes(name: str, default: int, minimum: int) -> int:
+    """The whole number of bytes in `$name` (at least `minimum`), else `default`; a value that is
+    not one is recorded in `SETTING_PROBLEMS` (and `default` used meanwhile)."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        SETTING_PROBLEMS.append(f"{name}={raw!r} is not a size in bytes (a whole number of at least {minimum:,}; "
+                                f"unset, the default is {default:,})")
+        return default
+    return value
+
+
+MAX_LINE_BYTES = _env_bytes("DS4TUI_MAX_LINE_BYTES", 32 << 20, 1 << 10)
 MAX_DEPTH = 200
 HEAD_KEPT = 80
 """Bytes of an oversized line kept for the diagnostic's excerpt."""
