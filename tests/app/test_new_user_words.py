@@ -50,3 +50,14 @@ def test_a_line_cap_that_is_not_a_size_is_one_line() -> None:
         assert out.stderr.strip() == (f"ds4tui: DS4TUI_MAX_LINE_BYTES={value!r} is not a size in bytes (a whole number "
                                       "of at least 1,024; unset, the default is 33,554,432)")
     assert _cli("map", str(SESSIONS["pi"]), env={"DS4TUI_MAX_LINE_BYTES": "65536"}).returncode == 0
+
+
+def test_formats_unknown_to_the_reader_are_named_not_dumped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Claude Code row of a type the reader does not know is named with its count (the trial
+    saw a Python dict printed: `entryTypes ×{'(bool)': {'count': 2, ...}}`)."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(SESSIONS["claude-code"].read_bytes() + b'{"type":"brand_new_kind","uuid":"zz1"}\n'
+                     + b'{"type":"brand_new_kind","uuid":"zz2"}\n')
+    out = _cli("map", str(path), env={"DS4TUI_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "120"})
+    assert out.returncode == 0 and "unknown to this reader: entryTypes brand_new_kind ×2" in out.stdout
+    assert "{'" not in out.stdout

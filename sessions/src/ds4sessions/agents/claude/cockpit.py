@@ -108,8 +108,14 @@ class ClaudeExtras:
         lines = []
         if self.data.get("windowKnown") is False and self.data.get("windowNote"):
             lines.append(str(self.data["windowNote"]))
-        for kind, count in (self.data.get("unknownFormats") or {}).items() if isinstance(self.data.get("unknownFormats"), dict) else ():
-            lines.append(f"unknown to this reader: {kind} ×{count}")
+        unknown = self.data.get("unknownFormats")
+        for group, names in unknown.items() if isinstance(unknown, dict) else ():
+            # {group: {name: {"count", "bytes"}}} (the reader's `unknownFormats`)
+            items = [(str(name), seen.get("count", 0) if isinstance(seen, dict) else seen)
+                     for name, seen in (names.items() if isinstance(names, dict) else ())]
+            shown = ", ".join(f"{name} ×{count}" for name, count in items[:6])
+            more = f", +{len(items) - 6} more" if len(items) > 6 else ""
+            lines.append(f"unknown to this reader: {group} {shown}{more}")
         return lines
 
     def threshold(self) -> int | None:
