@@ -159,12 +159,17 @@ def register(app: typer.Typer) -> set[str]:
 
             table = Table(title=f"Usage by {by}" + (f" since {day}" if day else ""), title_justify="left")
             for name in (by, "agents", "requests", "input", "cache read", "cache write", "output", "cost"):
-                table.add_column(name, justify="left" if name in (by, "agents") else "right")
+                if name == "agents" and by == "agent":
+                    continue  # (the agent column would say it twice)
+                # a session's path keeps its end (the file name tells sessions apart) when cut
+                table.add_column(name, justify="left" if name in (by, "agents") else "right",
+                                 overflow="fold" if name == "session" else "ellipsis")
             for row in [*result.rows, result.total]:
                 cost = row.to_json()["costUSD"]
                 note = f" (+{row.unpriced} unpriced)" if row.unpriced and cost is not None else ""
                 table.add_row(
-                    literal(row.key, keep_newlines=False), ",".join(sorted(row.agents)), str(row.requests),
+                    literal(row.key, keep_newlines=False), *([] if by == "agent" else [",".join(sorted(row.agents))]),
+                    str(row.requests),
                     f"{row.input:,}", f"{row.cache_read:,}", f"{row.cache_write:,}", f"{row.output:,}",
                     _usd(cost) + note, style="bold" if row is result.total else None,
                 )

@@ -110,3 +110,16 @@ async def test_home_command_starts_on_the_home_screen(home: dict[str, Path]) -> 
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app_.screen, HomeScreen)
+
+
+def test_usage_by_session_keeps_the_file_names_apart(home: dict[str, Path]) -> None:
+    """`usage --by session` at 80 columns: long paths fold instead of being cut from the right
+    (every row read "/…/sessions-cla…", a new-user trial); `--by agent` has no second agent column."""
+    table = runner.invoke(app, ["usage", "--by", "session"], terminal_width=80)
+    assert table.exit_code == 0, table.output
+    flat = "".join(line.strip("│ ").split("│")[0].strip() for line in table.stdout.splitlines())
+    for path in home.values():
+        if path.suffix == ".jsonl" and path.is_file():
+            assert path.name[-20:] in flat
+    by_agent = runner.invoke(app, ["usage", "--by", "agent"], terminal_width=120)
+    assert "agents" not in by_agent.stdout and "agent" in by_agent.stdout
