@@ -61,3 +61,17 @@ def test_formats_unknown_to_the_reader_are_named_not_dumped(tmp_path) -> None:  
     out = _cli("map", str(path), env={"DS4TUI_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "120"})
     assert out.returncode == 0 and "unknown to this reader: entryTypes brand_new_kind ×2" in out.stdout
     assert "{'" not in out.stdout
+
+
+def test_a_what_if_plan_names_its_agent() -> None:
+    """DS4's plan of a Codex rollout names Codex in its manifest reasons, and its explanation does
+    not invite a pin on a read-only session (it read "Pi effective system prompt" and "Pin a turn
+    with a Pi label")."""
+    import json
+
+    out = _cli("plan", "--json", str(SESSIONS["codex"]))
+    assert out.returncode == 0, out.stderr
+    text = json.dumps(json.loads(out.stdout))
+    assert "Codex effective system prompt" in text and "Pi effective" not in text and "Active Pi tool" not in text
+    explained = _cli("plan", str(SESSIONS["codex"]))
+    assert "Pin a turn with a Pi label" not in explained.stdout

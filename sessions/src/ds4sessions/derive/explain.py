@@ -149,6 +149,9 @@ def explain_lines(view: PlanView) -> list[str]:
         rows.append(("Fallback reason", planning.fallback_reason))
     out += _rows(rows)
     out.append("Each manifest row carries the rule that selected or excluded it.")
-    out.append("Pin a turn with a Pi label starting with ds4:pin.")
+    if view.what_if:
+        out.append("Pins are Pi labels starting with ds4:pin: a what-if has none to honour.")
+    else:
+        out.append("Pin a turn with a Pi label starting with ds4:pin.")
     return out
 

@@ -301,12 +301,16 @@ class LivePlanner:
         included: list[ManifestItem] = []
         fixed_source = inputs.fixed_source
         if fixed_source == "system":
+            # (DS4's own words for Pi; another agent's what-if names that agent)
+            who = "Pi" if snapshot.agent == "pi" else _label(snapshot.agent)
             included.append(
-                ManifestItem(SYSTEM_SOURCE, True, "system", None, "system", None, None, inputs.system_tokens, None, "Pi effective system prompt")
+                ManifestItem(SYSTEM_SOURCE, True, "system", None, "system", None, None, inputs.system_tokens, None,
+                             f"{who} effective system prompt")
             )
             for name, tokens in inputs.tools:
                 included.append(
-                    ManifestItem(f"tool:{name}", True, "tool", None, None, None, None, tokens, None, "Active Pi tool from the session's system messages")
+                    ManifestItem(f"tool:{name}", True, "tool", None, None, None, None, tokens, None,
+                                 f"Active {who} tool from the session's system messages")
                 )
         elif fixed_source == "inferred":
             included.append(
@@ -388,3 +392,11 @@ def _group_refs(
         if group.id == rescued_group:
             groups["rescued"].append(ref)
     return refs, groups
+
+
+def _label(agent: str) -> str:
+    """The label of the agent `agent` (its id when the registry does not know it)."""
+    from ds4sessions.agents.registry import agent_named
+
+    found = agent_named(agent)
+    return getattr(found, "label", agent) if found is not None else agent
