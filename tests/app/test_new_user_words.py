@@ -75,3 +75,4 @@ def test_a_what_if_plan_names_its_agent() -> None:
     assert "Codex effective system prompt" in text and "Pi effective" not in text and "Active Pi tool" not in text
     explained = _cli("plan", str(SESSIONS["codex"]))
     assert "Pin a turn with a Pi label" not in explained.stdout
+    assert "Pins are Pi labels starting with ds4:pin: a what-if has none to honour." in explained.stdout
