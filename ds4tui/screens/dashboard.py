@@ -677,14 +677,22 @@ class DashboardScreen(Screen[None]):
         """Show or hide the entry inspector (more room for the tabs)."""
         self.toggle_class("-no-inspector")
 
+    def _reveal_map(self) -> None:
+        """On a short stacked screen a table tab takes the map's rows (app.tcss: `-short.-table-tab`):
+        a key that acts on the map brings the Turns tab back first, so it never acts unseen."""
+        if self.has_class("-narrow") and self.has_class("-short") and self.has_class("-table-tab"):
+            self.action_show_tab("turns")
+
     def action_toggle_map_view(self) -> None:
         """Switch the map between what the agent sends and DS4's plan."""
+        self._reveal_map()
         pixel_map = self.query_one(PixelMap)
         self._view_chosen = True
         pixel_map.set_view("ds4" if pixel_map.view == "agent" else "agent")  # the map's title names it
 
     def action_focus_map(self) -> None:
         """Move focus to the pixel map (arrows move the cell cursor)."""
+        self._reveal_map()
         self.query_one(PixelMap).focus()
 
     def action_show_tab(self, tab: str) -> None:

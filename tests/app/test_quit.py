@@ -43,3 +43,26 @@ async def test_the_palette_offers_quit_once() -> None:
         await pilot.pause(0.1)
         titles = [command.title for command in app.get_system_commands(app.screen)]
         assert titles.count("Quit") == 1 and "Help" in titles
+
+
+async def test_map_keys_bring_the_map_back_on_a_short_screen() -> None:
+    """At 80×24 a table tab takes the map's rows; `m` and `v` show the Turns tab (and so the map)
+    instead of moving a cursor nobody sees (a new-user trial)."""
+    from textual.widgets import TabbedContent
+
+    from ds4tui.widgets.pixel_map import PixelMap
+
+    app = Ds4App(SESSIONS["pi"], watch=False, retrieval=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if app.snapshot is not None:
+                break
+        for key in ("m", "v"):
+            await pilot.press("T")
+            await pilot.pause(0.05)
+            assert not app.screen.query_one(PixelMap).display or not app.screen.query_one("#left").display
+            await pilot.press(key)
+            await pilot.pause(0.05)
+            assert app.screen.query_one(TabbedContent).active == "turns"
+            assert app.screen.query_one("#left").display and app.screen.query_one(PixelMap).region.height > 0
