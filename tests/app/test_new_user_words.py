@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from ds4tui.app import Ds4App
-from tests.app.test_quit import SESSIONS
+from tests.app.test_keys_do_what_they_say import SESSIONS
 from tests.conftest import ROOT
 
 

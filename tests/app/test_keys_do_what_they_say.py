@@ -1,4 +1,4 @@
-"""`q` quits, as the footer, `?` and the README say, on the dashboard of every agent (a new-user
+"""Keys do what the footer and `?` say, on the dashboard of every agent. `q` quits (a new-user
 trial found it did nothing: the binding named the screen's `quit` action, which only the app
 has), and after moving between tabs; the session file is not touched."""
 
