@@ -302,7 +302,7 @@ class LivePlanner:
         fixed_source = inputs.fixed_source
         if fixed_source == "system":
             # (DS4's own words for Pi; another agent's what-if names that agent)
-            who = "Pi" if snapshot.agent == "pi" else _label(snapshot.agent)
+            who = _label(snapshot.agent)
             included.append(
                 ManifestItem(SYSTEM_SOURCE, True, "system", None, "system", None, None, inputs.system_tokens, None,
                              f"{who} effective system prompt")
