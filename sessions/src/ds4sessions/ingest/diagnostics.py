@@ -64,7 +64,7 @@ class Diagnostic:
     read (shown quoted and escaped by `__str__`, so control characters stay visible).
     """
 
-    kind: Problem
+    kind: Problem | str  # (a line-based reader's own kinds are strings: `agents.base.LineDiagnostic`)
     message: str
     line_no: int | None = None
     offset: int | None = None

@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterator
 
-from ds4sessions.agents.base import CODEX, SessionInfo
+from ds4sessions.agents.base import CODEX, SessionInfo, mapped
 
 HEAD_BYTES = 256 * 1024
 """Bytes read from a rollout's start for its listing (meta, first prompt)."""
@@ -136,8 +136,7 @@ def _head_facts(head: bytes) -> dict[str, Any]:
         elif kind == "turn_context" and isinstance(payload.get("model"), str):
             facts["model"] = payload["model"]
         elif kind == "response_item" and "title" not in facts and payload.get("type") == "message" and payload.get("role") == "user":
-            passthrough = payload.get("internal_chat_message_metadata_passthrough")
-            kinds = passthrough.get("content_item_kinds") if isinstance(passthrough, dict) else None
+            kinds = mapped(payload.get("internal_chat_message_metadata_passthrough")).get("content_item_kinds")
             content = payload.get("content") if isinstance(payload.get("content"), list) else []
             text = "".join(c.get("text", "") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
             if (kinds in (None, ["user.text"])) and text.strip() and not text.startswith(("<environment_context>", "<user_instructions>")):

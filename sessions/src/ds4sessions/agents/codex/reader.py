@@ -57,7 +57,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ds4core.spare import Spares
 from ds4core.agent_models import codex_tools, tools_table
 from ds4sessions.agents.common import iso_seconds as _seconds
-from ds4sessions.agents.base import LineDiagnostic, CODEX, listed, Capabilities, Compaction, Conversation, MessageMeta, Request
+from ds4sessions.agents.base import LineDiagnostic, CODEX, listed, mapped, Capabilities, Compaction, Conversation, MessageMeta, Request
 from ds4sessions.agents.codex.tokens import RawUsage, auto_compact, percent_left, window_note
 from ds4sessions.ingest import limits
 from ds4sessions.ingest.limits import OversizedLine
@@ -101,11 +101,6 @@ MAX_KEPT_DIAGNOSTICS = 200
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    # (`type(...) is dict` first: `isinstance` against `typing.Mapping` costs ~1.5 µs)
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 try:
@@ -316,17 +311,17 @@ class CodexReader:
         payload = row.get("payload")
         try:
             if kind == "session_meta":
-                self._session_meta(_map(payload), line_no)
+                self._session_meta(mapped(payload), line_no)
             elif kind == "turn_context":
-                self._turn_context(_map(payload), when)
+                self._turn_context(mapped(payload), when)
             elif kind == "response_item":
-                self._response_item(_map(payload), row, line_no, offset, when)
+                self._response_item(mapped(payload), row, line_no, offset, when)
             elif kind == "compacted":
-                self._compacted(_map(payload), when, line_no)
+                self._compacted(mapped(payload), when, line_no)
             elif kind == "event_msg":
-                self._event(_map(payload), when, line_no, offset)
+                self._event(mapped(payload), when, line_no, offset)
             elif kind == "token_usage_record":
-                p = _map(payload)
+                p = mapped(payload)
                 rid = _str(p.get("response_id"))
                 if rid is not None:
                     self._pending_response = (rid, self._reply_start())
@@ -347,7 +342,7 @@ class CodexReader:
             self.cwd = _str(p.get("cwd"))
             self.provider = _str(p.get("model_provider"))
             base = p.get("base_instructions")
-            self.system_text = _str(_map(base).get("text")) if isinstance(base, Mapping) else _str(base)
+            self.system_text = _str(mapped(base).get("text")) if isinstance(base, Mapping) else _str(base)
             if self.system_text is None:
                 self.system_text = _str(p.get("instructions"))
             tools = [
@@ -359,7 +354,7 @@ class CodexReader:
             if not tools:
                 # the rollout records no built-in tool definition: Codex's own, as sent by this
                 # version (data/agent-tools.json, from the agent-oracle's request log), labelled
-                subagent = p.get("thread_source") == "subagent" or isinstance(_map(p.get("source")).get("subagent"), Mapping)
+                subagent = p.get("thread_source") == "subagent" or isinstance(mapped(p.get("source")).get("subagent"), Mapping)
                 known, measured = codex_tools(_str(p.get("cli_version")), subagent=subagent)
                 if known:
                     tools = [dict(t, name=str(t.get("name") or t.get("type") or "?")) for t in known]
@@ -427,7 +422,7 @@ class CodexReader:
     def _turn_context(self, p: Mapping[str, Any], when: float | None) -> None:
         model = _str(p.get("model"))
         effort = _str(p.get("effort"))
-        settings = _map(_map(p.get("collaboration_mode")).get("settings"))
+        settings = mapped(mapped(p.get("collaboration_mode")).get("settings"))
         if effort is None:
             effort = _str(settings.get("reasoning_effort"))
         if model:
@@ -457,7 +452,7 @@ class CodexReader:
         self.item_types[kind] += 1
         item_id = _str(p.get("id")) or _str(p.get("call_id")) or f"line:{line_no}"
         self.leaf_id = item_id
-        metadata = _map(row.get("metadata")) or _map(p.get("metadata"))
+        metadata = mapped(row.get("metadata")) or mapped(p.get("metadata"))
         if metadata.get("compaction_output") is True:
             return  # the summary, already part of the `compacted` row that follows
         if kind not in KNOWN_ITEM_TYPES:
@@ -471,7 +466,7 @@ class CodexReader:
         if kind == "message":
             role = _str(p.get("role")) or "user"
             blocks = _content_text(p.get("content"))
-            kinds = _map(p.get("internal_chat_message_metadata_passthrough")).get("content_item_kinds")
+            kinds = mapped(p.get("internal_chat_message_metadata_passthrough")).get("content_item_kinds")
             first_kind = kinds[0] if isinstance(kinds, list) and kinds and isinstance(kinds[0], str) else None
             if role == "assistant":
                 self._add({"role": "assistant", "content": blocks, "timestamp": ms},
@@ -559,7 +554,7 @@ class CodexReader:
             data = json.loads(text)
         except (ValueError, RecursionError):
             data = {}
-        data = _map(data)
+        data = mapped(data)
         self.spawned.append({"callId": call_id, "agentId": _str(data.get("agent_id")) or _str(data.get("id")),
                              "nickname": _str(data.get("nickname"))})
 
@@ -715,11 +710,11 @@ class CodexReader:
             if needle not in raw or b"function_call_output" not in raw:
                 continue
             try:
-                p = _map(json.loads(raw).get("payload"))
+                p = mapped(json.loads(raw).get("payload"))
                 output = json.loads(p.get("output")) if isinstance(p.get("output"), str) else p.get("output")
             except (ValueError, AttributeError):
                 continue
-            if _map(output).get("agent_id") == self.thread_id:
+            if mapped(output).get("agent_id") == self.thread_id:
                 self._spawn_call_id = _str(p.get("call_id"))
                 break
         return self._spawn_call_id
@@ -842,7 +837,7 @@ class CodexReader:
         if isinstance(meta.get("forked_from_id"), str):
             parent = meta["forked_from_id"]
             extra["forkedFrom"] = parent
-        spawn = _map(_map(_map(meta.get("source")).get("subagent")).get("thread_spawn"))
+        spawn = mapped(mapped(mapped(meta.get("source")).get("subagent")).get("thread_spawn"))
         if spawn:
             parent = _str(spawn.get("parent_thread_id")) or _str(meta.get("parent_thread_id"))
             extra["subagent"] = {"parentThreadId": parent, "depth": spawn.get("depth"),
